@@ -1,0 +1,1 @@
+"""The ``coe`` command line."""

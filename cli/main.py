@@ -1,0 +1,265 @@
+"""The ``coe`` command line: run a task, resume a killed run, show a saved run.
+
+Exit codes: 0 the run completed; 1 the run ended partial or failed; 2 a usage or configuration error (the
+message names the argument, file or field); 130 interrupted (the run can be resumed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from langchain_core.runnables import RunnableConfig
+from pydantic import ValidationError
+
+from state.context import RunContext, resolve_settings
+from state.enums import Mode, RunStatus
+from state.errors import CoeError, ConfigError, UserError
+from state.framework import load_framework_file
+from state.io import RunInput, RunOptions
+from state.passport import Passport
+
+app = typer.Typer(
+    name="coe",
+    help="College of Experts: split a task into slots, run local experts, assemble the answer.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class BackendChoice(str, Enum):
+    """Expert backends selectable on the command line."""
+
+    llama = "llama"
+    fake = "fake"
+
+
+CheckpointOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--checkpoint",
+        help="Where runs are saved: sqlite:///PATH, postgresql://..., or memory. Default: $COE_CHECKPOINT_URL, "
+        "else a SQLite file in the user data directory.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON summary.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the Markdown document to this file.")]
+LedgerOpt = Annotated[bool, typer.Option("--ledger", help="Append the ledger to the document.")]
+
+
+@app.command()
+def run(
+    task: Annotated[str, typer.Argument(help="The task, in plain language ('-' reads it from standard input).")],
+    mode: Annotated[Mode, typer.Option(help="How much the harness may ask you.")] = Mode.AUTONOMOUS,
+    framework: Annotated[
+        Path | None, typer.Option(help="Run this framework (YAML) instead of choosing one.")
+    ] = None,
+    backend: Annotated[BackendChoice | None, typer.Option(help="Expert backend [env: COE_BACKEND].")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Bundled model name or path to a GGUF file [env: COE_MODEL].")
+    ] = None,
+    fake_script: Annotated[
+        Path | None, typer.Option(help="Script for the fake backend [env: COE_FAKE_SCRIPT].")
+    ] = None,
+    max_parallel: Annotated[int | None, typer.Option(min=1, max=64, help="Slots run at once.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(min=16, help="Token budget per slot answer.")] = None,
+    grammar: Annotated[
+        bool | None, typer.Option("--grammar/--no-grammar", help="Constrain output to the outline contract.")
+    ] = None,
+    thread_id: Annotated[str | None, typer.Option(help="Thread id to use (default: a new UUID).")] = None,
+    checkpoint: CheckpointOpt = None,
+    out: OutOpt = None,
+    as_json: JsonOpt = False,
+    ledger: LedgerOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details to stderr.")] = False,
+) -> None:
+    """Run TASK end to end and print the assembled Markdown document."""
+    _logging(verbose)
+    with _user_errors():
+        text = sys.stdin.read() if task == "-" else task
+        from nodes.guard import check_task
+
+        text = check_task(text)
+        options = RunOptions()
+        if framework is not None:
+            fw = load_framework_file(str(framework))
+            options = RunOptions(framework=fw.model_dump(mode="json"), framework_source=str(framework))
+        try:
+            context = RunContext(
+                backend=backend.value if backend else None,
+                model_path=model,
+                fake_script=str(fake_script) if fake_script else None,
+                max_parallel=max_parallel,
+                max_tokens=max_tokens,
+                use_grammar=grammar,
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ConfigError("command line", first["msg"], field=str(first["loc"][0])) from None
+        resolve_settings(context)  # fail here, before anything is saved, on a bad environment variable
+        run_input = RunInput(task=text, mode=mode, options=options)
+        tid = thread_id or str(uuid.uuid4())
+        code = _drive(run_input.model_dump(mode="json"), tid, checkpoint, context, out, as_json, ledger)
+    raise typer.Exit(code)
+
+
+@app.command()
+def resume(
+    thread_id: Annotated[str, typer.Argument(help="The thread id printed when the run started.")],
+    checkpoint: CheckpointOpt = None,
+    out: OutOpt = None,
+    as_json: JsonOpt = False,
+    ledger: LedgerOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Continue a run that was killed or interrupted; finished slots are not run again."""
+    _logging(verbose)
+    with _user_errors():
+        code = _drive(None, thread_id, checkpoint, None, out, as_json, ledger)
+    raise typer.Exit(code)
+
+
+@app.command()
+def show(
+    thread_id: Annotated[str, typer.Argument(help="The thread id of a saved run.")],
+    checkpoint: CheckpointOpt = None,
+    as_json: JsonOpt = False,
+    ledger: LedgerOpt = True,
+) -> None:
+    """Show a saved run: status, slots, warnings and the ledger."""
+    from graph import build_graph, open_checkpointer
+
+    with _user_errors(), open_checkpointer(checkpoint) as saver:
+        graph = build_graph(saver)
+        snapshot = graph.get_state(_config(thread_id))
+        if not snapshot.values:
+            raise ConfigError("thread id", f"no run {thread_id!r} is saved at {_where(checkpoint)}")
+        state = Passport.model_validate(snapshot.values)
+        if as_json:
+            payload = state.model_dump(mode="json", exclude={"results"})
+            payload["next"] = list(snapshot.next)
+            print(json.dumps(payload, indent=2))
+            return
+        print(_describe(state, list(snapshot.next)))
+        if ledger:
+            from nodes.assemble import render_ledger
+
+            print()
+            print(render_ledger(state.ledger))
+
+
+def _drive(
+    run_input: dict[str, Any] | None,
+    thread_id: str,
+    checkpoint: str | None,
+    context: RunContext | None,
+    out: Path | None,
+    as_json: bool,
+    ledger: bool,
+) -> int:
+    from cli.progress import Progress
+    from graph import build_graph, open_checkpointer
+
+    config = _config(thread_id)
+    with open_checkpointer(checkpoint) as saver:
+        graph = build_graph(saver)
+        if run_input is None:
+            snapshot = graph.get_state(config)
+            if not snapshot.values:
+                raise ConfigError("thread id", f"no run {thread_id!r} is saved at {_where(checkpoint)}")
+            if not snapshot.next:
+                print(f"run {thread_id} already finished; showing its result", file=sys.stderr)
+        print(f"thread {thread_id}  (resume with: coe resume {thread_id})", file=sys.stderr)
+        try:
+            with Progress() as progress:
+                for mode, chunk in graph.stream(
+                    run_input, config, context=context, stream_mode=["custom"], durability="sync"
+                ):
+                    if mode == "custom" and isinstance(chunk, dict):
+                        progress.event(chunk)
+        except KeyboardInterrupt:
+            print(f"\ninterrupted; resume with: coe resume {thread_id}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        state = Passport.model_validate(graph.get_state(config).values)
+    return _report(state, out, as_json, ledger)
+
+
+def _report(state: Passport, out: Path | None, as_json: bool, ledger: bool) -> int:
+    document = state.document or ""
+    if ledger:
+        from nodes.assemble import render_ledger
+
+        document = document.rstrip("\n") + "\n\n" + render_ledger(state.ledger)
+    if out is not None:
+        out.write_text(document, encoding="utf-8")
+        print(f"document written to {out}", file=sys.stderr)
+    if as_json:
+        payload: dict[str, Any] = state.summary.model_dump(mode="json") if state.summary else {}
+        payload["document"] = document
+        print(json.dumps(payload, indent=2))
+    elif out is None:
+        print(document)
+    return EXIT_OK if state.status == RunStatus.COMPLETED else EXIT_RUN
+
+
+def _describe(state: Passport, next_nodes: list[str]) -> str:
+    lines = [
+        f"thread:  {state.run.thread_id if state.run else '?'}",
+        f"status:  {state.status.value}" + (f" (next: {', '.join(next_nodes)})" if next_nodes else ""),
+        f"task:    {state.mission.task if state.mission else state.task}",
+    ]
+    if state.framework is not None:
+        lines.append(f"framework: {state.framework.title} ({state.framework.source})")
+        for spec in state.framework.slots:
+            st = state.slot_states.get(spec.id)
+            status = st.status.value if st else "pending"
+            extra = f" - {st.error}" if st and st.error else ""
+            expert = st.expert if st and st.expert else "-"
+            attempts = st.attempts if st else 0
+            lines.append(f"  {spec.id:<16} {status:<12} {expert:<18} attempts={attempts}{extra}")
+    for n in state.notices:
+        lines.append(f"{n.level}: " + (f"[{n.slot_id}] " if n.slot_id else "") + n.message)
+    return "\n".join(lines)
+
+
+def _config(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _where(checkpoint: str | None) -> str:
+    from graph.persistence import resolve_url
+
+    return resolve_url(checkpoint)
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Turn user errors into one clear line on stderr and exit code 2; run failures into exit code 1."""
+    try:
+        yield
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_USAGE) from None
+    except CoeError as exc:
+        print(f"run failed: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_RUN) from None
+
+
+def main() -> None:
+    """Entry point for ``python -m cli``."""
+    app()

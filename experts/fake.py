@@ -1,0 +1,180 @@
+"""A scripted fake expert backend for tests and benchmarks: exact texts, exact latencies, scripted failures.
+
+The script is a YAML or JSON file (named by ``--fake-script``, the run context's ``fake_script`` or
+``COE_FAKE_SCRIPT``)::
+
+    calls_log: /tmp/calls.jsonl     # optional: one JSON line per call (also COE_FAKE_CALLS_LOG)
+    default:                        # optional: used when no rule matches
+      delay: 0.0                    #   seconds to sleep before answering
+    rules:                          # first match wins
+      - slot: design                # match the slot id exactly ...
+        delay: 1.5
+        text: "## Outline\\n1. ..." # ... and answer this text (omit: a compliant answer is generated)
+      - title: "(?i)legal"          # ... or match the slot title with a regular expression
+        responses:                  # one entry per attempt; the last one repeats
+          - {text: "no outline here"}
+          - {fail: "simulated backend failure"}
+
+A response has ``text`` (optional), ``delay`` (seconds, default 0) and ``fail`` (an error message: the call
+raises :class:`~state.errors.BackendError`). Without a script every call gets a generated compliant answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from experts.pool import Generation, GenerationRequest
+from state.errors import BackendError, ConfigError
+from state.passport import Settings
+
+
+class FakeResponse(BaseModel):
+    """One scripted answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = None
+    delay: float = Field(default=0.0, ge=0.0, le=3600.0)
+    fail: str | None = None
+
+
+class FakeRule(BaseModel):
+    """Which slots a rule applies to, and what they get."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    slot: str | None = None
+    title: str | None = None
+    text: str | None = None
+    delay: float = Field(default=0.0, ge=0.0, le=3600.0)
+    fail: str | None = None
+    responses: list[FakeResponse] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> FakeRule:
+        if self.slot is None and self.title is None:
+            raise ValueError("a rule needs 'slot' (an id) or 'title' (a regular expression)")
+        if self.title is not None:
+            try:
+                re.compile(self.title)
+            except re.error as exc:
+                raise ValueError(f"title is not a valid regular expression: {exc}") from None
+        return self
+
+    def response(self, attempt: int) -> FakeResponse:
+        """The scripted response for this attempt (1-based); the last one repeats."""
+        if self.responses:
+            return self.responses[min(attempt, len(self.responses)) - 1]
+        return FakeResponse(text=self.text, delay=self.delay, fail=self.fail)
+
+    def matches(self, request: GenerationRequest) -> bool:
+        """Whether this rule applies to the request's slot."""
+        if self.slot is not None and request.slot_id != self.slot:
+            return False
+        return self.title is None or re.search(self.title, request.slot_title or "") is not None
+
+
+class FakeScript(BaseModel):
+    """A parsed fake-backend script."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls_log: str | None = None
+    default: FakeResponse = Field(default_factory=FakeResponse)
+    rules: list[FakeRule] = Field(default_factory=list)
+
+
+def load_script(path: str) -> FakeScript:
+    """Load and validate a fake-backend script file; errors name the file and field."""
+    try:
+        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(path, "fake script file not found", field="fake_script") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(path, f"not valid YAML/JSON: {exc}") from None
+    try:
+        return FakeScript.model_validate(data or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(path, first["msg"], field=".".join(str(p) for p in first["loc"])) from None
+
+
+def compliant_answer(title: str) -> str:
+    """A deterministic answer that follows the output contract, about ``title``."""
+    return (
+        "## Outline\n"
+        f"1. Scope of {title}\n"
+        "2. Approach\n"
+        "   2.1 Key steps\n"
+        "3. Summary\n\n"
+        f"## 1. Scope of {title}\n"
+        f"This part covers {title}.\n\n"
+        "## 2. Approach\n"
+        "The approach is described here.\n\n"
+        "### 2.1 Key steps\n"
+        "- First step\n- Second step\n\n"
+        "## 3. Summary\n"
+        f"{title} is covered.\n"
+    )
+
+
+@dataclass
+class FakeBackend:
+    """The scripted backend. Thread-safe; sleeps release the GIL so parallel slots overlap in time."""
+
+    script: FakeScript
+    calls_log: str | None = None
+    name: str = "fake"
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FakeBackend:
+        """Create the backend from the run's settings (script file optional)."""
+        script = load_script(settings.fake_script) if settings.fake_script else FakeScript()
+        log = script.calls_log or os.environ.get("COE_FAKE_CALLS_LOG") or None
+        return cls(script=script, calls_log=log)
+
+    def supports_grammar(self) -> bool:
+        """The fake ignores grammars."""
+        return False
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        """Answer as scripted for the request's slot and attempt."""
+        rule = next((r for r in self.script.rules if r.matches(request)), None)
+        response = rule.response(request.attempt) if rule is not None else self.script.default
+        self._log_call(request)
+        start = time.perf_counter()
+        if response.delay:
+            time.sleep(response.delay)
+        if response.fail is not None:
+            raise BackendError("execute_slots", f"fake backend: {response.fail}", slot_id=request.slot_id)
+        text = response.text if response.text is not None else compliant_answer(request.slot_title or "the task")
+        prompt_words = sum(len(m.content.split()) for m in request.messages)
+        return Generation(
+            text=text,
+            prompt_tokens=prompt_words,
+            completion_tokens=len(text.split()),
+            seconds=time.perf_counter() - start,
+            model="fake",
+        )
+
+    def _log_call(self, request: GenerationRequest) -> None:
+        if not self.calls_log:
+            return
+        line = json.dumps({"slot": request.slot_id, "attempt": request.attempt, "pid": os.getpid(), "t": time.time()})
+        with self._lock, open(self.calls_log, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -1,0 +1,50 @@
+"""Assemble and compile the College of Experts graph.
+
+``build_graph`` is what embedders call; the module-level ``graph`` (no checkpointer: the LangGraph server
+supplies one) is what ``langgraph.json`` points at.
+"""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+
+from graph.routing import after_execute
+from nodes import assemble, execute_slots, guard, route_slots, select_template
+from state.context import RunContext
+from state.framework import MAX_SLOTS
+from state.io import RunInput, RunOutput
+from state.passport import Passport
+
+RECURSION_LIMIT = 2 * MAX_SLOTS + 20
+"""Enough super-steps for the largest framework: each slot needs at most two execute_slots rounds."""
+
+CoeGraph = CompiledStateGraph[Passport, RunContext, RunInput, RunOutput]
+
+
+def build_graph(
+    checkpointer: BaseCheckpointSaver[str] | None = None,
+    store: BaseStore | None = None,
+    *,
+    name: str = "college_of_experts",
+) -> CoeGraph:
+    """Build and compile the graph with the caller's checkpointer and store (both optional)."""
+    builder = StateGraph(Passport, context_schema=RunContext, input_schema=RunInput, output_schema=RunOutput)
+    builder.add_node("guard", guard)
+    builder.add_node("select_template", select_template)
+    builder.add_node("route_slots", route_slots)
+    builder.add_node("execute_slots", execute_slots)
+    builder.add_node("assemble", assemble)
+    builder.add_edge(START, "guard")
+    builder.add_edge("guard", "select_template")
+    builder.add_edge("select_template", "route_slots")
+    builder.add_edge("route_slots", "execute_slots")
+    builder.add_conditional_edges("execute_slots", after_execute)
+    builder.add_edge("assemble", END)
+    compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
+    return compiled.with_config(recursion_limit=RECURSION_LIMIT)  # type: ignore[return-value]
+
+
+graph = build_graph()

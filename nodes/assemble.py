@@ -1,0 +1,110 @@
+"""Node ``assemble``: build the final Markdown document from the slot results. No LLM writes here.
+
+Layout: the framework title; one section per slot in dependency order with the expert's numbered sections
+nested under it; a note in place of every slot that failed or was blocked; then the unresolved markers and
+warnings; optionally (``--ledger``) the ledger, rendered by :func:`render_ledger`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from state.assist import unresolved_markers
+from state.enums import RunStatus, SlotStatus
+from state.errors import RunFailure
+from state.framework import topological_order
+from state.io import RunSummary, SlotSummary
+from state.passport import LedgerEntry, Passport, SlotState, utcnow
+from state.result import render_section
+
+
+def assemble(state: Passport) -> dict[str, Any]:
+    """Assemble the document and the run summary."""
+    if state.framework is None or state.run is None:
+        raise RunFailure("assemble", "nothing to assemble: no framework")
+    fw = state.framework
+    order = topological_order(fw)
+    states = {s.id: state.slot_states.get(s.id) or SlotState() for s in fw.slots}
+    parts: list[str] = [f"# {fw.title}"]
+    unresolved: list[str] = []
+    for sid in order:
+        spec = fw.slot(sid)
+        st = states[sid]
+        parts.append(f"## {spec.title}")
+        result = state.results.get(sid)
+        if st.status == SlotStatus.DONE and result is not None:
+            if result.sections:
+                parts.extend(render_section(s, base_level=3) for s in result.sections)
+            else:
+                parts.append(result.raw.strip())
+            unresolved.extend(unresolved_markers(result.raw))
+        elif st.status == SlotStatus.BLOCKED:
+            parts.append(f"> **Missing:** this part was not written because {', '.join(st.blocked_by)} failed.")
+        elif st.status == SlotStatus.FAILED:
+            parts.append(f"> **Missing:** this part failed: {st.error or 'unknown error'}")
+        else:
+            parts.append(f"> **Missing:** this part did not run (status: {st.status.value}).")
+    warnings = [
+        (f"[{n.slot_id}] " if n.slot_id else "") + f"{n.level}: {n.message}" for n in state.notices
+    ]
+    if unresolved:
+        parts.append("## Unresolved")
+        parts.append("\n".join(f"- `{m}`" for m in unresolved))
+    if warnings:
+        parts.append("## Warnings")
+        parts.append("\n".join(f"- {w}" for w in warnings))
+    statuses = [st.status for st in states.values()]
+    if all(s == SlotStatus.DONE for s in statuses):
+        status = RunStatus.COMPLETED
+    elif any(s == SlotStatus.DONE for s in statuses):
+        status = RunStatus.PARTIAL
+    else:
+        status = RunStatus.FAILED
+    summary = RunSummary(
+        thread_id=state.run.thread_id,
+        run_id=state.run.run_id,
+        status=status,
+        title=fw.title,
+        framework_source=fw.source,
+        slots=[
+            SlotSummary(
+                id=s.id,
+                title=s.title,
+                expert=states[s.id].expert,
+                status=states[s.id].status,
+                attempts=states[s.id].attempts,
+                error=states[s.id].error,
+                blocked_by=states[s.id].blocked_by,
+            )
+            for s in fw.slots
+        ],
+        warnings=warnings,
+        unresolved=unresolved,
+    )
+    document = "\n\n".join(parts) + "\n"
+    return {
+        "document": document,
+        "summary": summary,
+        "status": status,
+        "updated_at": utcnow(),
+        "ledger": [
+            LedgerEntry(
+                agent="harness",
+                action="assemble",
+                inputs_summary=f"{len(order)} slots",
+                outputs_summary=f"{len(document)} chars, {len(unresolved)} unresolved, status {status.value}",
+            )
+        ],
+    }
+
+
+def render_ledger(ledger: list[LedgerEntry]) -> str:
+    """The ledger as a Markdown table (appended to the document with ``--ledger``)."""
+    rows = ["## Ledger", "", "| time | agent | action | slot | ms | tokens in/out | outputs |", "|---|---|---|---|---|---|---|"]
+    for e in ledger:
+        out = e.outputs_summary.replace("|", "\\|").replace("\n", " ")[:120]
+        rows.append(
+            f"| {e.at:%H:%M:%S} | {e.agent} | {e.action} | {e.slot_id or ''} | {e.duration_ms} | "
+            f"{e.prompt_tokens}/{e.completion_tokens} | {out} |"
+        )
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,158 @@
+"""Node ``execute_slots``: one scheduling round of the slot DAG.
+
+Each call (one super-step): mark slots whose dependencies failed as blocked, dispatch every ready slot (and
+re-dispatch slots that were running in a process that died), wait until at least one running slot finishes,
+and return the finished slots as a partial update. The graph loops on this node until no slot is pending or
+running; see :mod:`nodes.scheduler` for why dispatch works this way.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from experts.pool import get_backend
+from nodes.prompts import GENERAL_PERSONA
+from nodes.scheduler import Finished, release, scheduler_for
+from nodes.slot_work import SlotJob, SlotOutcome, run_slot
+from state.context import RunContext
+from state.errors import RunFailure
+from state.framework import Framework, ancestors, descendants
+from state.passport import LedgerEntry, Notice, Passport, SlotState, SlotStatus, utcnow
+
+logger = logging.getLogger(__name__)
+
+NODE = "execute_slots"
+FINAL = (SlotStatus.DONE, SlotStatus.FAILED, SlotStatus.BLOCKED)
+
+
+def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Dispatch ready slots, wait for at least one to finish, return what finished."""
+    if state.framework is None or state.run is None or state.settings is None or state.mission is None:
+        raise RunFailure(NODE, "the framework, run identity and settings must be set before execution")
+    fw = state.framework
+    settings = state.settings
+    statuses = {sid: st.model_copy() for sid, st in state.slot_states.items()}
+    for spec in fw.slots:
+        statuses.setdefault(spec.id, SlotState())
+    changed: dict[str, SlotState] = {}
+    ledger: list[LedgerEntry] = []
+    notices: list[Notice] = []
+
+    _block_dependents(fw, statuses, changed, ledger)
+
+    sched = scheduler_for(state.run.run_id, settings.max_parallel)
+    write = runtime.stream_writer
+    backend = None
+    for spec in fw.slots:
+        st = statuses[spec.id]
+        deps_done = all(statuses[d].status == SlotStatus.DONE for d in spec.deps)
+        stale = st.status == SlotStatus.IN_PROGRESS and not sched.known(spec.id)
+        if not ((st.status == SlotStatus.PENDING and deps_done) or stale):
+            continue
+        if backend is None:
+            backend = get_backend(settings)
+        if stale:
+            ledger.append(
+                LedgerEntry(
+                    agent="harness",
+                    action="requeue",
+                    slot_id=spec.id,
+                    inputs_summary="slot was running when the previous process stopped; running it again",
+                )
+            )
+        expert = state.routing[spec.id].expert if spec.id in state.routing else st.expert or "general_reasoning"
+        job = SlotJob(
+            spec=spec,
+            task=state.mission.task,
+            constraints=tuple(state.mission.constraints),
+            expert=expert,
+            persona=GENERAL_PERSONA,
+            references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
+        )
+        sched.submit(spec.id, lambda emit, job=job, backend=backend: run_slot(job, backend, settings, emit))
+        new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
+        statuses[spec.id] = changed[spec.id] = new
+        write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
+
+    results: dict[str, Any] = {}
+    if sched.running() or any(statuses[s.id].status == SlotStatus.IN_PROGRESS for s in fw.slots):
+        for finished in sched.wait(write):
+            _record(finished, fw, statuses, changed, results, ledger, notices)
+        _block_dependents(fw, statuses, changed, ledger)
+
+    if all(statuses[s.id].status in FINAL for s in fw.slots):
+        release(state.run.run_id)
+    update: dict[str, Any] = {"slot_states": changed, "updated_at": utcnow()}
+    if results:
+        update["results"] = results
+    if ledger:
+        update["ledger"] = ledger
+    if notices:
+        update["notices"] = notices
+    return update
+
+
+def _record(
+    finished: Finished,
+    fw: Framework,
+    statuses: dict[str, SlotState],
+    changed: dict[str, SlotState],
+    results: dict[str, Any],
+    ledger: list[LedgerEntry],
+    notices: list[Notice],
+) -> None:
+    prev = statuses[finished.slot_id]
+    outcome = finished.outcome
+    if not isinstance(outcome, SlotOutcome):
+        error = f"internal error in slot worker: {outcome!r}"
+        new = prev.model_copy(update={"status": SlotStatus.FAILED, "error": error, "finished_at": utcnow()})
+        notices.append(Notice(level="error", source=NODE, slot_id=finished.slot_id, message=error))
+    elif outcome.result is not None:
+        results[finished.slot_id] = outcome.result
+        new = prev.model_copy(
+            update={
+                "status": SlotStatus.DONE,
+                "attempts": prev.attempts + outcome.attempts,
+                "started_at": outcome.started_at,
+                "finished_at": outcome.finished_at,
+                "error": None,
+            }
+        )
+    else:
+        new = prev.model_copy(
+            update={
+                "status": SlotStatus.FAILED,
+                "attempts": prev.attempts + outcome.attempts,
+                "error": outcome.error,
+                "started_at": outcome.started_at,
+                "finished_at": outcome.finished_at,
+            }
+        )
+    if isinstance(outcome, SlotOutcome):
+        ledger.extend(outcome.ledger)
+        notices.extend(outcome.notices)
+    statuses[finished.slot_id] = changed[finished.slot_id] = new
+
+
+def _block_dependents(
+    fw: Framework, statuses: dict[str, SlotState], changed: dict[str, SlotState], ledger: list[LedgerEntry]
+) -> None:
+    """Mark every pending slot downstream of a failed or blocked slot as blocked (naming the culprits)."""
+    broken = [sid for sid, st in statuses.items() if st.status in (SlotStatus.FAILED, SlotStatus.BLOCKED)]
+    for sid in sorted(descendants(fw, broken)):
+        st = statuses[sid]
+        if st.status != SlotStatus.PENDING:
+            continue
+        culprits = sorted(
+            d for d in ancestors(fw, sid) if statuses[d].status in (SlotStatus.FAILED, SlotStatus.BLOCKED)
+        )
+        direct = [c for c in culprits if statuses[c].status == SlotStatus.FAILED] or culprits
+        new = st.model_copy(update={"status": SlotStatus.BLOCKED, "blocked_by": direct})
+        statuses[sid] = changed[sid] = new
+        ledger.append(
+            LedgerEntry(agent="harness", action="block", slot_id=sid, outputs_summary="blocked by " + ", ".join(direct))
+        )
+

@@ -1,0 +1,100 @@
+"""Per-run settings (LangGraph runtime context) and how they are resolved.
+
+Precedence, highest first: the run's context > environment variables (``COE_*``) > built-in defaults.
+The resolved :class:`~state.passport.Settings` are recorded in the Passport by the guard node, so a resumed
+run behaves like the original even when resumed from another process.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from state.errors import ConfigError
+from state.passport import Settings
+
+DEFAULTS: dict[str, Any] = {
+    "backend": "llama",
+    "model_path": None,
+    "fake_script": None,
+    "max_parallel": 4,
+    "max_outline_retries": 2,
+    "max_tokens": 600,
+    "temperature": 0.2,
+    "use_grammar": True,
+    "n_ctx": 4096,
+    "n_threads": None,
+    "reference_max_chars": 6000,
+}
+
+ENV_VARS: dict[str, str] = {
+    "backend": "COE_BACKEND",
+    "model_path": "COE_MODEL",
+    "fake_script": "COE_FAKE_SCRIPT",
+    "max_parallel": "COE_MAX_PARALLEL",
+    "max_outline_retries": "COE_MAX_OUTLINE_RETRIES",
+    "max_tokens": "COE_MAX_TOKENS",
+    "temperature": "COE_TEMPERATURE",
+    "use_grammar": "COE_USE_GRAMMAR",
+    "n_ctx": "COE_N_CTX",
+    "n_threads": "COE_N_THREADS",
+    "reference_max_chars": "COE_REFERENCE_MAX_CHARS",
+}
+
+
+class RunContext(BaseModel):
+    """Settings a caller may pass per run (``context=`` in LangGraph). Unset fields fall back to env/defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str | None = Field(default=None, description="Expert backend: llama or fake.")
+    model_path: str | None = Field(
+        default=None, description="A bundled model name (qwen2.5-coder-0.5b, smollm2-135m) or a GGUF path."
+    )
+    fake_script: str | None = Field(default=None, description="Script file for the fake backend (YAML/JSON).")
+    max_parallel: int | None = Field(default=None, ge=1, le=64, description="Slots run at the same time.")
+    max_outline_retries: int | None = Field(default=None, ge=0, le=5)
+    max_tokens: int | None = Field(default=None, ge=16, le=32768, description="Token budget per slot answer.")
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    use_grammar: bool | None = Field(default=None, description="Constrain output to the outline contract.")
+    n_ctx: int | None = Field(default=None, ge=512, le=131072)
+    n_threads: int | None = Field(default=None, ge=1, le=256)
+    reference_max_chars: int | None = Field(default=None, ge=200)
+
+
+def resolve_settings(context: RunContext | dict[str, Any] | None, env: dict[str, str] | None = None) -> Settings:
+    """Resolve the effective settings: run context > environment > defaults.
+
+    Raises:
+        ConfigError: naming the environment variable or context field that holds a bad value.
+    """
+    environ = os.environ if env is None else env
+    if isinstance(context, dict):
+        try:
+            context = RunContext.model_validate(context)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise ConfigError("run context", first["msg"], field=field) from None
+    given = context.model_dump(exclude_none=True) if context is not None else {}
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for name, default in DEFAULTS.items():
+        if name in given:
+            values[name], origin[name] = given[name], f"run context field {name}"
+        elif environ.get(ENV_VARS[name], "") != "":
+            values[name], origin[name] = environ[ENV_VARS[name]], f"environment variable {ENV_VARS[name]}"
+        else:
+            values[name], origin[name] = default, f"default {name}"
+    if values["backend"] not in ("llama", "fake"):
+        raise ConfigError(origin["backend"], f"unknown backend {values['backend']!r}; allowed: llama, fake")
+    if values["backend"] == "fake" and not values["fake_script"]:
+        values["fake_script"] = None
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "settings"
+        raise ConfigError(origin.get(name, "settings"), f"{first['msg']} (got {values.get(name)!r})") from None

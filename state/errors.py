@@ -1,0 +1,64 @@
+"""Typed exceptions.
+
+Two families, kept apart on purpose (STYLE.md rule 8):
+
+* :class:`UserError` and its children: the person configured or called something wrong. The message names the
+  argument, file or field, and the allowed values. The CLI prints it without a traceback and exits with 2.
+* :class:`RunFailure`: the run itself failed (a node, a slot, a backend). The message names the node and slot.
+"""
+
+from __future__ import annotations
+
+
+class CoeError(Exception):
+    """Base class of every error raised on purpose by College of Experts."""
+
+
+class UserError(CoeError):
+    """Something the caller gave us is wrong; the message says what and how to fix it."""
+
+
+class InputError(UserError):
+    """The run input (task, mode, options) is invalid."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class ConfigError(UserError):
+    """A configuration file or setting is invalid."""
+
+    def __init__(self, source: str, message: str, field: str | None = None) -> None:
+        self.source = source
+        self.field = field
+        where = f"{source}: {field}" if field else source
+        super().__init__(f"{where}: {message}")
+
+
+class FrameworkError(UserError):
+    """A framework (file, template or adapted plan) failed validation."""
+
+    def __init__(self, source: str, errors: list[str]) -> None:
+        self.source = source
+        self.errors = errors
+        listing = "\n".join(f"  - {e}" for e in errors)
+        super().__init__(f"invalid framework {source}:\n{listing}")
+
+
+class ModelUnavailableError(UserError):
+    """The configured model cannot be loaded (missing package, file or bad checksum)."""
+
+
+class RunFailure(CoeError):
+    """The run failed while executing a node or a slot."""
+
+    def __init__(self, node: str, message: str, slot_id: str | None = None) -> None:
+        self.node = node
+        self.slot_id = slot_id
+        where = f"node {node}" + (f", slot {slot_id}" if slot_id else "")
+        super().__init__(f"{where}: {message}")
+
+
+class BackendError(RunFailure):
+    """An expert backend failed to generate."""

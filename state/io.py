@@ -1,0 +1,69 @@
+"""What callers send (the narrow input schema) and what they get back (the output schema)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from state.enums import Mode, RunStatus, SlotStatus
+
+MAX_TASK_CHARS = 20_000
+"""The documented upper bound on a task's length (characters)."""
+
+
+class RunOptions(BaseModel):
+    """Optional run inputs beyond the task and mode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    framework: dict[str, Any] | None = Field(
+        default=None,
+        description="A framework to run instead of choosing one (same schema as a --framework YAML file).",
+    )
+    framework_source: str | None = Field(
+        default=None, description="Where the framework came from (a file path), used in error messages."
+    )
+    constraints: list[str] = Field(default_factory=list, description="Hard constraints the answer must respect.")
+    success_criteria: list[str] = Field(default_factory=list)
+
+
+class RunInput(BaseModel):
+    """The narrow input schema: all a caller may send to start a run."""
+
+    task: str = Field(description=f"The task, in plain language (at most {MAX_TASK_CHARS} characters).")
+    mode: Mode = Field(default=Mode.AUTONOMOUS, description="interactive, confirm or autonomous.")
+    options: RunOptions = Field(default_factory=RunOptions)
+
+
+class SlotSummary(BaseModel):
+    """One slot as a caller sees it after the run."""
+
+    id: str
+    title: str
+    expert: str | None
+    status: SlotStatus
+    attempts: int
+    error: str | None = None
+    blocked_by: list[str] = Field(default_factory=list)
+
+
+class RunSummary(BaseModel):
+    """The machine-readable summary of a finished run."""
+
+    thread_id: str
+    run_id: str
+    status: RunStatus
+    title: str
+    framework_source: str
+    slots: list[SlotSummary]
+    warnings: list[str] = Field(default_factory=list)
+    unresolved: list[str] = Field(default_factory=list)
+
+
+class RunOutput(BaseModel):
+    """The output schema: the assembled document and the summary."""
+
+    document: str | None = None
+    status: RunStatus = RunStatus.PENDING
+    summary: RunSummary | None = None
