@@ -12,7 +12,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,7 +38,7 @@ app = typer.Typer(
 EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class BackendChoice(str, Enum):
+class BackendChoice(StrEnum):
     """Expert backends selectable on the command line."""
 
     llama = "llama"
@@ -62,9 +62,7 @@ LedgerOpt = Annotated[bool, typer.Option("--ledger", help="Append the ledger to 
 def run(
     task: Annotated[str, typer.Argument(help="The task, in plain language ('-' reads it from standard input).")],
     mode: Annotated[Mode, typer.Option(help="How much the harness may ask you.")] = Mode.AUTONOMOUS,
-    framework: Annotated[
-        Path | None, typer.Option(help="Run this framework (YAML) instead of choosing one.")
-    ] = None,
+    framework: Annotated[Path | None, typer.Option(help="Run this framework (YAML) instead of choosing one.")] = None,
     backend: Annotated[BackendChoice | None, typer.Option(help="Expert backend [env: COE_BACKEND].")] = None,
     model: Annotated[
         str | None, typer.Option(help="Bundled model name or path to a GGUF file [env: COE_MODEL].")
@@ -110,7 +108,7 @@ def run(
         resolve_settings(context)  # fail here, before anything is saved, on a bad environment variable
         run_input = RunInput(task=text, mode=mode, options=options)
         tid = thread_id or str(uuid.uuid4())
-        code = _drive(run_input.model_dump(mode="json"), tid, checkpoint, context, out, as_json, ledger)
+        code = _drive(run_input, tid, checkpoint, context, out, as_json, ledger)
     raise typer.Exit(code)
 
 
@@ -160,7 +158,7 @@ def show(
 
 
 def _drive(
-    run_input: dict[str, Any] | None,
+    run_input: RunInput | None,
     thread_id: str,
     checkpoint: str | None,
     context: RunContext | None,
@@ -244,7 +242,9 @@ def _where(checkpoint: str | None) -> str:
 
 
 def _logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""A scripted fake expert backend for tests and benchmarks: exact texts, exact latencies, scripted failures.
+r"""A scripted fake expert backend for tests and benchmarks: exact texts, exact latencies, scripted failures.
 
 The script is a YAML or JSON file (named by ``--fake-script``, the run context's ``fake_script`` or
 ``COE_FAKE_SCRIPT``)::

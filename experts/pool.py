@@ -77,7 +77,9 @@ def get_backend(settings: Settings) -> ExpertBackend:
     """Return the (cached) backend for these settings, creating it on first use."""
     if settings.backend not in BACKENDS:
         raise ConfigError(
-            "settings", f"unknown backend {settings.backend!r}; allowed: {', '.join(BACKENDS)}", field="backend"
+            "settings",
+            f"unknown backend {settings.backend!r}; allowed: {', '.join(BACKENDS)}",
+            field="backend",
         )
     if settings.backend == "fake":
         # The fake backend is cheap and reads its script on creation; never cache it, so every run

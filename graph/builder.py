@@ -44,7 +44,7 @@ def build_graph(
     builder.add_conditional_edges("execute_slots", after_execute)
     builder.add_edge("assemble", END)
     compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
-    return compiled.with_config(recursion_limit=RECURSION_LIMIT)  # type: ignore[return-value]
+    return compiled.with_config(recursion_limit=RECURSION_LIMIT)
 
 
 graph = build_graph()

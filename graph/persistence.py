@@ -65,7 +65,9 @@ def _sqlite_path(url: str) -> Path:
 
 def _check(url: str) -> str:
     if not url.startswith(SCHEMES):
-        raise ConfigError("checkpoint URL", f"unsupported {url!r}; use one of: sqlite:///PATH, postgresql://..., memory")
+        raise ConfigError(
+            "checkpoint URL", f"unsupported {url!r}; use one of: sqlite:///PATH, postgresql://..., memory"
+        )
     return url
 
 
@@ -93,11 +95,11 @@ def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver[st
         from psycopg.rows import dict_row
 
         try:
-            conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+            pg_conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
         except OperationalError as exc:
             raise ConfigError("checkpoint URL", f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from None
-        with conn:
-            pg = PostgresSaver(conn, serde=serializer())  # type: ignore[arg-type]
+        with pg_conn:
+            pg = PostgresSaver(pg_conn, serde=serializer())
             pg.setup()
             yield pg
 
@@ -122,11 +124,11 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
         from psycopg.rows import dict_row
 
         try:
-            conn = await AsyncConnection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+            apg_conn = await AsyncConnection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
         except OperationalError as exc:
             raise ConfigError("checkpoint URL", f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from None
-        async with conn:
-            apg = AsyncPostgresSaver(conn, serde=serializer())  # type: ignore[arg-type]
+        async with apg_conn:
+            apg = AsyncPostgresSaver(apg_conn, serde=serializer())
             await apg.setup()
             yield apg
 

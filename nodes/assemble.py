@@ -44,9 +44,7 @@ def assemble(state: Passport) -> dict[str, Any]:
             parts.append(f"> **Missing:** this part failed: {st.error or 'unknown error'}")
         else:
             parts.append(f"> **Missing:** this part did not run (status: {st.status.value}).")
-    warnings = [
-        (f"[{n.slot_id}] " if n.slot_id else "") + f"{n.level}: {n.message}" for n in state.notices
-    ]
+    warnings = [(f"[{n.slot_id}] " if n.slot_id else "") + f"{n.level}: {n.message}" for n in state.notices]
     if unresolved:
         parts.append("## Unresolved")
         parts.append("\n".join(f"- `{m}`" for m in unresolved))
@@ -100,7 +98,12 @@ def assemble(state: Passport) -> dict[str, Any]:
 
 def render_ledger(ledger: list[LedgerEntry]) -> str:
     """The ledger as a Markdown table (appended to the document with ``--ledger``)."""
-    rows = ["## Ledger", "", "| time | agent | action | slot | ms | tokens in/out | outputs |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "## Ledger",
+        "",
+        "| time | agent | action | slot | ms | tokens in/out | outputs |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for e in ledger:
         out = e.outputs_summary.replace("|", "\\|").replace("\n", " ")[:120]
         rows.append(

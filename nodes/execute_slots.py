@@ -9,6 +9,7 @@ running; see :mod:`nodes.scheduler` for why dispatch works this way.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -20,7 +21,8 @@ from nodes.slot_work import SlotJob, SlotOutcome, run_slot
 from state.context import RunContext
 from state.errors import RunFailure
 from state.framework import Framework, ancestors, descendants
-from state.passport import LedgerEntry, Notice, Passport, SlotState, SlotStatus, utcnow
+from state.enums import SlotStatus
+from state.passport import LedgerEntry, Notice, Passport, SlotState, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
             persona=GENERAL_PERSONA,
             references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
         )
-        sched.submit(spec.id, lambda emit, job=job, backend=backend: run_slot(job, backend, settings, emit))
+        sched.submit(spec.id, partial(run_slot, job, backend, settings))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
         statuses[spec.id] = changed[spec.id] = new
         write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
@@ -153,6 +155,10 @@ def _block_dependents(
         new = st.model_copy(update={"status": SlotStatus.BLOCKED, "blocked_by": direct})
         statuses[sid] = changed[sid] = new
         ledger.append(
-            LedgerEntry(agent="harness", action="block", slot_id=sid, outputs_summary="blocked by " + ", ".join(direct))
+            LedgerEntry(
+                agent="harness",
+                action="block",
+                slot_id=sid,
+                outputs_summary="blocked by " + ", ".join(direct),
+            )
         )
-

@@ -9,7 +9,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from nodes.prompts import GENERAL_EXPERT_ID
@@ -38,7 +37,7 @@ def check_task(task: object) -> str:
 def check_mode(mode: object) -> Mode:
     """Return the mode or raise :class:`InputError` listing the allowed values."""
     try:
-        return Mode(mode)
+        return Mode(str(mode))
     except ValueError:
         allowed = ", ".join(m.value for m in Mode)
         raise InputError("mode", f"unknown mode {mode!r}; allowed: {allowed}") from None
@@ -59,20 +58,19 @@ def check_framework(options: RunOptions) -> Framework | None:
     return fw
 
 
-def guard(state: Passport, runtime: Runtime[RunContext], config: RunnableConfig) -> dict[str, Any]:
+def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Validate input and settings; record mission, settings and run identity."""
     task = check_task(state.task)
     mode = check_mode(state.mode)
     if mode is not Mode.AUTONOMOUS:
         raise InputError(
             "mode",
-            f"{mode.value!r} needs human-in-the-loop support, which this version does not have yet; "
-            "use 'autonomous'",
+            f"{mode.value!r} needs human-in-the-loop support, which this version does not have yet; use 'autonomous'",
         )
     check_framework(state.options)
     settings = resolve_settings(runtime.context)
-    configurable = config.get("configurable", {})
-    thread_id = str(configurable.get("thread_id") or uuid.uuid4())
+    info = runtime.execution_info
+    thread_id = info.thread_id if info is not None and info.thread_id else str(uuid.uuid4())
     run = RunInfo(thread_id=thread_id, run_id=str(uuid.uuid4()), created_at=utcnow())
     mission = Mission(
         task=task,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from functools import partial
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ class SlotScheduler:
                 return
             future = self._pool.submit(work, self._emit)
             self._running[slot_id] = future
-        future.add_done_callback(lambda f, sid=slot_id: self._done(sid, f))
+        future.add_done_callback(partial(self._done, slot_id))
 
     def _emit(self, event: ProgressEvent) -> None:
         with self._cond:

@@ -12,14 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from experts.pool import ChatMessage, ExpertBackend, GenerationRequest
+from nodes import prompts
 from state.assist import mark_unresolved
 from state.errors import CoeError
 from state.framework import OUTLINE_REFERENCE, SlotSpec
 from state.outline import parse_output, retry_feedback
 from state.passport import LedgerEntry, Notice, Settings, utcnow
 from state.result import SlotResult
-
-from nodes import prompts
 
 ProgressSink = Callable[[dict[str, object]], None]
 
@@ -67,9 +66,7 @@ def build_messages(job: SlotJob, settings: Settings) -> tuple[ChatMessage, ...]:
         else ""
     )
     constraints = (
-        prompts.CONSTRAINTS_BLOCK.format(items="\n".join(f"- {c}" for c in job.constraints))
-        if job.constraints
-        else ""
+        prompts.CONSTRAINTS_BLOCK.format(items="\n".join(f"- {c}" for c in job.constraints)) if job.constraints else ""
     )
     user = prompts.SLOT_PROMPT.format(
         task=job.task,

@@ -14,7 +14,16 @@ from state.errors import (
 )
 from state.framework import Framework, SlotSpec
 from state.io import RunInput, RunOptions, RunOutput, RunSummary, SlotSummary
-from state.passport import LedgerEntry, Mission, Notice, Passport, RoutingDecision, RunInfo, Settings, SlotState
+from state.passport import (
+    LedgerEntry,
+    Mission,
+    Notice,
+    Passport,
+    RoutingDecision,
+    RunInfo,
+    Settings,
+    SlotState,
+)
 from state.result import OutlineItem, Section, SlotResult
 
 __all__ = [

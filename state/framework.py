@@ -217,7 +217,9 @@ def critical_path(fw: Framework, durations: dict[str, float]) -> float:
 def parse_framework(data: Any, source: str) -> Framework:
     """Build and validate a framework from parsed YAML/JSON data; errors name the source and field."""
     if not isinstance(data, dict):
-        raise FrameworkError(source, [f"top level: expected a mapping with id, title and slots, got {type(data).__name__}"])
+        raise FrameworkError(
+            source, [f"top level: expected a mapping with id, title and slots, got {type(data).__name__}"]
+        )
     payload = dict(data)
     payload.setdefault("source", source)
     if "id" not in payload and "title" in payload:

@@ -46,10 +46,24 @@ def _kill_and_resume(url: str, tmp_path: Path) -> None:
     script.write_text(
         yaml.safe_dump({"calls_log": str(calls), "rules": [{"slot": "C", "delay": 0.3}, {"slot": "D", "delay": 30}]})
     )
-    env = {**os.environ, "COE_HOME": str(tmp_path / "home"), "COE_BACKEND": "fake", "COE_FAKE_SCRIPT": str(script)}
+    env = {
+        **os.environ,
+        "COE_HOME": str(tmp_path / "home"),
+        "COE_BACKEND": "fake",
+        "COE_FAKE_SCRIPT": str(script),
+    }
     thread = f"kill-{uuid.uuid4()}"
     base = ["--checkpoint", url]
-    proc = _coe("run", "Plan a web service", "--framework", str(FIXTURES / "branchy.yaml"), "--thread-id", thread, *base, env=env)
+    proc = _coe(
+        "run",
+        "Plan a web service",
+        "--framework",
+        str(FIXTURES / "branchy.yaml"),
+        "--thread-id",
+        thread,
+        *base,
+        env=env,
+    )
     try:
         _wait_for(lambda: "D" in read_calls(calls), timeout=60)
         time.sleep(0.3)  # let the super-step that recorded A, B and C commit
@@ -75,7 +89,12 @@ def _kill_and_resume(url: str, tmp_path: Path) -> None:
         assert f"## {title}" in summary["document"]
 
     show = subprocess.run(
-        [sys.executable, "-m", "cli", "show", thread, *base], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "cli", "show", thread, *base],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert show.returncode == 0, show.stderr
     assert "status:  completed" in show.stdout

@@ -36,7 +36,8 @@ print(json.dumps(p.model_dump(mode="json")))
 def _run(url: str, thread: str) -> Passport:
     fw = load_framework_file(str(FIXTURES / "branchy.yaml"))
     payload = RunInput(
-        task="Plan a service", options=RunOptions(framework=fw.model_dump(mode="json"), framework_source="branchy")
+        task="Plan a service",
+        options=RunOptions(framework=fw.model_dump(mode="json"), framework_source="branchy"),
     ).model_dump(mode="json")
     with open_checkpointer(url) as saver:
         graph = build_graph(saver)
@@ -51,7 +52,12 @@ def _run(url: str, thread: str) -> Passport:
 
 def _check_second_process(url: str, thread: str, first: Passport) -> None:
     out = subprocess.run(
-        [sys.executable, "-c", READER, url, thread], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", READER, url, thread],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == first.model_dump(mode="json")

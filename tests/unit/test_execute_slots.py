@@ -63,7 +63,9 @@ def test_stale_in_progress_slot_from_a_dead_process_is_requeued() -> None:
     # B is "in progress" in the checkpoint, but no scheduler in this process knows it: it is run again.
     from state.outline import parse_output
 
-    state = state.model_copy(update={"results": {sid: parse_output("## Outline\n1. a\n2. b\n3. c\n", sid, "g") for sid in "AC"}})
+    state = state.model_copy(
+        update={"results": {sid: parse_output("## Outline\n1. a\n2. b\n3. c\n", sid, "g") for sid in "AC"}}
+    )
     final = _drain(state)
     assert final.slot_states["B"].status == SlotStatus.DONE
     assert [e.slot_id for e in final.ledger if e.action == "requeue"] == ["B"]

@@ -39,7 +39,9 @@ def test_unknown_dep_lists_known_ids() -> None:
 
 
 def test_cycle_is_named() -> None:
-    errors = validation_errors(_fw({"id": "a", "deps": ["c"]}, {"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["b"]}))
+    errors = validation_errors(
+        _fw({"id": "a", "deps": ["c"]}, {"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["b"]})
+    )
     assert len(errors) == 1
     assert errors[0].startswith("slots: dependency cycle")
     assert all(x in errors[0] for x in ("a", "b", "c"))
@@ -69,7 +71,10 @@ def test_parse_errors_name_slot_and_field() -> None:
 
 def test_unknown_field_is_rejected() -> None:
     with pytest.raises(FrameworkError, match=r"slots\[s1\]\.colour"):
-        parse_framework({"id": "x", "title": "x", "slots": [{"id": "s1", "title": "t", "description": "d", "colour": 1}]}, "f")
+        parse_framework(
+            {"id": "x", "title": "x", "slots": [{"id": "s1", "title": "t", "description": "d", "colour": 1}]},
+            "f",
+        )
 
 
 def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:

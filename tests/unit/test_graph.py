@@ -19,7 +19,9 @@ from tests.conftest import FIXTURES, read_calls
 BAD = "Here is my answer without any structure."
 
 
-def _input(task: str = "Plan a small web service", framework: Path | None = FIXTURES / "branchy.yaml") -> dict[str, Any]:
+def _input(
+    task: str = "Plan a small web service", framework: Path | None = FIXTURES / "branchy.yaml"
+) -> dict[str, Any]:
     options = RunOptions()
     if framework is not None:
         fw = load_framework_file(str(framework))
@@ -27,7 +29,9 @@ def _input(task: str = "Plan a small web service", framework: Path | None = FIXT
     return RunInput(task=task, options=options).model_dump(mode="json")
 
 
-def _run(script: Path | None, *, framework: Path | None = FIXTURES / "branchy.yaml", thread: str = "t1", **ctx: Any) -> Passport:
+def _run(
+    script: Path | None, *, framework: Path | None = FIXTURES / "branchy.yaml", thread: str = "t1", **ctx: Any
+) -> Passport:
     graph = build_graph(InMemorySaver())
     config = {"configurable": {"thread_id": thread}}
     context = {"backend": "fake", "fake_script": str(script) if script else None, **ctx}
@@ -98,7 +102,8 @@ def test_retry_budget_is_a_setting(write_script) -> None:
 
 def test_assist_placeholders_become_honest_unresolved_markers(write_script) -> None:
     text = (
-        "## Outline\n1. Setup\n2. Limits\n3. Next\n\n## 1. Setup\nConnect to {{ASSIST:user:your database hostname}}.\n\n"
+        "## Outline\n1. Setup\n2. Limits\n3. Next\n\n"
+        "## 1. Setup\nConnect to {{ASSIST:user:your database hostname}}.\n\n"
         "## 2. Limits\nTimeout {{ASSIST:lookup:recommended session timeout}}.\n\n## 3. Next\nDone.\n"
     )
     state = _run(write_script({"rules": [{"slot": "A", "text": text}]}))
