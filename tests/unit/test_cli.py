@@ -1,0 +1,140 @@
+"""The `coe` command driven the way a user drives it (typer's runner, fake backend, SQLite file)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from cli.progress import Progress
+from tests.conftest import FIXTURES
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cp(tmp_path: Path) -> list[str]:
+    return ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
+
+
+def test_run_json_summary(cp: list[str]) -> None:
+    result = runner.invoke(
+        app, ["run", "Plan a service", "--backend", "fake", "--framework", str(FIXTURES / "branchy.yaml"), "--json", *cp]
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert set(payload) >= {"thread_id", "status", "slots", "warnings", "unresolved", "document"}
+    assert payload["status"] == "completed"
+    assert [(s["id"], s["expert"], s["status"], s["attempts"]) for s in payload["slots"]] == [
+        (sid, "general_reasoning", "done", 1) for sid in "ABCD"
+    ]
+    assert payload["document"].startswith("# Branchy plan")
+
+
+def test_run_writes_document_with_ledger_and_show_reads_it_back(tmp_path: Path, cp: list[str]) -> None:
+    out = tmp_path / "answer.md"
+    result = runner.invoke(
+        app, ["run", "Explain DNS", "--backend", "fake", "--thread-id", "t-1", "--out", str(out), "--ledger", *cp]
+    )
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert text.startswith("# Explain DNS") and "## Ledger" in text and "| generate |" in text
+    shown = runner.invoke(app, ["show", "t-1", *cp])
+    assert shown.exit_code == 0
+    assert "status:  completed" in shown.stdout and "answer" in shown.stdout
+    as_json = json.loads(runner.invoke(app, ["show", "t-1", "--json", *cp]).stdout)
+    assert as_json["status"] == "completed" and as_json["next"] == []
+
+
+def test_task_from_stdin(cp: list[str]) -> None:
+    result = runner.invoke(app, ["run", "-", "--backend", "fake", "--json", *cp], input="Explain TLS\n")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["title"] == "Explain TLS"
+
+
+def test_partial_run_exits_1_and_says_what_is_missing(write_script, cp: list[str]) -> None:
+    script = write_script({"rules": [{"slot": "C", "fail": "out of memory"}]})
+    result = runner.invoke(
+        app,
+        ["run", "Plan", "--backend", "fake", "--fake-script", str(script), "--framework", str(FIXTURES / "branchy.yaml"), *cp],
+    )
+    assert result.exit_code == 1
+    assert "this part failed" in result.stdout and "out of memory" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "  "], "task: is empty"),
+        (["run", "x", "--framework", "/no/such/plan.yaml"], "/no/such/plan.yaml"),
+        (["run", "x", "--mode", "confirm", "--backend", "fake"], "use 'autonomous'"),
+        (["run", "x", "--backend", "fake", "--fake-script", "/no/script.yaml"], "/no/script.yaml"),
+        (["resume", "nope"], "no run 'nope' is saved"),
+        (["show", "nope"], "no run 'nope' is saved"),
+    ],
+)
+def test_user_errors_are_one_clear_line_exit_2_no_traceback(args: list[str], message: str, cp: list[str]) -> None:
+    result = runner.invoke(app, [*args, *cp])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_invalid_framework_file_lists_every_error(tmp_path: Path, cp: list[str]) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "id: p\ntitle: P\nslots:\n"
+        "  - {id: a, title: A, description: d, deps: [b]}\n"
+        "  - {id: b, title: B, description: d, deps: [a]}\n"
+        "  - {id: c, title: C, description: d, expert: wizard}\n"
+    )
+    result = runner.invoke(app, ["run", "x", "--framework", str(plan), *cp])
+    assert result.exit_code == 2
+    assert str(plan) in result.stderr and "dependency cycle" in result.stderr
+    plan.write_text("id: p\ntitle: P\nslots:\n  - {id: c, title: C, description: d, expert: wizard}\n")
+    result = runner.invoke(app, ["run", "x", "--backend", "fake", "--framework", str(plan), *cp])
+    assert result.exit_code == 2
+    assert "slots[c].expert" in result.stderr and "allowed: general_reasoning" in result.stderr
+
+
+def test_unknown_mode_lists_allowed_values(cp: list[str]) -> None:
+    result = runner.invoke(app, ["run", "x", "--mode", "yolo", *cp])
+    assert result.exit_code == 2
+    assert "interactive" in result.output and "autonomous" in result.output
+
+
+def test_bad_environment_value_is_named(monkeypatch: pytest.MonkeyPatch, cp: list[str]) -> None:
+    monkeypatch.setenv("COE_MAX_TOKENS", "lots")
+    result = runner.invoke(app, ["run", "x", "--backend", "fake", *cp])
+    assert result.exit_code == 2 and "COE_MAX_TOKENS" in result.stderr
+
+
+def test_progress_plain_lines_when_not_a_tty() -> None:
+    buf = io.StringIO()
+    with Progress(stream=buf, live=False) as p:
+        p.event({"event": "slot_dispatched", "slot": "A", "title": "Req", "expert": "g"})
+        p.event({"event": "slot_started", "slot": "A"})
+        p.event({"event": "slot_retry", "slot": "A", "attempt": 2, "problems": ["missing '## Outline' heading"]})
+        p.event({"event": "slot_done", "slot": "A", "attempts": 2})
+        p.event({"event": "slot_failed", "slot": "B", "error": "boom"})
+    lines = buf.getvalue().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        "A: queued",
+        "A: started",
+        "A: retrying (attempt 2) - missing '## Outline' heading",
+        "A: done",
+        "B: failed - boom",
+    ]
+
+
+def test_progress_live_table_on_a_tty() -> None:
+    buf = io.StringIO()
+    with Progress(stream=buf, live=True) as p:
+        p.event({"event": "slot_started", "slot": "A", "title": "Requirements", "expert": "general_reasoning"})
+        p.event({"event": "slot_done", "slot": "A", "attempts": 1})
+    out = buf.getvalue()
+    assert "Requirements" in out and "✔" in out

@@ -1,0 +1,79 @@
+"""Each harness prompt template's placeholders match what its caller fills in."""
+
+from __future__ import annotations
+
+import string
+
+from nodes import prompts
+from nodes.slot_work import SlotJob, build_messages
+from state.context import resolve_settings
+from state.framework import OUTLINE_REFERENCE, SlotSpec
+from state.outline import parse_output
+
+
+def fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+EXPECTED = {
+    "SYSTEM_PROMPT": {"persona", "output_contract", "uncertainty_protocol"},
+    "SLOT_PROMPT": {"task", "title", "description", "expected_outputs", "constraints", "references"},
+    "EXPECTED_OUTPUTS_BLOCK": {"items"},
+    "CONSTRAINTS_BLOCK": {"items"},
+    "REFERENCES_BLOCK": {"items"},
+    "REFERENCE_ITEM": {"title", "view", "content"},
+    "RETRY_PROMPT": {"feedback"},
+}
+
+
+def test_template_placeholders_match_their_callers() -> None:
+    for name, expected in EXPECTED.items():
+        assert fields(getattr(prompts, name)) == expected, name
+
+
+def test_constants_that_are_not_templates_keep_their_braces() -> None:
+    # The uncertainty protocol is inserted as a value, so its {{ASSIST:...}} reaches the model verbatim.
+    system, _ = build_messages(_job(), resolve_settings({"backend": "fake"}, env={}))
+    assert "{{ASSIST:lookup:short description}}" in system.content
+
+
+def _job(**spec: object) -> SlotJob:
+    design = parse_output(
+        "## Outline\n1. Storage\n2. API\n3. Secret plan\n\n## 1. Storage\nUse Postgres.\n\n"
+        "## 2. API\nREST endpoints.\n\n## 3. Secret plan\nDESIGN-BODY-ONLY\n",
+        "design",
+        "g",
+    )
+    other = parse_output("## Outline\n1. a\n2. b\n3. c\n\n## 1. a\nOTHER-SLOT-TEXT\n", "other", "g")
+    s = SlotSpec(id="impl", title="Implementation", description="Implement it.", **spec)  # type: ignore[arg-type]
+    refs = {"design": ("Design", design), "other": ("Other", other)}
+    return SlotJob(spec=s, task="Build a service", constraints=("no cloud",), expert="g", persona="P", references=refs)
+
+
+def test_prompt_carries_only_declared_references() -> None:
+    settings = resolve_settings({"backend": "fake"}, env={})
+    _, user = build_messages(_job(deps=["design"], can_reference=["design"]), settings)
+    assert "DESIGN-BODY-ONLY" in user.content and "Use Postgres." in user.content
+    assert "OTHER-SLOT-TEXT" not in user.content  # not declared in can_reference
+    assert "Build a service" in user.content and "no cloud" in user.content
+
+
+def test_outline_only_and_section_references() -> None:
+    settings = resolve_settings({"backend": "fake"}, env={})
+    _, outline = build_messages(
+        _job(deps=["design"], can_reference=["design"], reference_hints={"design": [OUTLINE_REFERENCE]}), settings
+    )
+    assert "1. Storage" in outline.content and "Use Postgres." not in outline.content
+    _, section = build_messages(
+        _job(deps=["design"], can_reference=["design"], reference_hints={"design": ["api"]}), settings
+    )
+    assert "REST endpoints." in section.content and "Use Postgres." not in section.content
+    _, missing = build_messages(
+        _job(deps=["design"], can_reference=["design"], reference_hints={"design": ["9.9"]}), settings
+    )
+    assert "(section '9.9' not found)" in missing.content
+
+
+def test_no_references_no_block() -> None:
+    _, user = build_messages(_job(), resolve_settings({"backend": "fake"}, env={}))
+    assert "Finished work you may use" not in user.content

@@ -1,0 +1,36 @@
+"""The README's embedding example runs as written (on the fake backend, chosen by environment variable)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _block(marker: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(re.escape(marker) + r"\s*```\w*\n(.*?)```", text, re.S)
+    assert match, f"README has no code block after {marker}"
+    return match.group(1)
+
+
+def test_embedding_example_runs(tmp_path: Path) -> None:
+    code = _block("<!-- embed-example -->")
+    assert len(code.strip().splitlines()) <= 10
+    code = code.replace("sqlite:///tmp/coe-example.sqlite", f"sqlite://{tmp_path / 'example.sqlite'}")
+    env = {**os.environ, "COE_BACKEND": "fake", "COE_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("completed [('answer', <SlotStatus.DONE: 'done'>)]")
+    assert "# Explain how HTTP caching works" in out.stdout
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    command = _block("<!-- test-command -->").strip()
+    assert "pytest" in command
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "<!-- test-command -->" in ci and 'eval "$cmd"' in ci
