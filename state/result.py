@@ -60,13 +60,15 @@ class SlotResult(BaseModel):
         for s in self.sections:
             if _norm(s.title) == norm or _norm(f"{s.label} {s.title}") == norm:
                 return s
+        words = set(norm.split())
+        for s in self.sections:
+            title_words = set(_norm(s.title).split())
+            if title_words and (title_words <= words or words <= title_words):
+                return s
         titles = {_norm(s.title): s for s in self.sections}
         close = difflib.get_close_matches(norm, list(titles), n=1, cutoff=0.6)
         if close:
             return titles[close[0]]
-        for s in self.sections:
-            if norm and (norm in _norm(s.title) or _norm(s.title) in norm) and _norm(s.title):
-                return s
         return None
 
     def section_text(self, label: str) -> str | None:
