@@ -82,6 +82,9 @@ def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver[st
 
         conn = sqlite3.connect(str(_sqlite_path(url)), check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL: a commit survives a crash or kill -9 of the process (only a power loss can drop the
+        # last commits) and costs no fsync per checkpoint; FULL made runs 5x slower on a busy disk.
+        conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=10000")
         try:
             saver = SqliteSaver(conn, serde=serializer())
@@ -115,6 +118,8 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
         async with aiosqlite.connect(str(_sqlite_path(url))) as conn:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA synchronous=NORMAL")
             saver = AsyncSqliteSaver(conn, serde=serializer())
             await saver.setup()
             yield saver

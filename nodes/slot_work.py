@@ -14,7 +14,7 @@ from datetime import datetime
 from experts.pool import ChatMessage, ExpertBackend, GenerationRequest
 from nodes import prompts
 from state.assist import mark_unresolved
-from state.errors import CoeError
+from state.errors import CoeError, RunFailure
 from state.framework import OUTLINE_REFERENCE, SlotSpec
 from state.outline import parse_output, retry_feedback
 from state.passport import LedgerEntry, Notice, Settings, utcnow
@@ -133,10 +133,13 @@ def run_slot(job: SlotJob, backend: ExpertBackend, settings: Settings, emit: Pro
             )
         except CoeError as exc:
             return _failed(job, str(exc), attempt, started, ledger, notices, emit)
-        except Exception as exc:  # noqa: BLE001 - a backend's own error type is unknown; record it, do not hide it
+        except Exception as exc:  # a backend's own error type is unknown: record it as the slot's failure
             return _failed(job, f"{type(exc).__name__}: {exc}", attempt, started, ledger, notices, emit)
         text = mark_unresolved(gen.text, NO_RESOLVER_REASON)
         result = parse_output(text, slot_id=slot_id, expert=job.expert, attempts=attempt)
+        if gen.finish_reason == "length" and not result.compliant:
+            cut = f"the answer was cut off at the {settings.max_tokens}-token limit; keep every section short"
+            result = result.model_copy(update={"problems": [cut, *result.problems]})
         ledger.append(
             LedgerEntry(
                 agent=job.expert,
@@ -161,7 +164,8 @@ def run_slot(job: SlotJob, backend: ExpertBackend, settings: Settings, emit: Pro
                 ChatMessage("assistant", gen.text),
                 ChatMessage("user", prompts.RETRY_PROMPT.format(feedback=retry_feedback(result))),
             )
-    assert result is not None  # the loop runs at least once  # noqa: S101
+    if result is None:  # unreachable: max_attempts >= 1
+        raise RunFailure("execute_slots", "no attempt was made", slot_id=slot_id)
     if not result.compliant:
         notices.append(
             Notice(

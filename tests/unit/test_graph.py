@@ -174,3 +174,33 @@ def test_bad_input_is_rejected_with_the_field_named(payload: dict[str, Any], mes
     graph = build_graph(InMemorySaver())
     with pytest.raises(InputError, match=message):
         graph.invoke(payload, {"configurable": {"thread_id": "bad"}}, context={"backend": "fake"})
+
+
+def test_an_answer_cut_off_by_the_token_limit_says_so_in_the_retry_feedback(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from experts.pool import Generation, GenerationRequest
+
+    # nodes/__init__ re-exports the node function under the module's name; patch the module itself.
+    execute_module = importlib.import_module("nodes.execute_slots")
+
+    seen: list[GenerationRequest] = []
+
+    class Truncating:
+        name = "truncating"
+
+        def supports_grammar(self) -> bool:
+            return False
+
+        def generate(self, request: GenerationRequest) -> Generation:
+            seen.append(request)
+            return Generation(text="## Outline\n1. One\n2. Two", finish_reason="length")
+
+    monkeypatch.setattr(execute_module, "get_backend", lambda settings: Truncating())
+    graph = build_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "cut"}}
+    graph.invoke(_input(framework=None), config, context={"backend": "fake", "max_tokens": 64})
+    state = Passport.model_validate(graph.get_state(config).values)
+    assert len(seen) == 3
+    assert "cut off at the 64-token limit" in seen[1].messages[-1].content
+    assert state.results["answer"].problems[0].startswith("the answer was cut off")
