@@ -19,9 +19,9 @@ from nodes.prompts import GENERAL_PERSONA
 from nodes.scheduler import Finished, release, scheduler_for
 from nodes.slot_work import SlotJob, SlotOutcome, run_slot
 from state.context import RunContext
+from state.enums import SlotStatus
 from state.errors import RunFailure
 from state.framework import Framework, ancestors, descendants
-from state.enums import SlotStatus
 from state.passport import LedgerEntry, Notice, Passport, SlotState, utcnow
 
 logger = logging.getLogger(__name__)

@@ -16,11 +16,13 @@ numbers, names, citations or configuration values you are not sure of."""
 
 OUTPUT_CONTRACT = """\
 REQUIRED OUTPUT STRUCTURE (mandatory):
-1. Begin with the heading "## Outline", then a numbered outline of your answer with 3 to 7 top-level items
-   ("1. Title"); sub-items are indented and numbered 1.1, 1.2, ...
-2. Then write each outline item as a section with a matching heading: "## 1. Title" for top-level items,
-   "### 1.1 Title" for sub-items, using exactly the numbers and titles of the outline.
-3. Every section has a descriptive title and real content. Do not skip the outline."""
+1. First write the line "## Outline". Under it, write 3 to 5 numbered lines ("1. ", "2. ", ...), each with a
+   short title that you choose and that names one part of your answer. Indented sub-items numbered 1.1, 1.2
+   are allowed only where a part really has sub-parts.
+2. Then write one section per outline line: a heading made of "## ", the same number with a period, and the
+   same title; then a short paragraph of content. A sub-item gets a "### " heading with its number (1.1).
+3. Never skip the outline, never put it or a section heading inside a code block, and write nothing after
+   the last section."""
 
 UNCERTAINTY_PROTOCOL = """\
 UNCERTAINTY PROTOCOL:
@@ -63,6 +65,8 @@ REFERENCE_ITEM = """\
 --- end of {title} ---"""
 
 RETRY_PROMPT = """\
-Your previous answer did not follow the required output structure.
 {feedback}
+
+{output_contract}
+
 Write the whole answer again, starting with "## Outline"."""

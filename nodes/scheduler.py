@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from functools import partial
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 logger = logging.getLogger(__name__)

@@ -162,7 +162,12 @@ def run_slot(job: SlotJob, backend: ExpertBackend, settings: Settings, emit: Pro
             messages = (
                 *messages,
                 ChatMessage("assistant", gen.text),
-                ChatMessage("user", prompts.RETRY_PROMPT.format(feedback=retry_feedback(result))),
+                ChatMessage(
+                    "user",
+                    prompts.RETRY_PROMPT.format(
+                        feedback=retry_feedback(result), output_contract=prompts.OUTPUT_CONTRACT
+                    ),
+                ),
             )
     if result is None:  # unreachable: max_attempts >= 1
         raise RunFailure("execute_slots", "no attempt was made", slot_id=slot_id)

@@ -22,7 +22,7 @@ DEFAULTS: dict[str, Any] = {
     "max_parallel": 4,
     "max_outline_retries": 2,
     "max_tokens": 600,
-    "temperature": 0.2,
+    "temperature": 0.0,
     "use_grammar": True,
     "n_ctx": 4096,
     "n_threads": None,

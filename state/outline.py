@@ -43,27 +43,6 @@ MAX_OUTLINE_ITEMS = 7
 MAX_PROBLEMS = 20
 """Problems listed on a result; the rest are summarised in one last entry."""
 
-REQUIRED_STRUCTURE = f"""\
-## Outline
-1. <first component>
-   1.1 <sub-component>
-2. <second component>
-3. <third component>
-
-## 1. <first component>
-<text>
-### 1.1 <sub-component>
-<text>
-## 2. <second component>
-<text>
-## 3. <third component>
-<text>
-
-Rules: {MIN_OUTLINE_ITEMS}-{MAX_OUTLINE_ITEMS} top-level outline items, numbered 1, 2, 3 \
-(sub-items 1.1, 1.1.1). Every outline item gets a section whose heading repeats its number and title. \
-Never put the outline or section headings inside a code block."""
-"""The structure restated at the end of every retry prompt."""
-
 _TITLE_CHARS = 60
 _LABEL = r"(\d{1,3}(?:\.\d{1,3}){0,5})"
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
@@ -216,14 +195,14 @@ def parse_output(text: str, slot_id: str, expert: str, attempts: int = 1) -> Slo
 
 
 def retry_feedback(result: SlotResult) -> str:
-    """The feedback for a retry prompt: what was wrong with ``result`` and the structure to follow.
+    """The feedback for a retry prompt: what was wrong with ``result`` (the harness restates the contract).
 
     Args:
         result: A parsed answer, normally a non-compliant one.
 
     Returns:
-        Plain text to append to the retry prompt: the problems as a list (when there are any), the outline the
-        expert gave (when one was found) and the required structure.
+        Plain text for the retry prompt: the problems as a list (when there are any) and the outline the
+        expert gave (when one was found).
     """
     parts: list[str] = []
     if result.problems:
@@ -234,7 +213,6 @@ def retry_feedback(result: SlotResult) -> str:
             "Your outline was (keep it if it is right, fix it if a problem above concerns it):\n"
             + result.outline_text()
         )
-    parts.append(f"Write the whole answer again in exactly this structure:\n\n{REQUIRED_STRUCTURE}")
     return "\n\n".join(parts)
 
 

@@ -574,8 +574,7 @@ def test_retry_feedback_lists_problems_outline_and_structure() -> None:
     assert "- section 2 'Data model' does not match outline item 2 'API'" in text
     assert "- outline item 3 'Testing' has no section" in text
     assert "1. Storage\n2. API\n3. Testing" in text
-    assert "## Outline\n1. <first component>" in text
-    assert f"{MIN_OUTLINE_ITEMS}-{MAX_OUTLINE_ITEMS} top-level outline items" in text
+    assert "<" not in text  # nothing a small model could copy as a title
 
 
 def test_retry_feedback_without_outline() -> None:
@@ -587,7 +586,6 @@ def test_retry_feedback_without_outline() -> None:
 def test_retry_feedback_for_a_compliant_result_has_no_problem_list() -> None:
     text = retry_feedback(parse(COMPLIANT))
     assert "did not follow" not in text
-    assert "## 1. <first component>" in text
 
 
 # --- properties ----------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ EXPECTED = {
     "CONSTRAINTS_BLOCK": {"items"},
     "REFERENCES_BLOCK": {"items"},
     "REFERENCE_ITEM": {"title", "view", "content"},
-    "RETRY_PROMPT": {"feedback"},
+    "RETRY_PROMPT": {"feedback", "output_contract"},
 }
 
 

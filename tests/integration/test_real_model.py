@@ -1,0 +1,38 @@
+"""End to end on the real bundled model: `coe run` with the default backend (llama.cpp, grammar on)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.integration
+@pytest.mark.model
+def test_coe_run_on_the_default_model(tmp_path: Path) -> None:
+    env = {**os.environ, "COE_HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "cli", "run", "Explain what a mutex is.", "--json", "--max-tokens", "320"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["status"] == "completed"
+    (slot,) = summary["slots"]
+    assert slot["expert"] == "general_reasoning" and slot["status"] == "done"
+    doc = summary["document"]
+    assert doc.startswith("# Explain what a mutex is.")
+    assert "### 1. " in doc and "### 3. " in doc  # the expert's numbered sections, nested under the slot
+    # The default model runs offline from the verified cache; a second process reuses it without re-assembly.
+    assert (Path(os.environ.get("COE_MODEL_CACHE", Path.home() / ".cache" / "coe" / "models"))).exists()
