@@ -1,0 +1,212 @@
+"""The llama.cpp backend with the real default model: assembly, grammars, determinism, thread safety."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experts.grammar import OUTLINE_GRAMMAR, fixed_outline_grammar, outline_grammar
+from experts.llama import LlamaBackend
+from experts.models import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_path, resolve_model_path
+from experts.pool import ChatMessage, GenerationRequest
+from state.errors import BackendError
+from state.passport import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.model]
+
+llama_cpp: Any = pytest.importorskip("llama_cpp", reason='needs llama-cpp-python: pip install -e ".[llama]"')
+
+MAX_TOKENS = 100
+REQUEST = GenerationRequest(
+    messages=(
+        ChatMessage("system", "You are a careful expert. Answer with an outline, then one section per item."),
+        ChatMessage("user", "Explain how to set up a Python virtual environment."),
+    ),
+    max_tokens=MAX_TOKENS,
+    grammar=OUTLINE_GRAMMAR,
+    slot_id="venv",
+)
+
+GOOD_ANSWER = """\
+## Outline
+1. Create the environment
+   1.1 Pick a Python
+2. Activate it
+3. Install packages
+
+## 1. Create the environment
+Run `python -m venv .venv` in the project directory.
+
+### 1.1 Pick a Python
+Use the interpreter the project targets: {{ASSIST:user:which Python version the project needs}}.
+
+## 2. Activate it
+```bash
+# on Linux and macOS
+source .venv/bin/activate
+```
+
+## 3. Install packages
+Install what you need with pip, e.g. {{ASSIST:lookup:the project's requirements file}}.
+"""
+
+
+@pytest.fixture(scope="module")
+def model_path() -> Path:
+    return resolve_model_path(None)
+
+
+@pytest.fixture(scope="module")
+def backend(model_path: Path) -> LlamaBackend:
+    backend = LlamaBackend(model_path, n_ctx=2048)
+    backend.load()
+    return backend
+
+
+@pytest.fixture(scope="module")
+def reference(backend: LlamaBackend) -> str:
+    return backend.generate(REQUEST).text
+
+
+@pytest.fixture(scope="module")
+def vocab_model(model_path: Path) -> Any:
+    return llama_cpp.Llama(str(model_path), vocab_only=True, verbose=False)
+
+
+def _accepts(vocab_model: Any, grammar: str, text: str) -> bool:
+    """Whether the grammar accepts ``text`` followed by end-of-text, token by token (as in generation)."""
+    lc = llama_cpp
+    sampler = lc.llama_sampler_init_grammar(lc.llama_model_get_vocab(vocab_model.model), grammar.encode(), b"root")
+    assert sampler, "grammar does not compile"
+    one = (lc.llama_token_data * 1)()
+    try:
+        eos = vocab_model.token_eos()
+        for token in [*vocab_model.tokenize(text.encode(), add_bos=False, special=False), eos]:
+            one[0].id, one[0].logit, one[0].p = token, 0.0, 0.0
+            array = lc.llama_token_data_array(
+                data=ctypes.cast(one, lc.llama_token_data_p), size=1, selected=-1, sorted=False
+            )
+            lc.llama_sampler_apply(sampler, ctypes.byref(array))
+            if one[0].logit == float("-inf"):
+                return False
+            if token != eos:
+                lc.llama_sampler_accept(sampler, token)
+        return True
+    finally:
+        lc.llama_sampler_free(sampler)
+
+
+def test_default_model_assembles_verifies_and_repairs_its_cache(tmp_path: Path) -> None:
+    model = BUNDLED_MODELS[DEFAULT_MODEL]
+    path = bundled_model_path(DEFAULT_MODEL, cache_dir=tmp_path)
+    assert path.stat().st_size == model.size
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == model.sha256
+
+    with path.open("r+b") as handle:  # a damaged cached copy (its mtime changes)
+        handle.seek(model.size // 2)
+        handle.write(b"\0" * 16)
+    assert bundled_model_path(DEFAULT_MODEL, cache_dir=tmp_path) == path
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == model.sha256
+
+
+def test_from_settings_loads_nothing_until_the_first_generation(model_path: Path) -> None:
+    settings = Settings(
+        backend="llama",
+        model_path=str(model_path),
+        max_parallel=1,
+        max_outline_retries=0,
+        max_tokens=64,
+        temperature=0.0,
+        use_grammar=True,
+        n_ctx=512,
+        n_threads=1,
+        reference_max_chars=1000,
+    )
+    backend = LlamaBackend.from_settings(settings)
+    assert not backend.loaded and backend.n_ctx == 512 and backend.n_threads == 1
+    assert backend.supports_grammar()
+    too_long = GenerationRequest(messages=(ChatMessage("user", "word " * 800),), max_tokens=8, slot_id="s1")
+    with pytest.raises(BackendError, match="slot s1") as info:
+        backend.generate(too_long)
+    assert info.value.node == "execute_slots"
+    assert backend.loaded
+
+
+@pytest.mark.parametrize(
+    "grammar",
+    [
+        OUTLINE_GRAMMAR,
+        outline_grammar(max_sub_items=0),
+        fixed_outline_grammar([("1", "Setup"), ("1.1", 'A "quoted" title'), ("2", "Use"), ("3", "Done")]),
+    ],
+    ids=["outline", "flat", "fixed"],
+)
+def test_grammars_compile(backend: LlamaBackend, grammar: str) -> None:
+    backend.check_grammar(grammar)
+
+
+def test_an_invalid_grammar_is_a_backend_error(backend: LlamaBackend) -> None:
+    with pytest.raises(BackendError, match="cannot parse the GBNF grammar"):
+        backend.check_grammar("root ::= undefined-rule")
+
+
+def test_the_outline_grammar_accepts_the_contract(vocab_model: Any) -> None:
+    assert _accepts(vocab_model, OUTLINE_GRAMMAR, GOOD_ANSWER)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda t: t + "\n## 4. An extra section\nText.\n", "more sections than outline items"),
+        (lambda t: t.replace("## 2. Activate it", "## 3. Activate it"), "sections out of order"),
+        (lambda t: t.replace("3. Install packages\n", ""), "fewer outline items than sections"),
+        (lambda t: t.replace("```\n\n## 3.", "\n## 3."), "an unclosed code fence"),
+        (lambda t: t.replace("Run `python", "# 4. Run `python"), "a line that reads as a numbered heading"),
+        (lambda t: t.replace("## Outline\n", "# Outline\n"), "a wrong outline marker"),
+        (lambda t: t.replace("### 1.1 Pick", "### 2.1 Pick"), "a sub-section numbered for another section"),
+    ],
+)
+def test_the_outline_grammar_rejects_broken_structure(vocab_model: Any, change: Any, why: str) -> None:
+    assert not _accepts(vocab_model, OUTLINE_GRAMMAR, change(GOOD_ANSWER)), why
+
+
+def test_the_fixed_grammar_forces_the_given_outline(vocab_model: Any) -> None:
+    grammar = fixed_outline_grammar(
+        [("1", "Create the environment"), ("1.1", "Pick a Python"), ("2", "Activate it"), ("3", "Install packages")]
+    )
+    assert _accepts(vocab_model, grammar, GOOD_ANSWER)
+    assert not _accepts(vocab_model, grammar, GOOD_ANSWER.replace("## 2. Activate it", "## 2. Activate"))
+    assert not _accepts(vocab_model, grammar, GOOD_ANSWER.replace("\n### 1.1 Pick a Python\n", "\n"))
+
+
+def test_generation_follows_the_outline_grammar(backend: LlamaBackend, reference: str, model_path: Path) -> None:
+    assert reference.startswith("## Outline\n1. ")
+    generation = backend.generate(REQUEST)
+    assert generation.text == reference, "greedy output must not depend on the previous call"
+    assert 0 < generation.completion_tokens <= MAX_TOKENS
+    assert generation.prompt_tokens > 0
+    assert generation.finish_reason in ("stop", "length")
+    assert generation.model == model_path.name
+
+
+def test_two_threads_share_one_backend(backend: LlamaBackend, reference: str) -> None:
+    start = threading.Barrier(2)
+
+    def run(_: int) -> str:
+        start.wait()
+        return backend.generate(REQUEST).text
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        texts = list(pool.map(run, range(2)))
+    assert texts == [reference, reference]
+
+
+def test_the_fast_grammar_path_matches_llama_cpp_python(model_path: Path, reference: str) -> None:
+    builtin = LlamaBackend(model_path, n_ctx=2048, grammar_mode="builtin")
+    assert builtin.generate(REQUEST).text == reference
