@@ -23,7 +23,8 @@ def cp(tmp_path: Path) -> list[str]:
 
 def test_run_json_summary(cp: list[str]) -> None:
     result = runner.invoke(
-        app, ["run", "Plan a service", "--backend", "fake", "--framework", str(FIXTURES / "branchy.yaml"), "--json", *cp]
+        app,
+        ["run", "Plan a service", "--backend", "fake", "--framework", str(FIXTURES / "branchy.yaml"), "--json", *cp],
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -60,7 +61,17 @@ def test_partial_run_exits_1_and_says_what_is_missing(write_script, cp: list[str
     script = write_script({"rules": [{"slot": "C", "fail": "out of memory"}]})
     result = runner.invoke(
         app,
-        ["run", "Plan", "--backend", "fake", "--fake-script", str(script), "--framework", str(FIXTURES / "branchy.yaml"), *cp],
+        [
+            "run",
+            "Plan",
+            "--backend",
+            "fake",
+            "--fake-script",
+            str(script),
+            "--framework",
+            str(FIXTURES / "branchy.yaml"),
+            *cp,
+        ],
     )
     assert result.exit_code == 1
     assert "this part failed" in result.stdout and "out of memory" in result.stdout

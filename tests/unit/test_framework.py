@@ -39,9 +39,7 @@ def test_unknown_dep_lists_known_ids() -> None:
 
 
 def test_cycle_is_named() -> None:
-    errors = validation_errors(
-        _fw({"id": "a", "deps": ["c"]}, {"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["b"]})
-    )
+    errors = validation_errors(_fw({"id": "a", "deps": ["c"]}, {"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["b"]}))
     assert len(errors) == 1
     assert errors[0].startswith("slots: dependency cycle")
     assert all(x in errors[0] for x in ("a", "b", "c"))

@@ -23,7 +23,9 @@ def test_embedding_example_runs(tmp_path: Path) -> None:
     assert len(code.strip().splitlines()) <= 10
     code = code.replace("sqlite:///tmp/coe-example.sqlite", f"sqlite://{tmp_path / 'example.sqlite'}")
     env = {**os.environ, "COE_BACKEND": "fake", "COE_HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("completed [('answer', <SlotStatus.DONE: 'done'>)]")
     assert "# Explain how HTTP caching works" in out.stdout
