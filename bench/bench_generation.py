@@ -126,8 +126,6 @@ def main() -> int:
         )
 
     md = [
-        "# generation",
-        "",
         f"model {model_path.name}; max_tokens {args.max_tokens}; temperature 0; {args.reps} alternating reps "
         "after one warm-up each; harness time = the slot's start to finish stamps (includes dispatch, prompt "
         "building, parsing, checkpointing).",
