@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from experts.grammar import OUTLINE_GRAMMAR, fixed_outline_grammar, outline_grammar
+from experts.grammar import (
+    OUTLINE_GRAMMAR,
+    fixed_outline_grammar,
+    follow_outline_bounds,
+    outline_grammar,
+    sections_grammar,
+)
 from experts.llama import LlamaBackend
 from experts.models import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_path, resolve_model_path
 from experts.pool import ChatMessage, GenerationRequest
@@ -32,6 +38,8 @@ REQUEST = GenerationRequest(
     grammar=OUTLINE_GRAMMAR,
     slot_id="venv",
 )
+
+STATIC_GRAMMAR = outline_grammar(follow_outline=False)
 
 GOOD_ANSWER = """\
 ## Outline
@@ -144,10 +152,12 @@ def test_from_settings_loads_nothing_until_the_first_generation(model_path: Path
         OUTLINE_GRAMMAR,
         outline_grammar(max_sub_items=0),
         fixed_outline_grammar([("1", "Setup"), ("1.1", 'A "quoted" title'), ("2", "Use"), ("3", "Done")]),
+        sections_grammar('## Outline\n1. Setup\n   1.1 A "quoted" title\n2. Use\n3. Done\n\n'),
     ],
-    ids=["outline", "flat", "fixed"],
+    ids=["outline", "flat", "fixed", "sections"],
 )
-def test_grammars_compile(backend: LlamaBackend, grammar: str) -> None:
+def test_grammars_compile(backend: LlamaBackend, grammar: str | None) -> None:
+    assert grammar is not None
     backend.check_grammar(grammar)
 
 
@@ -185,10 +195,26 @@ def test_the_fixed_grammar_forces_the_given_outline(vocab_model: Any) -> None:
     assert not _accepts(vocab_model, grammar, GOOD_ANSWER.replace("\n### 1.1 Pick a Python\n", "\n"))
 
 
+def test_the_sections_grammar_follows_a_written_outline(vocab_model: Any) -> None:
+    outline, _, sections = GOOD_ANSWER.partition("\n\n")
+    assert follow_outline_bounds(OUTLINE_GRAMMAR) == {"max_line_chars": 300, "max_block_lines": 4}
+    assert follow_outline_bounds(STATIC_GRAMMAR) is None
+    grammar = sections_grammar(outline + "\n\n")
+    assert grammar is not None
+    assert _accepts(vocab_model, grammar, sections)
+    assert not _accepts(vocab_model, grammar, sections.replace("\n### 1.1 Pick a Python\n", "\n"))
+    assert not _accepts(vocab_model, grammar, sections.replace("## 3. Install packages", "## 3. Packages"))
+    assert sections_grammar("## Outline\n1. A\n3. B\n\n") is None  # not an outline the grammar could write
+
+
 def test_generation_follows_the_outline_grammar(backend: LlamaBackend, reference: str, model_path: Path) -> None:
     assert reference.startswith("## Outline\n1. ")
     generation = backend.generate(REQUEST)
     assert generation.text == reference, "greedy output must not depend on the previous call"
+    # The sections follow the outline just written: section 1 repeats item 1's title.
+    first_title = reference.split("\n")[1].removeprefix("1. ")
+    assert f"\n\n## 1. {first_title}\n" in reference
+    assert generation.extra["followed_outline"] == 1.0
     assert 0 < generation.completion_tokens <= MAX_TOKENS
     assert generation.prompt_tokens > 0
     assert generation.finish_reason in ("stop", "length")
@@ -207,6 +233,7 @@ def test_two_threads_share_one_backend(backend: LlamaBackend, reference: str) ->
     assert texts == [reference, reference]
 
 
-def test_the_fast_grammar_path_matches_llama_cpp_python(model_path: Path, reference: str) -> None:
+def test_the_fast_grammar_path_matches_llama_cpp_python(backend: LlamaBackend, model_path: Path) -> None:
+    request = GenerationRequest(messages=REQUEST.messages, max_tokens=60, grammar=STATIC_GRAMMAR)
     builtin = LlamaBackend(model_path, n_ctx=2048, grammar_mode="builtin")
-    assert builtin.generate(REQUEST).text == reference
+    assert builtin.generate(request).text == backend.generate(request).text
