@@ -59,7 +59,7 @@ def check_framework(options: RunOptions) -> Framework | None:
 
 
 def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Validate input and settings; record mission, settings and run identity."""
+    """Validate input and settings; record mission, settings, run identity and any given framework."""
     task = check_task(state.task)
     mode = check_mode(state.mode)
     if mode is not Mode.AUTONOMOUS:
@@ -67,7 +67,7 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
             "mode",
             f"{mode.value!r} needs human-in-the-loop support, which this version does not have yet; use 'autonomous'",
         )
-    check_framework(state.options)
+    framework = check_framework(state.options)
     settings = resolve_settings(runtime.context)
     info = runtime.execution_info
     thread_id = info.thread_id if info is not None and info.thread_id else str(uuid.uuid4())
@@ -82,6 +82,7 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "run": run,
         "mission": mission,
         "settings": settings,
+        "framework": framework,
         "status": RunStatus.RUNNING,
         "updated_at": utcnow(),
         "ledger": [

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.guard import check_framework
 from state.errors import RunFailure
 from state.framework import fallback_framework, validate_framework
 from state.passport import LedgerEntry, Passport, SlotState, utcnow
@@ -18,7 +17,7 @@ def select_template(state: Passport) -> dict[str, Any]:
     """Pick the framework (given or fallback), validate it, and initialise every slot's state."""
     if state.mission is None:
         raise RunFailure("select_template", "the mission must be set by guard first")
-    given = check_framework(state.options)
+    given = state.framework  # validated by guard when the caller gave one; None otherwise
     fw = given if given is not None else validate_framework(fallback_framework(state.mission.task))
     reason = f"framework given by the caller ({fw.source})" if given is not None else "last-resort one-slot framework"
     return {
