@@ -28,21 +28,24 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine_info, write_results
+from experts.catalog import GENERAL_EXPERT, load_catalog
 from experts.models import resolve_model_path
 from graph import build_graph, open_checkpointer
-from nodes.prompts import GENERAL_EXPERT_ID, GENERAL_PERSONA
 from nodes.slot_work import SlotJob, build_messages
 from state import Passport
 from state.context import resolve_settings
 from state.framework import fallback_framework
-from state.io import RunInput
+from state.io import RunInput, RunOptions
 
 TASK = "Explain how a hash map handles collisions, with a short Python example."
 
 
 def harness_run(graph: Any, context: dict[str, Any]) -> tuple[int, float]:
     config = {"configurable": {"thread_id": f"gen-{uuid.uuid4()}"}}
-    graph.invoke(RunInput(task=TASK), config, context=context)
+    # The one slot is fixed to the generalist, so the harness and the raw call use the same persona and model.
+    fw = fallback_framework(TASK).model_dump(exclude={"source"})
+    fw["slots"][0]["expert"] = GENERAL_EXPERT
+    graph.invoke(RunInput(task=TASK, options=RunOptions(framework=fw)), config, context=context)
     state = Passport.model_validate(graph.get_state(config).values)
     st = state.slot_states["answer"]
     tokens = sum(e.completion_tokens for e in state.ledger if e.slot_id == "answer")
@@ -92,9 +95,11 @@ def main() -> int:
             spec=fallback_framework(TASK).slots[0],
             task=TASK,
             constraints=(),
-            expert=GENERAL_EXPERT_ID,
-            persona=GENERAL_PERSONA,
+            expert=GENERAL_EXPERT,
+            persona=load_catalog().get(GENERAL_EXPERT).persona,
             references={},
+            max_tokens=args.max_tokens,
+            temperature=0.0,
         )
         messages = [{"role": m.role, "content": m.content} for m in build_messages(job, settings)]
         raw_llm = llama_cpp.Llama(

@@ -10,8 +10,6 @@ import json
 import logging
 import sys
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,9 +18,11 @@ import typer
 from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
+from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, user_errors
+from cli.experts_cmd import experts_app, route
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
-from state.errors import CoeError, ConfigError, UserError
+from state.errors import ConfigError
 from state.framework import load_framework_file
 from state.io import RunInput, RunOptions
 from state.passport import Passport
@@ -35,7 +35,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+app.add_typer(experts_app, name="experts")
+app.command("route")(route)
 
 
 class BackendChoice(StrEnum):
@@ -84,7 +86,7 @@ def run(
 ) -> None:
     """Run TASK end to end and print the assembled Markdown document."""
     _logging(verbose)
-    with _user_errors():
+    with user_errors():
         text = sys.stdin.read() if task == "-" else task
         from nodes.guard import check_task
 
@@ -123,7 +125,7 @@ def resume(
 ) -> None:
     """Continue a run that was killed or interrupted; finished slots are not run again."""
     _logging(verbose)
-    with _user_errors():
+    with user_errors():
         code = _drive(None, thread_id, checkpoint, None, out, as_json, ledger)
     raise typer.Exit(code)
 
@@ -138,7 +140,7 @@ def show(
     """Show a saved run: status, slots, warnings and the ledger."""
     from graph import build_graph, open_checkpointer
 
-    with _user_errors(), open_checkpointer(checkpoint) as saver:
+    with user_errors(), open_checkpointer(checkpoint) as saver:
         graph = build_graph(saver)
         snapshot = graph.get_state(_config(thread_id))
         if not snapshot.values:
@@ -245,19 +247,6 @@ def _logging(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-
-
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """Turn user errors into one clear line on stderr and exit code 2; run failures into exit code 1."""
-    try:
-        yield
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_USAGE) from None
-    except CoeError as exc:
-        print(f"run failed: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_RUN) from None
 
 
 def main() -> None:

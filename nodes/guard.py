@@ -11,15 +11,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.prompts import GENERAL_EXPERT_ID
+from experts.catalog import Catalog, load_catalog
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
 from state.errors import InputError
 from state.framework import Framework, parse_framework
 from state.io import MAX_TASK_CHARS, RunOptions
 from state.passport import LedgerEntry, Mission, Passport, RunInfo, utcnow
-
-KNOWN_EXPERTS: tuple[str, ...] = (GENERAL_EXPERT_ID,)
 
 
 def check_task(task: object) -> str:
@@ -43,17 +41,17 @@ def check_mode(mode: object) -> Mode:
         raise InputError("mode", f"unknown mode {mode!r}; allowed: {allowed}") from None
 
 
-def check_framework(options: RunOptions) -> Framework | None:
+def check_framework(options: RunOptions, catalog: Catalog) -> Framework | None:
     """Validate an inline framework (e.g. from ``--framework FILE``), including its expert ids."""
     if options.framework is None:
         return None
     source = options.framework_source or "options.framework"
     fw = parse_framework(options.framework, source=source)
     for spec in fw.slots:
-        if spec.expert is not None and spec.expert not in KNOWN_EXPERTS:
+        if spec.expert is not None and spec.expert not in catalog:
             raise InputError(
                 f"{source}: slots[{spec.id}].expert",
-                f"unknown expert id {spec.expert!r}; allowed: {', '.join(KNOWN_EXPERTS)}",
+                f"unknown expert id {spec.expert!r}; allowed: {', '.join(catalog.ids)}",
             )
     return fw
 
@@ -67,7 +65,7 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
             "mode",
             f"{mode.value!r} needs human-in-the-loop support, which this version does not have yet; use 'autonomous'",
         )
-    framework = check_framework(state.options)
+    framework = check_framework(state.options, load_catalog())
     settings = resolve_settings(runtime.context)
     info = runtime.execution_info
     thread_id = info.thread_id if info is not None and info.thread_id else str(uuid.uuid4())

@@ -1,18 +1,10 @@
-"""The harness' own prompts, as named constants. Expert personas will come from the scope documents.
+"""The harness' own prompts, as named constants. Expert personas come from the scope documents (experts.catalog).
 
 Each template's ``{placeholders}`` are filled by exactly one caller; ``tests/unit/test_prompts.py`` checks that
 the placeholders and the callers' keyword arguments match.
 """
 
 from __future__ import annotations
-
-GENERAL_EXPERT_ID = "general_reasoning"
-"""Until expert routing lands, every slot goes to this one expert."""
-
-GENERAL_PERSONA = """\
-You are a careful generalist expert. You answer the part of a larger task that you are given, and nothing
-else. You write plainly and concretely, prefer specifics over generalities, and you never invent facts,
-numbers, names, citations or configuration values you are not sure of."""
 
 OUTPUT_CONTRACT = """\
 REQUIRED OUTPUT STRUCTURE (mandatory):

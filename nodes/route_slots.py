@@ -1,40 +1,126 @@
-"""Node ``route_slots``: give every slot an expert, and record why.
+"""Node ``route_slots``: give every slot an expert with the dual-embedding router, and record why.
 
-This version has a single general expert, so every slot goes to it; the decision is still recorded per slot,
-in the same shape the embedding router will fill with scores.
+All slots of the framework are routed in one batch (one embedding call). A slot whose framework entry names
+an expert keeps it. Each decision records the net score of every expert, the runner-up and the autonomous
+default that changed the raw winner, if any (the tie rule, the low-confidence fallback); the ledger gets one
+entry per slot.
+
+The node also settles each expert's model binding, before any slot runs: a faux expert runs on the base
+model; a true expert on its own model, when true experts are enabled and (for the llama backend) the model is
+installed. When it is not, the scope's ``fallback`` decides: ``base`` runs the expert as a persona over the
+base model and says so in a notice and the ledger; ``error`` stops the run with what to install (the run can
+be resumed after installing it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nodes.prompts import GENERAL_EXPERT_ID
-from state.errors import RunFailure
-from state.passport import LedgerEntry, Passport, RoutingDecision, SlotState, utcnow
+from experts.catalog import ExpertScope, load_catalog
+from experts.router import RouterParams, get_router
+from state.errors import ModelUnavailableError, RunFailure
+from state.framework import SlotSpec
+from state.passport import LedgerEntry, Notice, Passport, RoutingDecision, Settings, SlotState, utcnow
+
+NODE = "route_slots"
+
+
+def routing_text(spec: SlotSpec) -> str:
+    """What the router embeds for a slot: its title, description and expected outputs."""
+    parts = [spec.title.strip().rstrip("."), spec.description.strip()]
+    if spec.expected_outputs:
+        parts.append("Deliver: " + "; ".join(spec.expected_outputs))
+    return ". ".join(p for p in parts if p)
 
 
 def route_slots(state: Passport) -> dict[str, Any]:
-    """Assign the general expert to every slot."""
-    if state.framework is None:
-        raise RunFailure("route_slots", "no framework selected")
-    decisions = {
-        s.id: RoutingDecision(slot_id=s.id, expert=GENERAL_EXPERT_ID, reason="the only configured expert")
-        for s in state.framework.slots
-    }
+    """Route every slot of the framework and settle the experts' model bindings."""
+    if state.framework is None or state.settings is None:
+        raise RunFailure(NODE, "no framework selected")
+    settings = state.settings
+    catalog = load_catalog()
+    to_route = [s for s in state.framework.slots if s.expert is None]
+    decisions: dict[str, RoutingDecision] = {}
+    if to_route:
+        params = RouterParams(
+            lam=settings.routing_lambda,
+            threshold=settings.routing_threshold,
+            tie_margin=settings.routing_tie_margin,
+        )
+        router = get_router(params, catalog)
+        for spec, res in zip(to_route, router.route_many([routing_text(s) for s in to_route]), strict=True):
+            decisions[spec.id] = RoutingDecision(
+                slot_id=spec.id,
+                expert=res.expert,
+                score=res.score,
+                runner_up=res.runner_up,
+                runner_up_score=res.runner_up_score,
+                scores=res.scores,
+                fallback=res.fallback,
+                rule=res.rule,
+                reason=res.explain(),
+            )
+    for spec in state.framework.slots:
+        if spec.expert is not None:
+            decisions[spec.id] = RoutingDecision(slot_id=spec.id, expert=spec.expert, reason="set by the framework")
+
+    notices: list[Notice] = []
+    ledger: list[LedgerEntry] = []
+    bindings: dict[str, tuple[str | None, str]] = {}
+    for expert_id in sorted({d.expert for d in decisions.values()}):
+        bindings[expert_id] = _binding(catalog.get(expert_id), settings, notices, ledger)
+    ordered: dict[str, RoutingDecision] = {}
+    for spec in state.framework.slots:
+        model, binding = bindings[decisions[spec.id].expert]
+        ordered[spec.id] = decisions[spec.id].model_copy(update={"model": model, "binding": binding})
     states = {
         sid: (state.slot_states.get(sid) or SlotState()).model_copy(update={"expert": d.expert})
-        for sid, d in decisions.items()
+        for sid, d in ordered.items()
     }
-    return {
-        "routing": decisions,
-        "slot_states": states,
-        "updated_at": utcnow(),
-        "ledger": [
-            LedgerEntry(
-                agent="harness",
-                action="route",
-                inputs_summary=f"{len(decisions)} slots",
-                outputs_summary=f"all slots -> {GENERAL_EXPERT_ID}",
-            )
-        ],
-    }
+    ledger[:0] = [
+        LedgerEntry(
+            agent="router",
+            action="route",
+            slot_id=sid,
+            inputs_summary=f"{len(d.scores)} experts scored" if d.scores else "expert named by the framework",
+            outputs_summary=d.reason + (f"; top: {_top(d.scores)}" if d.scores else "") + f"; model: {_model(d)}",
+        )
+        for sid, d in ordered.items()
+    ]
+    update: dict[str, Any] = {"routing": ordered, "slot_states": states, "updated_at": utcnow(), "ledger": ledger}
+    if notices:
+        update["notices"] = notices
+    return update
+
+
+def _top(scores: dict[str, float], n: int = 3) -> str:
+    return ", ".join(f"{e} {s:.3f}" for e, s in list(scores.items())[:n])
+
+
+def _model(decision: RoutingDecision) -> str:
+    base = "base model" if decision.model is None else decision.model
+    return f"{base} ({decision.binding})"
+
+
+def _binding(
+    scope: ExpertScope, settings: Settings, notices: list[Notice], ledger: list[LedgerEntry]
+) -> tuple[str | None, str]:
+    """(model, binding) for an expert: None is the base model."""
+    if not scope.is_true_expert or scope.model.model is None:
+        return None, "faux"
+    if not settings.true_experts:
+        return None, "faux"
+    if settings.backend != "llama":
+        return scope.model.model, "true"  # nothing to load; the backend stands in for the model
+    from experts.models import resolve_model_path
+
+    try:
+        resolve_model_path(scope.model.model)
+    except ModelUnavailableError as exc:
+        if scope.model.fallback == "error":
+            raise RunFailure(NODE, f"expert {scope.id}: its model is unavailable: {exc}") from exc
+        message = f"expert {scope.id} runs on the base model: its own model is unavailable ({exc})"
+        notices.append(Notice(level="warning", source=NODE, message=message))
+        ledger.append(LedgerEntry(agent="harness", action="model_fallback", outputs_summary=message[:500]))
+        return None, "faux-fallback"
+    return scope.model.model, "true"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from experts.catalog import ExpertScope
 from experts.pool import ChatMessage, ExpertBackend, GenerationRequest
 from nodes import prompts
 from state.assist import mark_unresolved
@@ -51,6 +52,19 @@ class SlotJob:
     persona: str
     references: Mapping[str, tuple[str, SlotResult]]
     """Referenced slot id -> (its title, its result), only for ids in ``spec.can_reference``."""
+    max_tokens: int
+    temperature: float
+
+
+def generation_settings(scope: ExpertScope, settings: Settings) -> tuple[int, float]:
+    """(max_tokens, temperature) for an expert: a value the user set explicitly wins over the expert's default."""
+    max_tokens = settings.max_tokens
+    if "max_tokens" not in settings.explicit and scope.generation.max_tokens is not None:
+        max_tokens = scope.generation.max_tokens
+    temperature = settings.temperature
+    if "temperature" not in settings.explicit and scope.generation.temperature is not None:
+        temperature = scope.generation.temperature
+    return max_tokens, temperature
 
 
 def build_messages(job: SlotJob, settings: Settings) -> tuple[ChatMessage, ...]:
@@ -122,8 +136,8 @@ def run_slot(job: SlotJob, backend: ExpertBackend, settings: Settings, emit: Pro
             gen = backend.generate(
                 GenerationRequest(
                     messages=messages,
-                    max_tokens=settings.max_tokens,
-                    temperature=settings.temperature,
+                    max_tokens=job.max_tokens,
+                    temperature=job.temperature,
                     grammar=grammar,
                     seed=attempt,
                     slot_id=slot_id,
@@ -138,7 +152,7 @@ def run_slot(job: SlotJob, backend: ExpertBackend, settings: Settings, emit: Pro
         text = mark_unresolved(gen.text, NO_RESOLVER_REASON)
         result = parse_output(text, slot_id=slot_id, expert=job.expert, attempts=attempt)
         if gen.finish_reason == "length" and not result.compliant:
-            cut = f"the answer was cut off at the {settings.max_tokens}-token limit; keep every section short"
+            cut = f"the answer was cut off at the {job.max_tokens}-token limit; keep every section short"
             result = result.model_copy(update={"problems": [cut, *result.problems]})
         ledger.append(
             LedgerEntry(

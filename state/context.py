@@ -27,6 +27,11 @@ DEFAULTS: dict[str, Any] = {
     "n_ctx": 4096,
     "n_threads": None,
     "reference_max_chars": 6000,
+    # Routing (calibrated on the dev split of bench/data/routing_eval.yaml; see bench/results/routing.md)
+    "routing_lambda": 0.3,
+    "routing_threshold": 0.2,
+    "routing_tie_margin": 0.15,
+    "true_experts": True,
 }
 
 ENV_VARS: dict[str, str] = {
@@ -41,6 +46,10 @@ ENV_VARS: dict[str, str] = {
     "n_ctx": "COE_N_CTX",
     "n_threads": "COE_N_THREADS",
     "reference_max_chars": "COE_REFERENCE_MAX_CHARS",
+    "routing_lambda": "COE_ROUTING_LAMBDA",
+    "routing_threshold": "COE_ROUTING_THRESHOLD",
+    "routing_tie_margin": "COE_ROUTING_TIE_MARGIN",
+    "true_experts": "COE_TRUE_EXPERTS",
 }
 
 
@@ -62,6 +71,18 @@ class RunContext(BaseModel):
     n_ctx: int | None = Field(default=None, ge=512, le=131072)
     n_threads: int | None = Field(default=None, ge=1, le=256)
     reference_max_chars: int | None = Field(default=None, ge=200)
+    routing_lambda: float | None = Field(
+        default=None, ge=0.0, le=5.0, description="Exclusion penalty of the router: cap - lambda * exc."
+    )
+    routing_threshold: float | None = Field(
+        default=None, ge=-1.0, le=1.0, description="Below this routing score a slot goes to general_reasoning."
+    )
+    routing_tie_margin: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Top-two gap under which a task-type specialist is preferred."
+    )
+    true_experts: bool | None = Field(
+        default=None, description="Run true experts on their own models (false: every expert on the base model)."
+    )
 
 
 def resolve_settings(context: RunContext | dict[str, Any] | None, env: dict[str, str] | None = None) -> Settings:
@@ -88,6 +109,7 @@ def resolve_settings(context: RunContext | dict[str, Any] | None, env: dict[str,
             values[name], origin[name] = environ[ENV_VARS[name]], f"environment variable {ENV_VARS[name]}"
         else:
             values[name], origin[name] = default, f"default {name}"
+    values["explicit"] = sorted(n for n, o in origin.items() if not o.startswith("default"))
     if values["backend"] not in ("llama", "fake"):
         raise ConfigError(origin["backend"], f"unknown backend {values['backend']!r}; allowed: llama, fake")
     if values["backend"] == "fake" and not values["fake_script"]:

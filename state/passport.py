@@ -67,6 +67,12 @@ class Settings(_Model):
     n_ctx: int = Field(ge=512, le=131072)
     n_threads: int | None = Field(default=None, ge=1, le=256)
     reference_max_chars: int = Field(ge=200)
+    routing_lambda: float = Field(default=0.3, ge=0.0, le=5.0)
+    routing_threshold: float = Field(default=0.2, ge=-1.0, le=1.0)
+    routing_tie_margin: float = Field(default=0.15, ge=0.0, le=1.0)
+    true_experts: bool = True
+    explicit: list[str] = Field(default_factory=list)
+    """Settings given by the run context or the environment (not defaults); they win over expert defaults."""
 
 
 class SlotState(_Model):
@@ -91,6 +97,16 @@ class RoutingDecision(_Model):
     runner_up: str | None = None
     runner_up_score: float | None = None
     reason: str
+    scores: dict[str, float] = Field(default_factory=dict)
+    """Net routing score of every expert, best first (empty when the framework fixed the expert)."""
+    fallback: bool = False
+    """The generalist took the slot because the best score was below the threshold."""
+    rule: str | None = None
+    """The autonomous default that changed the raw winner, if any (tie_prefers_task_type, low_confidence)."""
+    model: str | None = None
+    """The model the expert runs on: None for the base model (faux expert), else a bundled name or GGUF path."""
+    binding: str = "faux"
+    """faux (persona over the base model), true (own model) or faux-fallback (own model unavailable)."""
 
 
 class LedgerEntry(_Model):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from experts.catalog import load_catalog
 from graph import build_graph
 from state import Passport, RunStatus, SlotStatus
 from state.framework import load_framework_file
@@ -50,7 +51,10 @@ def test_branchy_run_completes_and_assembles_in_dependency_order(write_script) -
     # Expert sections are nested one level under the slot heading.
     assert "### 1. Scope of Design" in doc and "#### 2.1 Key steps" in doc
     assert state.summary is not None and [s.id for s in state.summary.slots] == ["A", "B", "C", "D"]
-    assert all(s.expert == "general_reasoning" and s.attempts == 1 for s in state.summary.slots)
+    assert all(s.attempts == 1 for s in state.summary.slots)
+    # Every slot was routed, and the summary reports the routed expert.
+    assert {s.id: s.expert for s in state.summary.slots} == {sid: d.expert for sid, d in state.routing.items()}
+    assert all(d.scores and d.expert in load_catalog() for d in state.routing.values())
     assert state.run is not None and state.run.thread_id == "t1"
 
 
@@ -80,7 +84,7 @@ def test_non_compliant_output_is_retried_with_feedback_then_accepted(write_scrip
     state = _run(script)
     assert state.slot_states["A"].attempts == 2
     actions = [e.action for e in state.ledger if e.slot_id == "A"]
-    assert actions == ["generate", "generate_retry"]
+    assert actions == ["route", "generate", "generate_retry"]
     assert state.results["A"].compliant
 
 
@@ -196,7 +200,7 @@ def test_an_answer_cut_off_by_the_token_limit_says_so_in_the_retry_feedback(monk
             seen.append(request)
             return Generation(text="## Outline\n1. One\n2. Two", finish_reason="length")
 
-    monkeypatch.setattr(execute_module, "get_backend", lambda settings: Truncating())
+    monkeypatch.setattr(execute_module, "get_backend", lambda settings, model=None: Truncating())
     graph = build_graph(InMemorySaver())
     config = {"configurable": {"thread_id": "cut"}}
     graph.invoke(_input(framework=None), config, context={"backend": "fake", "max_tokens": 64})

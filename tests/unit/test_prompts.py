@@ -47,7 +47,16 @@ def _job(**spec: object) -> SlotJob:
     other = parse_output("## Outline\n1. a\n2. b\n3. c\n\n## 1. a\nOTHER-SLOT-TEXT\n", "other", "g")
     s = SlotSpec(id="impl", title="Implementation", description="Implement it.", **spec)  # type: ignore[arg-type]
     refs = {"design": ("Design", design), "other": ("Other", other)}
-    return SlotJob(spec=s, task="Build a service", constraints=("no cloud",), expert="g", persona="P", references=refs)
+    return SlotJob(
+        spec=s,
+        task="Build a service",
+        constraints=("no cloud",),
+        expert="g",
+        persona="P",
+        references=refs,
+        max_tokens=600,
+        temperature=0.0,
+    )
 
 
 def test_prompt_carries_only_declared_references() -> None:

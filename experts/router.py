@@ -1,0 +1,200 @@
+"""Dual-embedding routing: send a slot to the expert whose real capabilities fit it, not its keywords.
+
+Each expert's capability scope and exclusion scope are embedded line by line (one concrete task or boundary
+per line) and kept in two FAISS inner-product indexes. A text's affinity to an expert is the mean of its
+``cap_top_k`` best capability-line similarities; its overlap with the expert's exclusions is the mean of its
+``exc_top_k`` best exclusion-line similarities. The net score is ``capability - lambda * exclusion``.
+
+Then two autonomous defaults, both recorded on the decision:
+
+* **tie rule**: when the two best net scores are within ``tie_margin`` and the runner-up is a task-type
+  specialist while the leader is not, the task-type specialist gets the slot ("data about medicine" is not
+  "medical expertise");
+* **low-confidence fallback**: when the chosen expert's net score is below ``threshold``, the slot goes to
+  the generalist (``general_reasoning``).
+
+The vectors are built once per catalog content and embedding model and cached on disk (see
+:mod:`experts.router_cache`); loading a warm cache costs milliseconds. Defaults for lambda, the threshold
+and the top-k values come from the calibration in ``bench/bench_routing.py`` on the dev split of the
+routing evaluation set (``bench/results/routing.md``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from experts.catalog import GENERAL_EXPERT, Catalog, load_catalog
+from experts.embedding import Embedder, Vectors, check_vectors, get_embedder
+from experts.router_cache import ExpertIndex, load_or_build_index
+from state.errors import ConfigError
+
+__all__ = ["DEFAULT_PARAMS", "ExpertRouter", "RouteResult", "RouterParams", "get_router"]
+
+
+@dataclass(frozen=True)
+class RouterParams:
+    """The scoring knobs. The defaults are calibrated; see the module docstring."""
+
+    lam: float = 0.3
+    """Exclusion penalty (lambda)."""
+    threshold: float = 0.2
+    """Below this net score the generalist takes the slot."""
+    tie_margin: float = 0.15
+    """Top-two gap under which a task-type specialist is preferred over a domain specialist."""
+    cap_top_k: int = 3
+    exc_top_k: int = 1
+
+    def __post_init__(self) -> None:
+        checks = {
+            "lam": 0.0 <= self.lam <= 5.0,
+            "threshold": -1.0 <= self.threshold <= 1.0,
+            "tie_margin": 0.0 <= self.tie_margin <= 1.0,
+            "cap_top_k": self.cap_top_k >= 1,
+            "exc_top_k": self.exc_top_k >= 1,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ConfigError("router parameters", f"out of range: {getattr(self, name)!r}", field=name)
+
+
+DEFAULT_PARAMS = RouterParams()
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    """One routing decision with everything the ledger and the autonomous heuristics need."""
+
+    expert: str
+    score: float
+    runner_up: str | None
+    runner_up_score: float | None
+    scores: dict[str, float]
+    """Net score per expert, best first."""
+    fallback: bool
+    """The generalist took the slot because the best score was below the threshold."""
+    rule: str | None = None
+    """Which autonomous default changed the raw winner: ``tie_prefers_task_type``, ``low_confidence``."""
+    raw_best: str = ""
+    """The expert with the highest net score, before the rules."""
+    capability: dict[str, float] = field(default_factory=dict)
+    exclusion: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``coe route --json`` shape (plus the rule and raw winner)."""
+        data = asdict(self)
+        for key in ("capability", "exclusion"):
+            data.pop(key)
+        return data
+
+    def explain(self) -> str:
+        """One line for the ledger: winner, runner-up and the rule applied."""
+        parts = [f"{self.expert} {self.score:.3f}"]
+        if self.runner_up is not None and self.runner_up_score is not None:
+            parts.append(f"runner-up {self.runner_up} {self.runner_up_score:.3f}")
+        if self.rule == "tie_prefers_task_type":
+            parts.append(f"tie rule: task-type specialist preferred over {self.raw_best}")
+        elif self.rule == "low_confidence":
+            parts.append(f"low confidence: best was {self.raw_best} {self.scores[self.raw_best]:.3f}")
+        return "; ".join(parts)
+
+
+class ExpertRouter:
+    """Routes texts to experts of a catalog with a cached dual-embedding index."""
+
+    def __init__(self, catalog: Catalog, embedder: Embedder, index: ExpertIndex, params: RouterParams) -> None:
+        if embedder.dim != index.dim or embedder.model_id != index.model_id:
+            raise ConfigError(
+                "expert index",
+                f"built with {index.model_id} ({index.dim}-d) but the query embedder is "
+                f"{embedder.model_id} ({embedder.dim}-d); the same model must embed index and query",
+            )
+        self.catalog = catalog
+        self.embedder = embedder
+        self.index = index
+        self.params = params
+        self._kinds = {s.id: s.kind for s in catalog}
+
+    def with_params(self, params: RouterParams) -> ExpertRouter:
+        """The same index and embedder with other scoring parameters."""
+        return ExpertRouter(self.catalog, self.embedder, self.index, params)
+
+    def route(self, text: str) -> RouteResult:
+        """Route one text."""
+        return self.route_many([text])[0]
+
+    def route_many(self, texts: list[str]) -> list[RouteResult]:
+        """Route a batch of texts with one batched embedding (e.g. all slots of a framework)."""
+        if not texts:
+            return []
+        for i, text in enumerate(texts):
+            if not isinstance(text, str) or not text.strip():
+                raise ConfigError("route", "text to route is empty", field=f"texts[{i}]")
+        vectors = self.embedder.encode([t.strip() for t in texts])
+        return self.route_vectors(vectors)
+
+    def route_vectors(self, vectors: Vectors) -> list[RouteResult]:
+        """Route already embedded texts (unit vectors of the index's dimension)."""
+        queries = check_vectors(vectors, self.index.dim, "router query vectors")
+        cap, exc = self.affinities(queries)
+        net = cap - self.params.lam * exc
+        return [self._decide(net[row], cap[row], exc[row]) for row in range(queries.shape[0])]
+
+    def affinities(self, queries: Vectors) -> tuple[Vectors, Vectors]:
+        """Capability and exclusion affinity per (query, expert), as two (n, experts) matrices."""
+        cap = self.index.aggregate(self.index.capability, queries, self.params.cap_top_k)
+        exc = self.index.aggregate(self.index.exclusion, queries, self.params.exc_top_k)
+        return cap, exc
+
+    def _decide(self, net: Vectors, cap: Vectors, exc: Vectors) -> RouteResult:
+        ids = self.index.expert_ids
+        order = np.argsort(-net, kind="stable")
+        scores = {ids[i]: round(float(net[i]), 4) for i in order}
+        best = ids[int(order[0])]
+        chosen, rule = best, None
+        if len(order) > 1:
+            second = ids[int(order[1])]
+            gap = float(net[order[0]] - net[order[1]])
+            if gap < self.params.tie_margin and self._kinds[best] != "task" and self._kinds[second] == "task":
+                chosen, rule = second, "tie_prefers_task_type"
+        fallback = False
+        if scores[chosen] < self.params.threshold and chosen != GENERAL_EXPERT and GENERAL_EXPERT in scores:
+            chosen, rule, fallback = GENERAL_EXPERT, "low_confidence", True
+        runner_up = next((e for e in scores if e != chosen), None)
+        return RouteResult(
+            expert=chosen,
+            score=scores[chosen],
+            runner_up=runner_up,
+            runner_up_score=scores[runner_up] if runner_up is not None else None,
+            scores=scores,
+            fallback=fallback,
+            rule=rule,
+            raw_best=best,
+            capability={ids[i]: round(float(cap[i]), 4) for i in order},
+            exclusion={ids[i]: round(float(exc[i]), 4) for i in order},
+        )
+
+
+_routers: dict[tuple[str, str, str], ExpertRouter] = {}
+_routers_lock = threading.Lock()
+
+
+def get_router(params: RouterParams | None = None, catalog: Catalog | None = None) -> ExpertRouter:
+    """The process-wide router for the current catalog (index loaded or built on first use).
+
+    Raises:
+        ConfigError: for an invalid catalog, a missing embedding model or an unusable index.
+    """
+    catalog = catalog if catalog is not None else load_catalog()
+    embedder = get_embedder()
+    key = (str(catalog.directory), catalog.routing_hash(), embedder.model_id)
+    with _routers_lock:
+        router = _routers.get(key)
+        if router is None:
+            index = load_or_build_index(catalog, embedder)
+            router = ExpertRouter(catalog, embedder, index, DEFAULT_PARAMS)
+            _routers[key] = router
+    return router if params is None or params == router.params else router.with_params(params)
