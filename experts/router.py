@@ -7,9 +7,9 @@ per line) and kept in two FAISS inner-product indexes. A text's affinity to an e
 
 Then two autonomous defaults, both recorded on the decision:
 
-* **tie rule**: when the two best net scores are within ``tie_margin`` and the runner-up is a task-type
-  specialist while the leader is not, the task-type specialist gets the slot ("data about medicine" is not
-  "medical expertise");
+* **tie rule**: when the two best net scores are within ``tie_margin``, the leader is a domain specialist
+  and the runner-up a task-type specialist, the task-type specialist gets the slot ("data about medicine" is
+  not "medical expertise"). The generalist is not a domain specialist: it never loses a slot this way;
 * **low-confidence fallback**: when the chosen expert's net score is below ``threshold``, the slot goes to
   the generalist (``general_reasoning``).
 
@@ -158,7 +158,7 @@ class ExpertRouter:
         if len(order) > 1:
             second = ids[int(order[1])]
             gap = float(net[order[0]] - net[order[1]])
-            if gap < self.params.tie_margin and self._kinds[best] != "task" and self._kinds[second] == "task":
+            if gap < self.params.tie_margin and self._kinds[best] == "domain" and self._kinds[second] == "task":
                 chosen, rule = second, "tie_prefers_task_type"
         fallback = False
         if scores[chosen] < self.params.threshold and chosen != GENERAL_EXPERT and GENERAL_EXPERT in scores:

@@ -1,0 +1,260 @@
+"""The ONNX Runtime embedding backend: the same BERT sentence encoder as a graph built from the weights.
+
+No torch is needed to get an ONNX model: :func:`build_model` writes the encoder (embeddings, attention
+layers, mean pooling, L2 normalisation) as an ONNX graph directly from the model's safetensors weights, with
+the standard operators (``LayerNormalization``, ``Erf``-based GELU, ``Softmax``), and ONNX Runtime fuses and
+runs it. The file is built once and kept in the model cache (``$COE_MODEL_CACHE`` or
+``~/.cache/coe/models``) under a name that carries the weights' fingerprint, so a changed model directory gets
+a new file; a damaged file is rebuilt.
+
+Why: on a 2-core CPU a short query takes ~2.5 ms here against ~7.5 ms for the NumPy encoder and ~9 ms for
+sentence-transformers, with the same vectors (float32 rounding; checked in the tests against the reference).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experts.embedding import Vectors, check_vectors
+from state.errors import ConfigError
+
+__all__ = ["OnnxMiniLM", "build_model"]
+
+logger = logging.getLogger(__name__)
+
+OPSET = 17
+_BUILD_VERSION = 1
+
+
+def _fingerprint(model_dir: Path) -> str:
+    weights = model_dir / "model.safetensors"
+    stat = weights.stat()
+    config = (model_dir / "config.json").read_bytes()
+    key = f"{_BUILD_VERSION}:{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode() + config
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
+def build_model(model_dir: Path) -> Any:
+    """The ONNX model of a BERT sentence encoder (mean pooling, normalised) from a sentence-transformers dir."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from safetensors.numpy import load_file
+
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    if config.get("model_type") != "bert" or config.get("position_embedding_type", "absolute") != "absolute":
+        raise ConfigError(
+            str(model_dir / "config.json"),
+            "the onnx embedding backend builds BERT models with absolute positions only",
+            field="model_type",
+        )
+    dim, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    head_dim = dim // heads
+    eps = float(config.get("layer_norm_eps", 1e-12))
+    weights = load_file(str(model_dir / "model.safetensors"))
+
+    def w(name: str) -> np.ndarray:
+        key = name if name in weights else f"bert.{name}"
+        if key not in weights:
+            raise ConfigError(str(model_dir / "model.safetensors"), f"weight {name!r} is missing")
+        return np.ascontiguousarray(weights[key], dtype=np.float32)
+
+    inits: list[Any] = []
+    nodes: list[Any] = []
+
+    def const(name: str, value: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def node(op: str, inputs: list[str], name: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    def linear(x: str, weight: np.ndarray, bias: np.ndarray, name: str) -> str:
+        mm = node("MatMul", [x, const(f"{name}.w", weight.T.copy())], f"{name}.mm")
+        return node("Add", [mm, const(f"{name}.b", bias)], name)
+
+    def layer_norm(x: str, prefix: str, name: str) -> str:
+        return node(
+            "LayerNormalization",
+            [x, const(f"{name}.g", w(prefix + ".weight")), const(f"{name}.beta", w(prefix + ".bias"))],
+            name,
+            axis=-1,
+            epsilon=eps,
+        )
+
+    # embeddings: word + position[0:seq] + token type 0
+    seq_shape = node("Shape", ["input_ids"], "shape")
+    seq_len = node("Gather", [seq_shape, const("one_i", np.array(1, dtype=np.int64))], "seq_len", axis=0)
+    positions = node(
+        "Range",
+        [const("zero_i", np.array(0, dtype=np.int64)), seq_len, const("step", np.array(1, dtype=np.int64))],
+        "positions",
+    )
+    word = node("Gather", [const("word_emb", w("embeddings.word_embeddings.weight")), "input_ids"], "word")
+    pos = node("Gather", [const("pos_emb", w("embeddings.position_embeddings.weight")), positions], "pos")
+    x = node("Add", [word, pos], "emb_wp")
+    x = node("Add", [x, const("type0", w("embeddings.token_type_embeddings.weight")[0])], "emb")
+    x = layer_norm(x, "embeddings.LayerNorm", "emb_ln")
+
+    mask_f = node("Cast", ["attention_mask"], "mask_f", to=TensorProto.FLOAT)
+    # additive attention bias: (1 - mask) * -1e9, shaped (b, 1, 1, s)
+    inv = node("Sub", [const("one_f", np.array(1.0, dtype=np.float32)), mask_f], "mask_inv")
+    bias = node("Mul", [inv, const("neg", np.array(-1e9, dtype=np.float32))], "mask_bias2")
+    bias = node("Unsqueeze", [bias, const("axes12", np.array([1, 2], dtype=np.int64))], "mask_bias")
+    split_shape = const("heads_shape", np.array([0, 0, heads, head_dim], dtype=np.int64))
+    merge_shape = const("merge_shape", np.array([0, 0, dim], dtype=np.int64))
+    scale = const("scale", np.array(1.0 / math.sqrt(head_dim), dtype=np.float32))
+    sqrt_half = const("sqrt_half", np.array(1.0 / math.sqrt(2.0), dtype=np.float32))
+    half = const("half", np.array(0.5, dtype=np.float32))
+
+    for i in range(int(config["num_hidden_layers"])):
+        p = f"encoder.layer.{i}."
+        q, k, v = (
+            linear(x, w(p + f"attention.self.{n}.weight"), w(p + f"attention.self.{n}.bias"), f"l{i}.{n}")
+            for n in ("query", "key", "value")
+        )
+        qh = node("Transpose", [node("Reshape", [q, split_shape], f"l{i}.qr")], f"l{i}.qh", perm=[0, 2, 1, 3])
+        kh = node("Transpose", [node("Reshape", [k, split_shape], f"l{i}.kr")], f"l{i}.kh", perm=[0, 2, 3, 1])
+        vh = node("Transpose", [node("Reshape", [v, split_shape], f"l{i}.vr")], f"l{i}.vh", perm=[0, 2, 1, 3])
+        scores = node("Mul", [node("MatMul", [qh, kh], f"l{i}.qk"), scale], f"l{i}.scaled")
+        probs = node("Softmax", [node("Add", [scores, bias], f"l{i}.masked")], f"l{i}.probs", axis=-1)
+        ctx = node("Transpose", [node("MatMul", [probs, vh], f"l{i}.ctx4")], f"l{i}.ctxt", perm=[0, 2, 1, 3])
+        ctx = node("Reshape", [ctx, merge_shape], f"l{i}.ctx")
+        attn = linear(ctx, w(p + "attention.output.dense.weight"), w(p + "attention.output.dense.bias"), f"l{i}.ao")
+        x = layer_norm(node("Add", [attn, x], f"l{i}.res1"), p + "attention.output.LayerNorm", f"l{i}.ln1")
+        h = linear(x, w(p + "intermediate.dense.weight"), w(p + "intermediate.dense.bias"), f"l{i}.ff1")
+        erf = node("Erf", [node("Mul", [h, sqrt_half], f"l{i}.hs")], f"l{i}.erf")
+        phi = node(
+            "Mul",
+            [node("Add", [erf, const(f"l{i}.one", np.array(1.0, dtype=np.float32))], f"l{i}.erf1"), half],
+            f"l{i}.phi",
+        )
+        h = node("Mul", [h, phi], f"l{i}.gelu")
+        out = linear(h, w(p + "output.dense.weight"), w(p + "output.dense.bias"), f"l{i}.ff2")
+        x = layer_norm(node("Add", [out, x], f"l{i}.res2"), p + "output.LayerNorm", f"l{i}.ln2")
+
+    # mean pooling over real tokens, then L2 normalisation
+    mask3 = node("Unsqueeze", [mask_f, const("axis2", np.array([2], dtype=np.int64))], "mask3")
+    summed = node(
+        "ReduceSum",
+        [node("Mul", [x, mask3], "masked_h"), const("axis1", np.array([1], dtype=np.int64))],
+        "summed",
+        keepdims=0,
+    )
+    count = node("ReduceSum", [mask3, "axis1"], "count", keepdims=0)
+    count = node("Max", [count, const("tiny", np.array(1e-9, dtype=np.float32))], "count_safe")
+    pooled = node("Div", [summed, count], "pooled")
+    norm = node("ReduceL2", [pooled], "norm", axes=[1], keepdims=1)  # opset 17: axes is an attribute here
+    norm = node("Max", [norm, const("tiny_n", np.array(1e-12, dtype=np.float32))], "norm_safe")
+    nodes.append(helper.make_node("Div", [pooled, norm], ["embedding"], name="embedding"))
+
+    graph = helper.make_graph(
+        nodes,
+        "sentence_encoder",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", dim])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="college-of-experts")
+    model.ir_version = min(model.ir_version, 10)
+    onnx.checker.check_model(model)
+    return model
+
+
+def _cached_model(model_dir: Path) -> Path:
+    from experts.models import model_cache_dir
+
+    cache = model_cache_dir()
+    path = cache / f"sentence-encoder-{model_dir.name}-{_fingerprint(model_dir)}.onnx"
+    if path.is_file():
+        return path
+    import onnx
+
+    model = build_model(model_dir)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=cache, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            onnx.save_model(model, name)
+            os.replace(name, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+    except OSError as exc:
+        raise ConfigError(
+            "embedding model",
+            f"cannot write the ONNX encoder to {cache}: {exc.strerror or exc}; "
+            "set COE_MODEL_CACHE to a writable directory or COE_EMBED_BACKEND=numpy",
+        ) from exc
+    logger.info("built the ONNX sentence encoder %s", path)
+    return path
+
+
+class OnnxMiniLM:
+    """Sentence embeddings with ONNX Runtime over a graph built from the model's weights."""
+
+    backend = "onnx"
+
+    def __init__(self, model_dir: Path) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        from experts.embedding import NumpyMiniLM
+
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+        self.dim = int(config["hidden_size"])
+        self.max_len = NumpyMiniLM.max_length(model_dir, config)
+        self.model_id = NumpyMiniLM.model_name(model_dir, config, self.dim, self.max_len)
+        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_length=self.max_len)
+        self._tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
+        options.inter_op_num_threads = 1
+        # no busy-waiting between calls: the expert models need these cores
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        path = _cached_model(model_dir)
+        try:
+            self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # a damaged cache file: rebuild once
+            logger.warning("the cached ONNX encoder %s cannot be loaded (%s); rebuilding it", path, exc)
+            path.unlink(missing_ok=True)
+            path = _cached_model(model_dir)
+            self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str]) -> Vectors:
+        """Embed texts; batches are grouped by length so padding stays small."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            encodings = self._tokenizer.encode_batch(list(texts))
+        ids = [e.ids for e in encodings]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), 16):
+            chunk = order[start : start + 16]
+            length = max(len(ids[i]) for i in chunk)
+            tokens = np.zeros((len(chunk), length), dtype=np.int64)
+            mask = np.zeros((len(chunk), length), dtype=np.int64)
+            for row, i in enumerate(chunk):
+                tokens[row, : len(ids[i])] = ids[i]
+                mask[row, : len(ids[i])] = 1
+            (vectors,) = self._session.run(["embedding"], {"input_ids": tokens, "attention_mask": mask})
+            out[chunk] = vectors
+        return check_vectors(out, self.dim, f"embedding backend {self.backend}")

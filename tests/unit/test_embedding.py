@@ -1,0 +1,81 @@
+"""The NumPy MiniLM encoder against sentence-transformers' reference vectors, and the vector invariants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experts.embedding import VectorInvariantError, check_vectors, default_model_dir, get_embedder
+from state.errors import ConfigError
+
+REFERENCE = Path(__file__).parents[1] / "fixtures" / "minilm_reference.npz"
+
+
+@pytest.mark.parametrize("backend", ["onnx", "numpy"])
+def test_backend_matches_sentence_transformers_reference(backend: str) -> None:
+    # Reference vectors were made by sentence-transformers (torch) from the same model directory:
+    # tests/fixtures/make_minilm_reference.py. They include unicode and a text past the 256-token limit.
+    data = np.load(REFERENCE)
+    texts = [str(t) for t in data["texts"]]
+    vectors = get_embedder(backend).encode(texts)
+    assert vectors.shape == data["vectors"].shape == (len(texts), 384)
+    assert np.abs(vectors - data["vectors"]).max() < 1e-5
+    # Batching and padding do not change a text's vector.
+    one_by_one = np.vstack([get_embedder(backend).encode([t]) for t in texts])
+    assert np.abs(one_by_one - vectors).max() < 1e-5
+
+
+def test_embedder_is_shared_and_every_backend_names_the_same_model() -> None:
+    default = get_embedder()
+    assert default is get_embedder("onnx") and default.backend == "onnx"
+    assert default.model_id == get_embedder("numpy").model_id == "sentence-transformers/all-MiniLM-L6-v2:384d:256tok"
+    assert default.dim == 384 and default.encode([]).shape == (0, 384)
+
+
+def test_a_damaged_onnx_cache_file_is_rebuilt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from experts.embedding_onnx import OnnxMiniLM
+
+    monkeypatch.setenv("COE_MODEL_CACHE", str(tmp_path))
+    first = OnnxMiniLM(default_model_dir())
+    (built,) = tmp_path.glob("sentence-encoder-*.onnx")
+    vector = first.encode(["a routing query"])
+    built.write_bytes(b"not an onnx file")
+    again = OnnxMiniLM(default_model_dir())
+    assert np.abs(again.encode(["a routing query"]) - vector).max() < 1e-6
+    assert built.stat().st_size > 80_000_000
+
+
+def test_unknown_backend_and_bad_model_dir_are_config_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match="unknown embedding backend 'gpu'; allowed: onnx, numpy, sentence-transformers"
+    ):
+        get_embedder("gpu")
+    monkeypatch.setenv("COE_EMBED_BACKEND", "torchy")
+    with pytest.raises(ConfigError, match="environment variable COE_EMBED_BACKEND"):
+        get_embedder()
+    monkeypatch.setenv("COE_EMBED_MODEL", str(tmp_path))
+    with pytest.raises(ConfigError, match="config.json is missing"):
+        default_model_dir()
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        (np.ones((2, 3), dtype=np.float32), "dimension 3, expected 4"),
+        (np.array([[1.0, 0, 0, 0], [np.nan, 0, 0, 0]], dtype=np.float32), "vector 1 has a NaN or infinite"),
+        (np.array([[1.0, 0, 0, 0], [2.0, 0, 0, 0]], dtype=np.float32), "vector 1 has L2 norm 2.000000"),
+        (np.zeros((1, 2, 4), dtype=np.float32), "expected a matrix of vectors"),
+        (np.array([[1, 0, 0, 0]]), "dtype int64, expected floating point"),
+    ],
+)
+def test_vector_invariants_fail_fast_naming_the_boundary(array: np.ndarray, message: str) -> None:
+    with pytest.raises(VectorInvariantError, match="^test boundary: ") as info:
+        check_vectors(array, 4, "test boundary")
+    assert message in str(info.value)
+
+
+def test_a_single_unit_vector_is_accepted_as_one_row() -> None:
+    out = check_vectors(np.array([0.6, 0.8, 0.0, 0.0]), 4, "x")
+    assert out.shape == (1, 4) and out.dtype == np.float32
