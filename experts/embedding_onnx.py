@@ -226,8 +226,8 @@ class OnnxMiniLM:
         options = ort.SessionOptions()
         options.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
         options.inter_op_num_threads = 1
-        # no busy-waiting between calls: the expert models need these cores
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # ONNX Runtime's default short spin-wait between parallel sections is kept: turning it off made a
+        # 29-token query 30% slower (4.4 vs 3.3 ms); routing runs before the slots' generation, not during it.
         path = _cached_model(model_dir)
         try:
             self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

@@ -30,6 +30,7 @@ import numpy as np
 from experts.catalog import GENERAL_EXPERT, Catalog, load_catalog
 from experts.embedding import Embedder, Vectors, check_vectors, get_embedder
 from experts.router_cache import ExpertIndex, load_or_build_index
+from state.context import DEFAULTS
 from state.errors import ConfigError
 
 __all__ = ["DEFAULT_PARAMS", "ExpertRouter", "RouteResult", "RouterParams", "get_router"]
@@ -39,14 +40,16 @@ __all__ = ["DEFAULT_PARAMS", "ExpertRouter", "RouteResult", "RouterParams", "get
 class RouterParams:
     """The scoring knobs. The defaults are calibrated; see the module docstring."""
 
-    lam: float = 0.3
+    lam: float = DEFAULTS["routing_lambda"]
     """Exclusion penalty (lambda)."""
-    threshold: float = 0.2
+    threshold: float = DEFAULTS["routing_threshold"]
     """Below this net score the generalist takes the slot."""
-    tie_margin: float = 0.15
+    tie_margin: float = DEFAULTS["routing_tie_margin"]
     """Top-two gap under which a task-type specialist is preferred over a domain specialist."""
     cap_top_k: int = 3
+    """Capability affinity: the mean of this many best capability-line similarities."""
     exc_top_k: int = 1
+    """Exclusion affinity: the mean of this many best exclusion-line similarities."""
 
     def __post_init__(self) -> None:
         checks = {

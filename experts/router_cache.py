@@ -24,7 +24,7 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +51,15 @@ class LineIndex:
     """For every row, the position of its expert in ``ExpertIndex.expert_ids``."""
     texts: tuple[str, ...]
     faiss_index: Any
+    _columns: dict[int, list[npt.NDArray[np.int64]]] = field(default_factory=dict, compare=False, repr=False)
 
     def columns(self, n_experts: int) -> list[npt.NDArray[np.int64]]:
-        """Row numbers of each expert's lines."""
-        return [np.flatnonzero(self.owners == e) for e in range(n_experts)]
+        """Row numbers of each expert's lines (computed once)."""
+        cached: list[npt.NDArray[np.int64]] | None = self._columns.get(n_experts)
+        if cached is None:
+            cached = [np.flatnonzero(self.owners == e) for e in range(n_experts)]
+            self._columns[n_experts] = cached
+        return cached
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ DEFAULTS: dict[str, Any] = {
     "reference_max_chars": 6000,
     # Routing (calibrated on the dev split of bench/data/routing_eval.yaml; see bench/results/routing.md)
     "routing_lambda": 0.3,
-    "routing_threshold": 0.2,
-    "routing_tie_margin": 0.15,
+    "routing_threshold": 0.17,
+    "routing_tie_margin": 0.01,
     "true_experts": True,
 }
 

@@ -68,8 +68,8 @@ class Settings(_Model):
     n_threads: int | None = Field(default=None, ge=1, le=256)
     reference_max_chars: int = Field(ge=200)
     routing_lambda: float = Field(default=0.3, ge=0.0, le=5.0)
-    routing_threshold: float = Field(default=0.2, ge=-1.0, le=1.0)
-    routing_tie_margin: float = Field(default=0.15, ge=0.0, le=1.0)
+    routing_threshold: float = Field(default=0.17, ge=-1.0, le=1.0)
+    routing_tie_margin: float = Field(default=0.01, ge=0.0, le=1.0)
     true_experts: bool = True
     explicit: list[str] = Field(default_factory=list)
     """Settings given by the run context or the environment (not defaults); they win over expert defaults."""

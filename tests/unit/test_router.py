@@ -1,0 +1,219 @@
+"""The dual-embedding router: scoring rules on a small synthetic catalog, the index cache, the real catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from experts.catalog import Catalog, load_catalog
+from experts.embedding import VectorInvariantError
+from experts.router import ExpertRouter, RouterParams, get_router
+from experts.router_cache import load_or_build_index
+from state.errors import ConfigError
+
+AXES = ("code", "medical", "legal", "misc")
+
+
+class KeywordEmbedder:
+    """A tiny deterministic embedder: one axis per keyword, counts normalised."""
+
+    model_id = "keyword-test:4d"
+    dim = 4
+    backend = "test"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        rows = []
+        for text in texts:
+            words = text.lower().split()
+            vec = np.array([words.count(a) for a in AXES], dtype=np.float32) + np.float32(1e-3)
+            rows.append(vec / np.linalg.norm(vec))
+        return np.array(rows, dtype=np.float32).reshape(len(texts), 4)
+
+
+def _scope(expert_id: str, kind: str, caps: list[str], excs: list[str]) -> dict[str, object]:
+    return {
+        "id": expert_id,
+        "display_name": expert_id,
+        "kind": kind,
+        "summary": f"{expert_id} test expert",
+        "capability_scope": "\n".join(caps),
+        "exclusion_scope": "\n".join(excs),
+        "harness_constraints": f"You are {expert_id}. This requires [X] expertise, not {expert_id} expertise.",
+        "known_weaknesses": ["it is a test"],
+        "model": {"binding": "faux"},
+        "verification": {"date": "2026-11-22", "method": "test"},
+    }
+
+
+def write_catalog(directory: Path, medical_caps: int = 5) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    scopes = [
+        _scope("python_coder", "task", ["code code"] * 5, ["legal text"]),
+        _scope("medical_clinical", "domain", ["medical medical"] * medical_caps, ["code for medical data"]),
+        _scope("legal_drafting", "domain", ["legal legal"] * 5, ["code code"]),
+        _scope("general_reasoning", "general", ["misc", "misc misc", "misc code", "misc legal", "misc medical"], ["x"]),
+    ]
+    for scope in scopes:
+        (directory / f"{scope['id']}.yaml").write_text(yaml.safe_dump(scope), encoding="utf-8")
+    index = {
+        "version": 1,
+        "default_expert": "general_reasoning",
+        "experts": [{"id": s["id"], "file": f"{s['id']}.yaml"} for s in scopes],
+    }
+    (directory / "index.yaml").write_text(yaml.safe_dump(index), encoding="utf-8")
+    return directory
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> tuple[Catalog, KeywordEmbedder, Path]:
+    return load_catalog(write_catalog(tmp_path / "scopes")), KeywordEmbedder(), tmp_path / "cache"
+
+
+def _router(small: tuple[Catalog, KeywordEmbedder, Path], **params: float) -> ExpertRouter:
+    catalog, embedder, cache = small
+    index = load_or_build_index(catalog, embedder, cache)
+    return ExpertRouter(catalog, embedder, index, RouterParams(**params))  # type: ignore[arg-type]
+
+
+def test_net_score_is_capability_minus_lambda_times_exclusion(small) -> None:  # type: ignore[no-untyped-def]
+    router = _router(small, lam=0.5, threshold=-1.0, tie_margin=0.0)
+    result = router.route("code medical")
+    for expert_id, net in result.scores.items():
+        expected = result.capability[expert_id] - 0.5 * result.exclusion[expert_id]
+        assert net == pytest.approx(expected, abs=1e-3)
+    assert list(result.scores) == sorted(result.scores, key=lambda e: -result.scores[e])
+    # The exclusion "code for medical data" pulls medical_clinical down for code about medical data.
+    assert result.exclusion["medical_clinical"] > result.exclusion["python_coder"]
+
+
+def test_tie_rule_prefers_the_task_type_specialist(small) -> None:  # type: ignore[no-untyped-def]
+    text = "medical medical medical code code"  # medical leads code by a small margin at lambda 0
+    plain = _router(small, lam=0.0, threshold=-1.0, tie_margin=0.0).route(text)
+    assert plain.expert == "medical_clinical" and plain.rule is None
+    gap = plain.scores["medical_clinical"] - plain.scores["python_coder"]
+    assert 0 < gap < 0.3
+    tied = _router(small, lam=0.0, threshold=-1.0, tie_margin=0.3).route(text)
+    assert tied.expert == "python_coder" and tied.rule == "tie_prefers_task_type"
+    assert tied.raw_best == "medical_clinical" and tied.runner_up == "medical_clinical"
+    assert "tie rule: task-type specialist preferred over medical_clinical" in tied.explain()
+    # A clear win is not a tie.
+    clear = _router(small, lam=0.0, threshold=-1.0, tie_margin=0.3).route("medical")
+    assert clear.expert == "medical_clinical" and clear.rule is None
+
+
+def test_low_confidence_goes_to_the_generalist(small) -> None:  # type: ignore[no-untyped-def]
+    router = _router(small, lam=0.0, threshold=0.9, tie_margin=0.0)
+    result = router.route("legal code medical")
+    assert result.expert == "general_reasoning" and result.fallback and result.rule == "low_confidence"
+    assert result.raw_best != "general_reasoning"
+    assert "low confidence: best was" in result.explain()
+    confident = router.route("legal")
+    assert confident.expert == "legal_drafting" and not confident.fallback
+
+
+def test_batch_routing_embeds_once_and_matches_single_routing(small) -> None:  # type: ignore[no-untyped-def]
+    router = _router(small, lam=0.3, threshold=-1.0, tie_margin=0.0)
+    embedder = small[1]
+    before = embedder.calls
+    texts = ["code", "legal legal", "medical", "misc"]
+    batch = router.route_many(texts)
+    assert embedder.calls == before + 1
+    assert [r.expert for r in batch] == [router.route(t).expert for t in texts]
+    with pytest.raises(ConfigError, match="texts\\[1\\]"):
+        router.route_many(["code", "  "])
+
+
+def test_router_refuses_vectors_and_indexes_that_break_invariants(small) -> None:  # type: ignore[no-untyped-def]
+    router = _router(small, lam=0.3, threshold=-1.0, tie_margin=0.0)
+    with pytest.raises(VectorInvariantError, match="router query vectors: vectors have dimension 3"):
+        router.route_vectors(np.ones((1, 3), dtype=np.float32))
+    with pytest.raises(VectorInvariantError, match="L2 norm"):
+        router.route_vectors(np.ones((1, 4), dtype=np.float32))
+
+    class Other(KeywordEmbedder):
+        model_id = "another-model:4d"
+
+    with pytest.raises(ConfigError, match="the same model must embed index and query"):
+        ExpertRouter(small[0], Other(), router.index, RouterParams())
+
+
+def test_router_params_are_range_checked() -> None:
+    with pytest.raises(ConfigError, match="lam"):
+        RouterParams(lam=-1.0)
+    with pytest.raises(ConfigError, match="cap_top_k"):
+        RouterParams(cap_top_k=0)
+
+
+def test_index_cache_is_reused_and_rebuilt_when_a_scope_changes(tmp_path: Path) -> None:
+    scopes = write_catalog(tmp_path / "scopes")
+    cache = tmp_path / "cache"
+    embedder = KeywordEmbedder()
+    first = load_or_build_index(load_catalog(scopes), embedder, cache)
+    assert first.built and (cache / "metadata.json").is_file()
+    files = {p.name for p in cache.iterdir()}
+    assert {"capability_vectors.npy", "exclusion_vectors.npy", "capability.index", "exclusion.index"} <= files
+    assert {"lines.json", "expert_ids.json"} <= files
+    meta = json.loads((cache / "metadata.json").read_text())
+    assert meta["model_id"] == "keyword-test:4d" and meta["dim"] == 4 and meta["counts"]["capability"] == 20
+
+    second = load_or_build_index(load_catalog(scopes), embedder, cache)
+    assert not second.built and second.content_hash == first.content_hash
+
+    write_catalog(scopes, medical_caps=6)  # one more capability line
+    third = load_or_build_index(load_catalog(scopes), embedder, cache)
+    assert third.built and third.content_hash != first.content_hash
+    assert json.loads((cache / "metadata.json").read_text())["counts"]["capability"] == 21
+
+    class Other(KeywordEmbedder):
+        model_id = "another-model:4d"
+
+    assert load_or_build_index(load_catalog(scopes), Other(), cache).built  # another model: rebuilt
+
+
+def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    scopes = write_catalog(tmp_path / "scopes")
+    cache = tmp_path / "cache"
+    catalog, embedder = load_catalog(scopes), KeywordEmbedder()
+    load_or_build_index(catalog, embedder, cache)
+    np.save(cache / "capability_vectors.npy", np.full((20, 4), 3.0, dtype=np.float32))
+    rebuilt = load_or_build_index(catalog, embedder, cache)
+    assert rebuilt.built and "damaged" in caplog.text
+    (cache / "lines.json").write_text("not json")
+    assert load_or_build_index(catalog, embedder, cache).built
+    assert not load_or_build_index(catalog, embedder, cache).built
+
+
+# --- the shipped catalog with the real embedder ---------------------------------------------------------
+
+
+HIPAA = [
+    ("analysis", "Write a Python script that loads the exported medical records and computes readmission rates"),
+    ("query", "Write the SQL query that selects the patients' visits from the HIPAA-compliant PostgreSQL database"),
+    ("safeguards", "Design the security controls (encryption, access control, audit logging) for handling the records"),
+    ("disclaimer", "Draft a Delaware-jurisdiction legal disclaimer for the medical-records analysis tool"),
+]
+
+
+def test_hipaa_slots_go_to_the_experts_whose_work_they_are() -> None:
+    results = get_router().route_many([text for _, text in HIPAA])
+    got = {slot: r.expert for (slot, _), r in zip(HIPAA, results, strict=True)}
+    assert got == {
+        "analysis": "python_coder",
+        "query": "sql_specialist",
+        "safeguards": "security_architect",
+        "disclaimer": "legal_drafting",
+    }
+    assert all(r.expert != "medical_clinical" for r in results)
+
+
+def test_unrelated_chatter_falls_back_to_the_generalist() -> None:
+    result = get_router().route("Plan a birthday party for my eight-year-old with a dinosaur theme")
+    assert result.expert == "general_reasoning"

@@ -1,0 +1,149 @@
+"""Routing inside the graph: the HIPAA task's slots, personas and model bindings reach the experts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from experts.catalog import load_catalog
+from graph import build_graph
+from graph.persistence import serializer
+from nodes.route_slots import _binding
+from state import Passport
+from state.context import resolve_settings
+from state.errors import RunFailure
+from state.io import RunInput, RunOptions
+from state.passport import LedgerEntry, Notice
+
+HIPAA_TASK = (
+    "Write a Python script to securely analyze medical records from a HIPAA compliant database and generate a "
+    "Delaware-jurisdiction legal disclaimer"
+)
+HIPAA_FRAMEWORK = {
+    "id": "hipaa_analysis",
+    "title": "Medical records analysis with a legal disclaimer",
+    "slots": [
+        {
+            "id": "extract",
+            "title": "Records query",
+            "description": "Write the SQL query that pulls the visit records from the HIPAA-compliant PostgreSQL "
+            "database, selecting only the columns the analysis needs.",
+        },
+        {
+            "id": "safeguards",
+            "title": "Security controls",
+            "description": "Design the security controls for handling the records: encryption in transit and at "
+            "rest, least-privilege access, audit logging.",
+        },
+        {
+            "id": "analysis",
+            "title": "Analysis script",
+            "description": "Write the Python script that loads the extracted medical records with pandas and "
+            "computes readmission rates per department.",
+            "deps": ["extract"],
+            "can_reference": ["extract"],
+        },
+        {
+            "id": "disclaimer",
+            "title": "Legal disclaimer",
+            "description": "Draft the Delaware-jurisdiction liability disclaimer that ships with the analysis tool.",
+        },
+    ],
+}
+WANT = {
+    "extract": "sql_specialist",
+    "safeguards": "security_architect",
+    "analysis": "python_coder",
+    "disclaimer": "legal_drafting",
+}
+
+
+def _run(tmp_path: Path, framework: dict[str, Any], **context: Any) -> tuple[Passport, list[dict[str, Any]]]:
+    calls = tmp_path / "calls.jsonl"
+    script = tmp_path / "script.yaml"
+    script.write_text(json.dumps({"calls_log": str(calls)}))
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "routing"}}
+    ctx = {"backend": "fake", "fake_script": str(script), **context}
+    graph.invoke(RunInput(task=HIPAA_TASK, options=RunOptions(framework=framework)), config, context=ctx)
+    state = Passport.model_validate(graph.get_state(config).values)
+    return state, [json.loads(line) for line in calls.read_text().splitlines()]
+
+
+def test_hipaa_task_slots_reach_the_right_experts_with_their_personas_and_models(tmp_path: Path) -> None:
+    state, calls = _run(tmp_path, HIPAA_FRAMEWORK)
+    assert {sid: d.expert for sid, d in state.routing.items()} == WANT
+    assert all(d.expert != "medical_clinical" for d in state.routing.values())
+    catalog = load_catalog()
+    by_slot = {c["slot"]: c for c in calls}
+    for slot, expert in WANT.items():
+        assert catalog.get(expert).persona in by_slot[slot]["system"], slot
+    # python_coder and sql_specialist are true experts on their own model; the others are personas.
+    assert by_slot["analysis"]["model"] == by_slot["extract"]["model"] == "qwen2.5-coder-1.5b"
+    assert by_slot["disclaimer"]["model"] is None and by_slot["safeguards"]["model"] is None
+    assert state.routing["analysis"].binding == "true" and state.routing["disclaimer"].binding == "faux"
+    # Every decision carries every expert's score, best first, and one ledger entry per slot says why.
+    for sid, decision in state.routing.items():
+        assert set(decision.scores) == set(catalog.ids)
+        assert decision.score == max(decision.scores.values()) or decision.rule is not None
+        assert decision.runner_up is not None and decision.runner_up != decision.expert
+        entries = [e for e in state.ledger if e.action == "route" and e.slot_id == sid]
+        assert len(entries) == 1 and entries[0].agent == "router"
+        assert (
+            entries[0].outputs_summary.startswith(f"{decision.expert} ") and "runner-up" in entries[0].outputs_summary
+        )
+    assert [s.expert for s in state.summary.slots] == [WANT[s.id] for s in state.summary.slots]  # type: ignore[union-attr]
+
+
+def test_an_expert_named_by_the_framework_is_kept(tmp_path: Path) -> None:
+    fw = {**HIPAA_FRAMEWORK, "slots": [{**HIPAA_FRAMEWORK["slots"][3], "expert": "technical_writer"}]}
+    state, _ = _run(tmp_path, fw)
+    decision = state.routing["disclaimer"]
+    assert decision.expert == "technical_writer" and decision.reason == "set by the framework" and not decision.scores
+
+
+def test_true_experts_can_be_switched_off(tmp_path: Path) -> None:
+    fw = {**HIPAA_FRAMEWORK, "slots": [HIPAA_FRAMEWORK["slots"][0]]}
+    state, calls = _run(tmp_path, fw, true_experts=False)
+    assert state.routing["extract"].expert == "sql_specialist"
+    assert state.routing["extract"].binding == "faux" and calls[0]["model"] is None
+
+
+def test_expert_generation_defaults_apply_unless_the_user_sets_a_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fw = {
+        "id": "poem",
+        "title": "Poem",
+        "slots": [{"id": "poem", "title": "Poem", "description": "Write a poem.", "expert": "creative_writer"}],
+    }
+    scope = load_catalog().get("creative_writer")
+    _, calls = _run(tmp_path, fw)
+    assert calls[0]["temperature"] == scope.generation.temperature
+    assert calls[0]["max_tokens"] == scope.generation.max_tokens
+    (tmp_path / "calls.jsonl").unlink()
+    _, calls = _run(tmp_path, fw, temperature=0.0)
+    assert calls[0]["temperature"] == 0.0 and calls[0]["max_tokens"] == scope.generation.max_tokens
+    (tmp_path / "calls.jsonl").unlink()
+    monkeypatch.setenv("COE_MAX_TOKENS", "123")
+    _, calls = _run(tmp_path, fw)
+    assert calls[0]["max_tokens"] == 123
+
+
+def test_a_missing_true_expert_model_falls_back_to_the_base_model_or_fails_as_configured() -> None:
+    catalog = load_catalog()
+    scope = catalog.get("python_coder")
+    missing = scope.model_copy(update={"model": scope.model.model_copy(update={"model": "/nowhere/coder.gguf"})})
+    settings = resolve_settings({"backend": "llama"}, env={})
+    notices: list[Notice] = []
+    ledger: list[LedgerEntry] = []
+    assert _binding(missing, settings, notices, ledger) == (None, "faux-fallback")
+    assert "python_coder runs on the base model" in notices[0].message and "model file not found" in notices[0].message
+    assert ledger[0].action == "model_fallback"
+    strict = missing.model_copy(update={"model": missing.model.model_copy(update={"fallback": "error"})})
+    with pytest.raises(RunFailure, match="expert python_coder: its model is unavailable"):
+        _binding(strict, settings, [], [])
