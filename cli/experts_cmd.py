@@ -30,7 +30,10 @@ def route(
     ] = None,
     threshold: Annotated[float | None, typer.Option("--threshold", help="Low-confidence fallback threshold.")] = None,
     tie_margin: Annotated[
-        float | None, typer.Option("--tie-margin", help="Top-two gap under which a task-type specialist wins.")
+        float | None,
+        typer.Option(
+            "--tie-margin", help="Top-two gap under which a task-type specialist wins over a domain specialist."
+        ),
     ] = None,
 ) -> None:
     """Show which expert a text is routed to, with every expert's score."""

@@ -36,10 +36,6 @@ app = typer.Typer(
 )
 
 
-app.add_typer(experts_app, name="experts")
-app.command("route")(route)
-
-
 class BackendChoice(StrEnum):
     """Expert backends selectable on the command line."""
 
@@ -251,6 +247,10 @@ def _logging(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+
+
+app.command("route")(route)
+app.add_typer(experts_app, name="experts")
 
 
 def main() -> None:
