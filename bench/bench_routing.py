@@ -39,7 +39,7 @@ import numpy as np
 import yaml
 
 from bench.common import write_results
-from experts.router import ExpertRouter, RouterParams, get_router
+from experts.router import ExpertRouter, RouterParams, get_router, instruction_head
 
 DATA = Path(__file__).resolve().parent / "data" / "routing_eval.yaml"
 PROBES = Path(__file__).resolve().parent / "data" / "routing_probes.tsv"
@@ -49,6 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAMBDAS = [round(x * 0.1, 1) for x in range(0, 11)]
 MARGINS = [0.0, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15]
 CAP_TOP_K = [1, 2, 3, 4]
+HEAD_WEIGHTS = [0.0, 0.1, 0.15, 0.2, 0.3]
+HEAD_GAPS = [0.03, 0.05, 0.1, 1.0]
 EXC_TOP_K = [1, 2]
 
 
@@ -66,8 +68,20 @@ def load_probes() -> list[dict[str, Any]]:
     return rows
 
 
-def accuracy(router: ExpertRouter, vectors: np.ndarray, items: list[dict[str, Any]]) -> dict[str, Any]:
-    results = router.route_vectors(vectors)
+def head_vectors(router: ExpertRouter, items: list[dict[str, Any]], vectors: np.ndarray) -> np.ndarray:
+    """Each text's instruction-head embedding (its own embedding when it has no head)."""
+    heads = {i: instruction_head(it["text"]) for i, it in enumerate(items)}
+    rows = [i for i, h in heads.items() if h is not None]
+    out = vectors.copy()
+    if rows:
+        out[rows] = router.embedder.encode([str(heads[i]) for i in rows])
+    return out
+
+
+def accuracy(
+    router: ExpertRouter, vectors: tuple[np.ndarray, np.ndarray], items: list[dict[str, Any]]
+) -> dict[str, Any]:
+    results = router.route_vectors(*vectors)
     ok = [r.expert == it["expert"] for r, it in zip(results, items, strict=True)]
     traps = [o for o, it in zip(ok, items, strict=True) if it["trap"]]
     misses = [
@@ -90,15 +104,20 @@ def accuracy(router: ExpertRouter, vectors: np.ndarray, items: list[dict[str, An
         "trap_accuracy": round(sum(traps) / len(traps), 4) if traps else None,
         "fallbacks": sum(r.fallback for r in results),
         "tie_rule_applied": sum(r.rule == "tie_prefers_task_type" for r in results),
+        "second_looks": sum(r.head is not None for r in results),
         "confusion": Counter(f"{m['want']} -> {m['got']}" for m in misses).most_common(),
         "misses": misses,
     }
 
 
-def calibrate(router: ExpertRouter, vectors: np.ndarray, items: list[dict[str, Any]]) -> dict[str, Any]:
+def calibrate(
+    router: ExpertRouter, vectors: tuple[np.ndarray, np.ndarray], items: list[dict[str, Any]]
+) -> dict[str, Any]:
     grid = []
     for lam, margin, cap_k, exc_k in itertools.product(LAMBDAS, MARGINS, CAP_TOP_K, EXC_TOP_K):
-        params = RouterParams(lam=lam, threshold=-1.0, tie_margin=margin, cap_top_k=cap_k, exc_top_k=exc_k)
+        params = RouterParams(
+            lam=lam, threshold=-1.0, tie_margin=margin, cap_top_k=cap_k, exc_top_k=exc_k, head_weight=0.0
+        )
         acc = accuracy(router.with_params(params), vectors, items)
         grid.append(
             {
@@ -120,6 +139,25 @@ def calibrate(router: ExpertRouter, vectors: np.ndarray, items: list[dict[str, A
         tie_margin=best["tie_margin"],
         cap_top_k=best["cap_top_k"],
         exc_top_k=best["exc_top_k"],
+        head_weight=0.0,
+    )
+    # stage 2: the second look at close calls (head weight and gap), the rest fixed
+    head_grid = []
+    for weight, gap in itertools.product(HEAD_WEIGHTS, HEAD_GAPS):
+        p = RouterParams(**{**params.__dict__, "head_weight": weight, "head_gap": gap})
+        acc = accuracy(router.with_params(p), vectors, items)
+        head_grid.append(
+            {
+                "head_weight": weight,
+                "head_gap": gap,
+                "accuracy": acc["accuracy"],
+                "trap_accuracy": acc["trap_accuracy"],
+                "second_looks": acc["second_looks"],
+            }
+        )
+    best_head = max(head_grid, key=lambda g: (g["accuracy"], g["trap_accuracy"], -g["second_looks"]))
+    params = RouterParams(
+        **{**params.__dict__, "head_weight": best_head["head_weight"], "head_gap": best_head["head_gap"]}
     )
     thresholds = [round(x * 0.01, 2) for x in range(0, 51)]
     accs = []
@@ -137,13 +175,14 @@ def calibrate(router: ExpertRouter, vectors: np.ndarray, items: list[dict[str, A
             start = None
     lo, hi = max(runs, key=lambda r: r[1] - r[0])
     threshold = round((thresholds[lo] + thresholds[hi]) / 2, 2)
-    chosen = {**best, "threshold": threshold}
+    chosen = {**best, **best_head, "threshold": threshold}
     best_at_lambda0 = max((g for g in grid if g["lam"] == 0.0), key=lambda g: (g["accuracy"], g["trap_accuracy"]))
     return {
         "chosen": chosen,
         "dev_threshold_curve": dict(zip(thresholds, accs, strict=True)),
         "best_dev_at_lambda_0": best_at_lambda0,
         "grid_size": len(grid),
+        "head_grid": head_grid,
         "top_grid": sorted(grid, key=lambda g: (-g["accuracy"], -(g["trap_accuracy"] or 0)))[:15],
     }
 
@@ -285,8 +324,10 @@ def main() -> int:
     dev = [i for i in items if i["split"] == "dev"] + load_probes()
     test = [i for i in items if i["split"] == "test"]
     router = get_router()
-    dev_vecs = router.embedder.encode([i["text"] for i in dev])
-    test_vecs = router.embedder.encode([i["text"] for i in test])
+    dev_full = router.embedder.encode([i["text"] for i in dev])
+    test_full = router.embedder.encode([i["text"] for i in test])
+    dev_vecs = (dev_full, head_vectors(router, dev, dev_full))
+    test_vecs = (test_full, head_vectors(router, test, test_full))
 
     cal = calibrate(router, dev_vecs, dev)
     c = cal["chosen"]
@@ -296,8 +337,11 @@ def main() -> int:
         tie_margin=c["tie_margin"],
         cap_top_k=c["cap_top_k"],
         exc_top_k=c["exc_top_k"],
+        head_weight=c["head_weight"],
+        head_gap=c["head_gap"],
     )
     lam0 = RouterParams(**{**chosen.__dict__, "lam": 0.0})
+    no_head = RouterParams(**{**chosen.__dict__, "head_weight": 0.0})
     seed = RouterParams(**{**chosen.__dict__, "lam": 0.3, "tie_margin": 0.15})
     no_tie = RouterParams(**{**chosen.__dict__, "tie_margin": 0.0})
     current = router.params
@@ -306,6 +350,7 @@ def main() -> int:
         "lambda_0": accuracy(router.with_params(lam0), test_vecs, test),
         "seed_defaults_lambda_0.3_margin_0.15": accuracy(router.with_params(seed), test_vecs, test),
         "chosen_without_tie_rule": accuracy(router.with_params(no_tie), test_vecs, test),
+        "chosen_without_second_look": accuracy(router.with_params(no_head), test_vecs, test),
         "shipped_defaults": accuracy(router, test_vecs, test),
     }
     lat = latency(router.with_params(chosen), [i["text"] for i in test], args.reps)
@@ -339,20 +384,21 @@ def main() -> int:
         f"{payload['catalog']['capability_lines']} capability and {payload['catalog']['exclusion_lines']} "
         f"exclusion lines, {router.embedder.model_id} ({router.embedder.backend} backend).",
         "",
-        f"Calibrated on dev: lambda {c['lam']}, tie margin {c['tie_margin']}, capability top-k {c['cap_top_k']}, "
-        f"exclusion top-k {c['exc_top_k']}, threshold {c['threshold']} (calibration accuracy {c['accuracy']:.3f}, "
+        f"Calibrated: lambda {c['lam']}, tie margin {c['tie_margin']}, capability top-k {c['cap_top_k']}, "
+        f"exclusion top-k {c['exc_top_k']}, second look weight {c['head_weight']} under gap {c['head_gap']}, "
+        f"threshold {c['threshold']} (calibration accuracy {c['accuracy']:.3f}, "
         f"dev traps {c['trap_accuracy']:.3f}). Shipped defaults: {current.__dict__}.",
         "",
         f"Best calibration accuracy with lambda 0: {cal['best_dev_at_lambda_0']['accuracy']:.3f} "
         f"({cal['best_dev_at_lambda_0']}).",
         "",
-        "| test split | accuracy | on traps | fallbacks | tie rule applied |",
-        "|---|---|---|---|---|",
+        "| test split | accuracy | on traps | fallbacks | tie rule applied | second looks |",
+        "|---|---|---|---|---|---|",
     ]
     for name, acc in evaluation.items():
         md.append(
             f"| {name} | {acc['accuracy']:.3f} ({acc['n']}) | {acc['trap_accuracy']:.3f} ({acc['traps_n']}) | "
-            f"{acc['fallbacks']} | {acc['tie_rule_applied']} |"
+            f"{acc['fallbacks']} | {acc['tie_rule_applied']} | {acc['second_looks']} |"
         )
     md += [
         "",

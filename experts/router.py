@@ -5,6 +5,11 @@ per line) and kept in two FAISS inner-product indexes. A text's affinity to an e
 ``cap_top_k`` best capability-line similarities; its overlap with the expert's exclusions is the mean of its
 ``exc_top_k`` best exclusion-line similarities. The net score is ``capability - lambda * exclusion``.
 
+A close call (the two best net scores within ``head_gap``) gets a second look: the instruction's head (the
+words before its first modifier, "Write a sonnet" of "Write a sonnet about a Kubernetes outage") is embedded
+too and its affinities are blended in with weight ``head_weight``. The kind of work is usually named in the
+head; the subject words that make keyword traps usually follow it.
+
 Then two autonomous defaults, both recorded on the decision:
 
 * **tie rule**: when the two best net scores are within ``tie_margin``, the leader is a domain specialist
@@ -21,6 +26,7 @@ routing evaluation set (``bench/results/routing.md``).
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -50,6 +56,10 @@ class RouterParams:
     """Capability affinity: the mean of this many best capability-line similarities."""
     exc_top_k: int = 1
     """Exclusion affinity: the mean of this many best exclusion-line similarities."""
+    head_weight: float = 0.15
+    """Second look: weight of the instruction head's scores, blended in for close calls (0 turns it off)."""
+    head_gap: float = 0.05
+    """Second look: a text whose two best net scores are closer than this gets it."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -58,6 +68,8 @@ class RouterParams:
             "tie_margin": 0.0 <= self.tie_margin <= 1.0,
             "cap_top_k": self.cap_top_k >= 1,
             "exc_top_k": self.exc_top_k >= 1,
+            "head_weight": 0.0 <= self.head_weight <= 1.0,
+            "head_gap": 0.0 <= self.head_gap <= 1.0,
         }
         for name, ok in checks.items():
             if not ok:
@@ -85,6 +97,8 @@ class RouteResult:
     """The expert with the highest net score, before the rules."""
     capability: dict[str, float] = field(default_factory=dict)
     exclusion: dict[str, float] = field(default_factory=dict)
+    head: str | None = None
+    """The instruction head whose scores were blended in (the second look at a close call), if any."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``coe route --json`` shape (plus the rule and raw winner)."""
@@ -102,7 +116,28 @@ class RouteResult:
             parts.append(f"tie rule: task-type specialist preferred over {self.raw_best}")
         elif self.rule == "low_confidence":
             parts.append(f"low confidence: best was {self.raw_best} {self.scores[self.raw_best]:.3f}")
+        if self.head is not None:
+            parts.append(f"close call: second look at {self.head!r}")
         return "; ".join(parts)
+
+
+_HEAD_END = re.compile(r"\s(?:about|for|that|from|of|on|in|with|using|which|where|so)\s|[,:;.?!()\u2014-]", re.I)
+
+
+def instruction_head(text: str) -> str | None:
+    """The head of an instruction: the words before its first modifier.
+
+    "Write a sonnet" of "Write a sonnet about a Kubernetes outage": the kind of work is usually said there; the
+    subject words that make keyword traps usually come after. None when the text has no head of at least two
+    words that is shorter than the text.
+    """
+    stripped = " ".join(text.split())
+    match = _HEAD_END.search(stripped, 12)
+    if match is None:
+        return None
+    head = stripped[: match.start()].strip()
+    words = len(head.split())
+    return head if 2 <= words < len(stripped.split()) else None
 
 
 class ExpertRouter:
@@ -136,15 +171,55 @@ class ExpertRouter:
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
                 raise ConfigError("route", "text to route is empty", field=f"texts[{i}]")
-        vectors = self.embedder.encode([t.strip() for t in texts])
-        return self.route_vectors(vectors)
+        vectors = check_vectors(self.embedder.encode([t.strip() for t in texts]), self.index.dim, "router query")
+        cap, exc = self.affinities(vectors)
+        heads: dict[int, str] = {}
+        if self.params.head_weight > 0:
+            for row in self._close_calls(cap - self.params.lam * exc):
+                head = instruction_head(texts[row])
+                if head is not None:
+                    heads[row] = head
+        head_vectors = None
+        if heads:
+            rows = sorted(heads)
+            head_vectors = np.zeros_like(vectors)
+            head_vectors[rows] = self.embedder.encode([heads[r] for r in rows])
+        return self._route(vectors, cap, exc, head_vectors, heads)
 
-    def route_vectors(self, vectors: Vectors) -> list[RouteResult]:
-        """Route already embedded texts (unit vectors of the index's dimension)."""
+    def route_vectors(self, vectors: Vectors, head_vectors: Vectors | None = None) -> list[RouteResult]:
+        """Route already embedded texts (unit vectors of the index's dimension).
+
+        Args:
+            vectors: One row per text.
+            head_vectors: Optionally, one row per text with its instruction head's embedding, used for the
+                texts that are close calls (as :meth:`route_many` does).
+        """
         queries = check_vectors(vectors, self.index.dim, "router query vectors")
         cap, exc = self.affinities(queries)
+        heads: dict[int, str] = {}
+        if head_vectors is not None and self.params.head_weight > 0:
+            head_vectors = check_vectors(head_vectors, self.index.dim, "router head vectors")
+            heads = dict.fromkeys(self._close_calls(cap - self.params.lam * exc), "(given)")
+        return self._route(queries, cap, exc, head_vectors, heads)
+
+    def _close_calls(self, net: Vectors) -> list[int]:
+        if net.shape[1] < 2:
+            return []
+        top2 = np.sort(net, axis=1)[:, -2:]
+        return [int(r) for r in np.flatnonzero(top2[:, 1] - top2[:, 0] < self.params.head_gap)]
+
+    def _route(
+        self, queries: Vectors, cap: Vectors, exc: Vectors, head_vectors: Vectors | None, heads: dict[int, str]
+    ) -> list[RouteResult]:
+        if heads and head_vectors is not None:
+            rows = sorted(heads)
+            head_cap, head_exc = self.affinities(head_vectors[rows])
+            w = self.params.head_weight
+            cap, exc = cap.copy(), exc.copy()
+            cap[rows] = (1 - w) * cap[rows] + w * head_cap
+            exc[rows] = (1 - w) * exc[rows] + w * head_exc
         net = cap - self.params.lam * exc
-        return [self._decide(net[row], cap[row], exc[row]) for row in range(queries.shape[0])]
+        return [self._decide(net[r], cap[r], exc[r], heads.get(r)) for r in range(queries.shape[0])]
 
     def affinities(self, queries: Vectors) -> tuple[Vectors, Vectors]:
         """Capability and exclusion affinity per (query, expert), as two (n, experts) matrices."""
@@ -152,7 +227,7 @@ class ExpertRouter:
         exc = self.index.aggregate(self.index.exclusion, queries, self.params.exc_top_k)
         return cap, exc
 
-    def _decide(self, net: Vectors, cap: Vectors, exc: Vectors) -> RouteResult:
+    def _decide(self, net: Vectors, cap: Vectors, exc: Vectors, head: str | None) -> RouteResult:
         ids = self.index.expert_ids
         order = np.argsort(-net, kind="stable")
         scores = {ids[i]: round(float(net[i]), 4) for i in order}
@@ -178,6 +253,7 @@ class ExpertRouter:
             raw_best=best,
             capability={ids[i]: round(float(cap[i]), 4) for i in order},
             exclusion={ids[i]: round(float(exc[i]), 4) for i in order},
+            head=head,
         )
 
 

@@ -51,14 +51,18 @@ class LineIndex:
     """For every row, the position of its expert in ``ExpertIndex.expert_ids``."""
     texts: tuple[str, ...]
     faiss_index: Any
-    _columns: dict[int, list[npt.NDArray[np.int64]]] = field(default_factory=dict, compare=False, repr=False)
+    _grid: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict, compare=False, repr=False)
 
-    def columns(self, n_experts: int) -> list[npt.NDArray[np.int64]]:
-        """Row numbers of each expert's lines (computed once)."""
-        cached: list[npt.NDArray[np.int64]] | None = self._columns.get(n_experts)
+    def padded(self, n_experts: int) -> npt.NDArray[np.int64]:
+        """Row numbers of each expert's lines as an (experts, most lines) grid padded with ``len(lines)``."""
+        cached = self._grid.get(n_experts)
         if cached is None:
-            cached = [np.flatnonzero(self.owners == e) for e in range(n_experts)]
-            self._columns[n_experts] = cached
+            cols = [np.flatnonzero(self.owners == e) for e in range(n_experts)]
+            width = max((c.size for c in cols), default=0)
+            cached = np.full((n_experts, max(width, 1)), self.vectors.shape[0], dtype=np.int64)
+            for e, c in enumerate(cols):
+                cached[e, : c.size] = c
+            self._grid[n_experts] = cached
         return cached
 
 
@@ -81,18 +85,16 @@ class ExpertIndex:
         """Per (query, expert): the mean of the ``top_k`` best line similarities (FAISS search)."""
         n, n_lines = queries.shape[0], lines.vectors.shape[0]
         sims, rows = lines.faiss_index.search(queries, n_lines)
-        full = np.empty((n, n_lines), dtype=np.float32)
+        full = np.full((n, n_lines + 1), -np.inf, dtype=np.float32)  # the last column pads short experts
         np.put_along_axis(full, rows, sims, axis=1)
-        out = np.zeros((n, len(self.expert_ids)), dtype=np.float32)
-        for e, cols in enumerate(lines.columns(len(self.expert_ids))):
-            if cols.size == 0:
-                continue
-            block = full[:, cols]
-            k = min(top_k, cols.size)
-            if k == 1:
-                out[:, e] = block.max(axis=1)
-            else:
-                out[:, e] = -np.partition(-block, k - 1, axis=1)[:, :k].mean(axis=1)
+        grid = lines.padded(len(self.expert_ids))  # (experts, most lines), padded with n_lines
+        block = full[:, grid]  # (n, experts, most lines)
+        k = max(1, min(top_k, grid.shape[1]))
+        top = -np.partition(-block, k - 1, axis=2)[:, :, :k] if k < grid.shape[1] else block
+        counts = np.minimum((grid < n_lines).sum(axis=1), k).astype(np.float32)  # an expert with < k lines
+        top = np.where(np.isfinite(top), top, 0.0)
+        out: Vectors = (top.sum(axis=2) / np.maximum(counts, 1.0)).astype(np.float32)
+        out[:, counts == 0] = 0.0
         return out
 
 

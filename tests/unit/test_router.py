@@ -11,7 +11,7 @@ import yaml
 
 from experts.catalog import Catalog, load_catalog
 from experts.embedding import VectorInvariantError
-from experts.router import ExpertRouter, RouterParams, get_router
+from experts.router import ExpertRouter, RouterParams, get_router, instruction_head
 from experts.router_cache import load_or_build_index
 from state.errors import ConfigError
 
@@ -217,3 +217,27 @@ def test_hipaa_slots_go_to_the_experts_whose_work_they_are() -> None:
 def test_unrelated_chatter_falls_back_to_the_generalist() -> None:
     result = get_router().route("Plan a birthday party for my eight-year-old with a dinosaur theme")
     assert result.expert == "general_reasoning"
+
+
+def test_instruction_head_is_the_part_before_the_first_modifier() -> None:
+    assert instruction_head("Write a sonnet about a Kubernetes cluster going down") == "Write a sonnet"
+    assert instruction_head("Draft the disclaimer for a medical-records tool") == "Draft the disclaimer"
+    assert instruction_head("Explain what a mutex is.") is None  # no shorter head
+    assert instruction_head("Summarise, please") is None  # too short to search
+    assert instruction_head("hello") is None
+
+
+def test_a_close_call_gets_a_second_look_at_the_instruction_head(small) -> None:  # type: ignore[no-untyped-def]
+    text = "code code code about medical medical medical medical"
+    plain = _router(small, lam=0.0, threshold=-1.0, tie_margin=0.0, head_weight=0.0).route(text)
+    assert plain.expert == "medical_clinical" and plain.head is None
+    looked = _router(small, lam=0.0, threshold=-1.0, tie_margin=0.0, head_weight=0.3, head_gap=0.3).route(text)
+    assert looked.expert == "python_coder" and looked.head == "code code code"
+    assert "second look at 'code code code'" in looked.explain()
+    # a clear decision is not looked at twice, and the net score stays cap - lambda * exc after blending
+    clear = _router(small, lam=0.5, threshold=-1.0, tie_margin=0.0, head_weight=0.3, head_gap=0.3).route(
+        "legal legal legal about code"
+    )
+    assert clear.head is None
+    for expert_id, net in looked.scores.items():
+        assert net == pytest.approx(looked.capability[expert_id], abs=1e-3)
