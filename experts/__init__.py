@@ -1,4 +1,9 @@
-"""Expert backends behind one pool interface (llama.cpp in-process, scripted fake)."""
+"""Experts: the catalog, the router, and the backends behind one pool interface.
+
+The catalog of scope documents is ``catalog``; the embedder and dual-embedding router are ``embedding``,
+``embedding_onnx``, ``router`` and ``router_cache``; the backends are llama.cpp in-process and a scripted fake.
+Only the pool interface is imported here; the router and the embedder load on first use.
+"""
 
 from experts.pool import (
     ChatMessage,

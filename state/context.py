@@ -27,7 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "n_ctx": 4096,
     "n_threads": None,
     "reference_max_chars": 6000,
-    # Routing (calibrated on the dev split of bench/data/routing_eval.yaml; see bench/results/routing.md)
+    # Routing, calibrated by bench/bench_routing.py (dev split + probes; results in bench/results/routing.md)
     "routing_lambda": 0.3,
     "routing_threshold": 0.17,
     "routing_tie_margin": 0.01,
