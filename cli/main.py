@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, user_errors
 from cli.experts_cmd import experts_app, route
+from cli.templates_cmd import templates_app
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
 from state.errors import ConfigError
@@ -251,6 +252,7 @@ def _logging(verbose: bool) -> None:
 
 app.command("route")(route)
 app.add_typer(experts_app, name="experts")
+app.add_typer(templates_app, name="templates")
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy.typing as npt
 
 from experts.catalog import Catalog, config_dir
 from experts.embedding import Embedder, VectorInvariantError, Vectors, check_vectors
+from experts.files import atomic_write
 
 __all__ = ["CACHE_ENV", "ExpertIndex", "LineIndex", "cache_dir", "load_or_build_index"]
 
@@ -242,18 +242,6 @@ def _try_load(path: Path, wanted: str, embedder: Embedder) -> ExpertIndex | None
     )
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
 def _write(path: Path, index: ExpertIndex) -> None:
     import faiss
 
@@ -267,11 +255,14 @@ def _write(path: Path, index: ExpertIndex) -> None:
             with tmp.open("wb") as handle:
                 np.save(handle, vectors, allow_pickle=False)
 
-        _atomic_write(path / f"{kind}_vectors.npy", save_npy)
-        _atomic_write(path / f"{kind}.index", lambda tmp, p=part: faiss.write_index(p.faiss_index, str(tmp)))
+        def save_index(tmp: Path, faiss_index: Any = part.faiss_index) -> None:
+            faiss.write_index(faiss_index, str(tmp))
+
+        atomic_write(path / f"{kind}_vectors.npy", save_npy)
+        atomic_write(path / f"{kind}.index", save_index)
         lines[kind] = [[int(o), t] for o, t in zip(part.owners.tolist(), part.texts, strict=True)]
-    _atomic_write(path / "lines.json", lambda tmp: tmp.write_text(json.dumps(lines, indent=0), encoding="utf-8"))
-    _atomic_write(
+    atomic_write(path / "lines.json", lambda tmp: tmp.write_text(json.dumps(lines, indent=0), encoding="utf-8"))
+    atomic_write(
         path / "expert_ids.json", lambda tmp: tmp.write_text(json.dumps(list(index.expert_ids)), encoding="utf-8")
     )
     meta = {
@@ -285,4 +276,4 @@ def _write(path: Path, index: ExpertIndex) -> None:
         "build_seconds": round(index.seconds, 3),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    _atomic_write(path / "metadata.json", lambda tmp: tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8"))
+    atomic_write(path / "metadata.json", lambda tmp: tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8"))
