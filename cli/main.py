@@ -74,6 +74,14 @@ def run(
     grammar: Annotated[
         bool | None, typer.Option("--grammar/--no-grammar", help="Constrain output to the outline contract.")
     ] = None,
+    templates: Annotated[
+        bool | None,
+        typer.Option(
+            "--templates/--no-templates",
+            help="Experimental: choose the framework from the template library and adapt it to the task "
+            "[env: COE_USE_TEMPLATES].",
+        ),
+    ] = None,
     thread_id: Annotated[str | None, typer.Option(help="Thread id to use (default: a new UUID).")] = None,
     checkpoint: CheckpointOpt = None,
     out: OutOpt = None,
@@ -100,6 +108,7 @@ def run(
                 max_parallel=max_parallel,
                 max_tokens=max_tokens,
                 use_grammar=grammar,
+                use_templates=templates,
             )
         except ValidationError as exc:
             first = exc.errors()[0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,8 +14,6 @@ from cli.errors import EXIT_USAGE, user_errors
 if TYPE_CHECKING:
     from state.template import LibraryReport
 
-TEMPLATES_ENV = "COE_TEMPLATES"
-
 templates_app = typer.Typer(
     help="The framework template library: config/framework_templates.",
     no_args_is_help=True,
@@ -27,11 +24,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def library_dir() -> Path:
-    """``$COE_TEMPLATES``, else ``config/framework_templates`` of the project."""
-    from experts.catalog import config_dir
+    """The template library directory (``$COE_TEMPLATES`` or ``config/framework_templates``)."""
+    from experts.template_index import library_dir as configured
 
-    override = os.environ.get(TEMPLATES_ENV, "").strip()
-    return Path(override).expanduser() if override else config_dir() / "framework_templates"
+    return configured()
 
 
 def _report(paths: list[Path]) -> LibraryReport:

@@ -298,3 +298,39 @@ lines of text (or code blocks) under a heading, and the follow-outline marker.
 
 Short blocks are deliberate: with Qwen2.5-Coder-0.5B and a 600-token budget, 8 lines a block let the first
 sections eat the budget (answers cut off before the last section); 4 lines kept them complete."""
+
+
+def adaptation_grammar(slot_ids: list[str], expert_ids: list[str], max_ops: int = 8) -> str:
+    """GBNF for a template adaptation plan (see :mod:`state.adaptation`): slot and expert ids as alternatives.
+
+    The shape is ``{"operations": [op, ...], "rationale": "..."}`` with every string bounded, so a small model
+    cannot name a slot or expert that does not exist, nor run away inside a string.
+    """
+
+    def alternatives(values: list[str]) -> str:
+        return " | ".join('"\\"' + v + '\\""' for v in values)
+
+    last = max(len(slot_ids) - 1, 0)
+    return f"""\
+root ::= "{{" sp "\\"operations\\":" sp "[" sp ops? sp "]," sp "\\"rationale\\":" sp text200 sp "}}"
+ops ::= op ("," sp op){{0,{max_ops - 1}}}
+op ::= keep | remove | modify | add | reorder
+opkey ::= "{{" sp "\\"op\\":" sp
+slotkv ::= "\\"slot\\":" sp slot
+titlekv ::= "\\"title\\":" sp text60
+desckv ::= "\\"description\\":" sp text200
+expertkv ::= "\\"expert\\":" sp expert
+depskv ::= "\\"deps\\":" sp "[" (slot ("," sp slot){{0,2}})? "]"
+keep ::= opkey "\\"KEEP\\"," sp slotkv sp "}}"
+remove ::= opkey "\\"REMOVE\\"," sp slotkv sp "}}"
+modify ::= opkey "\\"MODIFY\\"," sp slotkv "," sp titlekv "," sp desckv sp "}}"
+add ::= opkey "\\"ADD\\"," sp "\\"id\\":" sp newid "," sp titlekv "," sp desckv "," sp expertkv "," sp depskv sp "}}"
+reorder ::= opkey "\\"REORDER\\"," sp "\\"order\\":" sp "[" slot ("," sp slot){{0,{last}}} "]" sp "}}"
+slot ::= {alternatives(slot_ids)}
+expert ::= {alternatives(expert_ids)}
+newid ::= "\\"" [a-z] [a-z0-9_]{{1,30}} "\\""
+text60 ::= "\\"" char{{1,60}} "\\""
+text200 ::= "\\"" char{{1,200}} "\\""
+char ::= [^"\\\\\\n] | "\\\\" ["\\\\/nt]
+sp ::= " "?
+"""

@@ -106,6 +106,15 @@ class TemplateIndex:
         ]
 
 
+LIBRARY_ENV = "COE_TEMPLATES"
+
+
+def library_dir() -> Path:
+    """The template library: ``$COE_TEMPLATES``, else ``config/framework_templates`` of the project."""
+    override = os.environ.get(LIBRARY_ENV, "").strip()
+    return Path(override).expanduser() if override else config_dir() / "framework_templates"
+
+
 def cache_dir() -> Path:
     """``$COE_TEMPLATE_EMBEDDINGS``, else ``config/template_embeddings`` of the project."""
     override = os.environ.get(CACHE_ENV, "").strip()

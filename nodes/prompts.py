@@ -56,6 +56,35 @@ REFERENCE_ITEM = """\
 {content}
 --- end of {title} ---"""
 
+ADAPT_SYSTEM = """\
+You plan work. You adapt a plan template to a user's task by editing it, and you answer with JSON only.
+Operations: KEEP a slot; REMOVE a slot the task does not need; MODIFY a slot's title and description so they
+name the task's specifics; ADD a slot the task needs that the template lacks (with its expert and the
+template slots it depends on); REORDER the slots. Keep what fits: a good adaptation changes few slots, at
+most {max_ops} operations."""
+
+ADAPT_PROMPT = """\
+The task:
+{task}
+
+The template "{title}" ({pattern}); it may have {min_slots} to {max_slots} slots:
+{slots}
+
+Experts you may give an added slot: {experts}
+
+Titles and descriptions you write must use the words of this task (its subject, names, numbers), not the
+template's generic wording. Use only the slot ids listed above.
+
+Answer with the JSON object for this task."""
+
+ADAPT_SLOT_LINE = "- slot {id}: {title}. {description} [{expert}{deps}]"
+
+ADAPT_RETRY = """\
+That plan cannot be used:
+{errors}
+
+Answer again with a corrected JSON object."""
+
 RETRY_PROMPT = """\
 {feedback}
 

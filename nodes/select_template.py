@@ -1,35 +1,95 @@
 """Node ``select_template``: choose the framework the run will execute.
 
-Today the framework is either the one given in the run options (``--framework FILE``) or the documented
-last-resort framework: a single slot that answers the whole task. Template retrieval extends this node.
+In order: the framework given in the run options (``--framework FILE``); with ``use_templates`` on
+(experimental, off by default), the best template of the library for the task, retrieved by meaning and
+adapted to it (:mod:`nodes.adaptation`; its fallbacks end at the one-slot framework); otherwise the documented
+last-resort framework, a single slot that answers the whole task.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
+
+from state.context import RunContext
 from state.errors import RunFailure
-from state.framework import fallback_framework, validate_framework
-from state.passport import LedgerEntry, Passport, SlotState, utcnow
+from state.framework import Framework, fallback_framework, validate_framework
+from state.passport import LedgerEntry, Notice, Passport, SlotState, utcnow
+
+NODE = "select_template"
 
 
-def select_template(state: Passport) -> dict[str, Any]:
-    """Pick the framework (given or fallback), validate it, and initialise every slot's state."""
-    if state.mission is None:
-        raise RunFailure("select_template", "the mission must be set by guard first")
+def select_template(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Pick the framework (given, from the template library, or fallback), validate it, initialise slots."""
+    if state.mission is None or state.settings is None:
+        raise RunFailure(NODE, "the mission and settings must be set by guard first")
     given = state.framework  # validated by guard when the caller gave one; None otherwise
-    fw = given if given is not None else validate_framework(fallback_framework(state.mission.task))
-    reason = f"framework given by the caller ({fw.source})" if given is not None else "last-resort one-slot framework"
+    update: dict[str, Any] = {}
+    ledger: list[LedgerEntry] = []
+    if given is not None:
+        fw, reason = given, f"framework given by the caller ({given.source})"
+    elif state.settings.use_templates:
+        fw, reason, extra = _from_library(state, runtime)
+        update.update(extra)
+        ledger += extra.pop("ledger", [])
+    else:
+        fw, reason = validate_framework(fallback_framework(state.mission.task)), "last-resort one-slot framework"
+    ledger.insert(
+        0,
+        LedgerEntry(
+            agent="harness",
+            action="select_framework",
+            inputs_summary=reason,
+            outputs_summary=f"{fw.id}: {len(fw.slots)} slots",
+        ),
+    )
     return {
+        **update,
         "framework": fw,
         "slot_states": {s.id: SlotState() for s in fw.slots},
         "updated_at": utcnow(),
-        "ledger": [
-            LedgerEntry(
-                agent="harness",
-                action="select_framework",
-                inputs_summary=reason,
-                outputs_summary=f"{fw.id}: {len(fw.slots)} slots",
-            )
-        ],
+        "ledger": ledger,
     }
+
+
+def _from_library(state: Passport, runtime: Runtime[RunContext]) -> tuple[Framework, str, dict[str, Any]]:
+    from experts.catalog import load_catalog
+    from experts.embedding import get_embedder
+    from experts.pool import get_backend
+    from experts.template_index import library_dir, load_or_build
+    from nodes.adaptation import adapt
+    from state.template import load_library
+
+    assert state.mission is not None and state.settings is not None
+    task = state.mission.task
+    catalog = load_catalog()
+    report = load_library([library_dir()], catalog.ids)
+    if not report.templates:
+        notice = Notice(level="warning", source=NODE, message=f"no valid templates in {library_dir()}; one slot used")
+        return validate_framework(fallback_framework(task)), "no template library", {"notices": [notice]}
+    hit = load_or_build(report.templates, get_embedder()).search(task, 1)[0]
+    template = report.templates[hit.template_id]
+    runtime.stream_writer({"event": "template_selected", "template": template.id, "similarity": hit.similarity})
+    fw, record = adapt(template, hit.similarity, task, get_backend(state.settings), list(catalog.ids))
+    validate_framework(fw)  # every framework that reaches execution is valid
+    ledger = [
+        LedgerEntry(
+            agent="router",
+            action="adapt_template",
+            inputs_summary=f"seed {template.id} (similarity {hit.similarity:.3f})",
+            outputs_summary=(
+                f"{record.reason}; fallback {record.fallback}; {len(record.operations)} operations"
+                + (
+                    f": {', '.join(op.op + ' ' + (op.slot or op.id or '') for op in record.operations)}"
+                    if record.operations
+                    else ""
+                )
+                + (f"; rationale: {record.rationale[:200]}" if record.rationale else "")
+            ),
+        )
+    ]
+    extra: dict[str, Any] = {"adaptation": record, "ledger": ledger}
+    if record.fallback != "none":
+        extra["notices"] = [Notice(level="warning", source=NODE, message=record.reason)]
+    return fw, f"template {template.id} from the library", extra

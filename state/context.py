@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "routing_threshold": 0.17,
     "routing_tie_margin": 0.01,
     "true_experts": True,
+    "use_templates": False,
 }
 
 ENV_VARS: dict[str, str] = {
@@ -50,6 +51,7 @@ ENV_VARS: dict[str, str] = {
     "routing_threshold": "COE_ROUTING_THRESHOLD",
     "routing_tie_margin": "COE_ROUTING_TIE_MARGIN",
     "true_experts": "COE_TRUE_EXPERTS",
+    "use_templates": "COE_USE_TEMPLATES",
 }
 
 
@@ -82,6 +84,10 @@ class RunContext(BaseModel):
     )
     true_experts: bool | None = Field(
         default=None, description="Run true experts on their own models (false: every expert on the base model)."
+    )
+    use_templates: bool | None = Field(
+        default=None,
+        description="Choose the framework from the template library and adapt it to the task (experimental).",
     )
 
 

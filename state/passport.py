@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from state.adaptation import AdaptationAttempt, AdaptationRecord, EditOp, Plan
 from state.enums import Mode, RunStatus, SlotStatus
 from state.framework import Framework, SlotSpec
 from state.io import RunOptions, RunSummary, SlotSummary
@@ -71,6 +72,7 @@ class Settings(_Model):
     routing_threshold: float = Field(default=0.17, ge=-1.0, le=1.0)
     routing_tie_margin: float = Field(default=0.01, ge=0.0, le=1.0)
     true_experts: bool = True
+    use_templates: bool = False
     explicit: list[str] = Field(default_factory=list)
     """Settings given by the run context or the environment (not defaults); they win over expert defaults."""
 
@@ -159,6 +161,8 @@ class Passport(BaseModel):
     mission: Mission | None = None
     settings: Settings | None = None
     framework: Framework | None = None
+    adaptation: AdaptationRecord | None = None
+    """How the framework was chosen from the template library and adapted (None: given or one-slot)."""
     slot_states: Annotated[dict[str, SlotState], merge_dict] = Field(default_factory=dict)
     results: Annotated[dict[str, SlotResult], merge_dict] = Field(default_factory=dict)
     routing: Annotated[dict[str, RoutingDecision], merge_dict] = Field(default_factory=dict)
@@ -190,5 +194,9 @@ STATE_TYPES: tuple[type, ...] = (
     SlotSummary,
     RunOptions,
     RunSummary,
+    AdaptationRecord,
+    AdaptationAttempt,
+    Plan,
+    EditOp,
 )
 """Every class stored in checkpoints (allow-listed for the checkpoint serializer)."""

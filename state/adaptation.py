@@ -1,0 +1,190 @@
+"""Adapting a template to a task: edit operations, applying them, and the record of what happened.
+
+The model does not write a framework; it writes a short list of edit operations against the seed template:
+
+* ``KEEP slot``: keep it as it is (also what happens to every slot no operation names);
+* ``REMOVE slot``: drop it, and drop it from the other slots' deps and references;
+* ``MODIFY slot``: give it a title and description fitted to the task;
+* ``ADD id``: a new slot with its title, description, expert and deps (deps among the template's slots);
+* ``REORDER order``: the order in which slots are listed (and assembled); unnamed slots keep their place
+  after the named ones.
+
+:func:`apply_operations` turns them into a framework and returns every problem it finds (unknown or removed
+slot ids, a new id that clashes, a slot count outside the template's adaptable range, an unknown expert, and
+every structural error of :func:`state.framework.validation_errors`), so the caller can retry with the
+errors or fall back. Nothing that fails here reaches execution.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from state.framework import Framework, SlotSpec, validation_errors
+from state.template import Template
+
+__all__ = ["AdaptationAttempt", "AdaptationRecord", "EditOp", "Plan", "apply_operations", "parse_plan"]
+
+OpName = Literal["KEEP", "REMOVE", "MODIFY", "ADD", "REORDER"]
+
+
+class EditOp(BaseModel):
+    """One edit operation (fields by operation: see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: OpName
+    slot: str | None = None
+    id: str | None = None
+    title: str | None = None
+    description: str | None = None
+    expert: str | None = None
+    deps: list[str] = Field(default_factory=list)
+    order: list[str] = Field(default_factory=list)
+
+
+class Plan(BaseModel):
+    """What the model returns: operations and a short rationale."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    operations: list[EditOp] = Field(default_factory=list, max_length=24)
+    rationale: str = ""
+
+
+class AdaptationAttempt(BaseModel):
+    """One try: the model's raw text (trimmed), the parsed plan if any, and what was wrong."""
+
+    attempt: int
+    raw: str = ""
+    plan: Plan | None = None
+    errors: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+
+
+class AdaptationRecord(BaseModel):
+    """How the run's framework was chosen and adapted (kept in the Passport)."""
+
+    seed_id: str | None = None
+    similarity: float | None = None
+    as_is: bool = False
+    """The seed was similar enough (>= 0.95) to use without adaptation."""
+    operations: list[EditOp] = Field(default_factory=list)
+    rationale: str = ""
+    attempts: list[AdaptationAttempt] = Field(default_factory=list)
+    fallback: Literal["none", "seed", "single_slot"] = "none"
+    reason: str = ""
+
+
+def parse_plan(text: str) -> tuple[Plan | None, list[str]]:
+    """Parse the model's JSON into a plan, or say why it cannot be."""
+    raw = text.strip()
+    start, end = raw.find("{"), raw.rfind("}")
+    if start < 0 or end <= start:
+        return None, ["the answer is not a JSON object with operations and rationale"]
+    try:
+        data = json.loads(raw[start : end + 1])
+    except json.JSONDecodeError as exc:
+        return None, [f"the answer is not valid JSON ({exc.msg} at position {exc.pos})"]
+    try:
+        return Plan.model_validate(data), []
+    except ValidationError as exc:
+        return None, [f"{'.'.join(str(p) for p in e['loc']) or 'plan'}: {e['msg']}" for e in exc.errors()[:8]]
+
+
+def _need(op: EditOp, index: int, *fields: str) -> list[str]:
+    return [f"operations[{index}] ({op.op}): {f} is required" for f in fields if not getattr(op, f)]
+
+
+def apply_operations(
+    template: Template, plan: Plan, known_experts: Iterable[str]
+) -> tuple[Framework | None, list[str]]:
+    """Apply a plan to a template; return the framework, or None and every problem found."""
+    experts = set(known_experts)
+    slots: dict[str, dict[str, Any]] = {s.id: s.model_dump(exclude={"parallel_hint"}) for s in template.slots}
+    order = [s.id for s in template.slots]
+    removed: set[str] = set()
+    errors: list[str] = []
+    for i, op in enumerate(plan.operations):
+        if op.op in ("KEEP", "REMOVE", "MODIFY"):
+            missing = _need(op, i, "slot")
+            if missing:
+                errors += missing
+                continue
+            assert op.slot is not None
+            if op.slot not in slots:
+                state = "was removed" if op.slot in removed else "is not a slot of the template"
+                errors.append(f"operations[{i}] ({op.op}): {op.slot!r} {state}")
+                continue
+            if op.op == "REMOVE":
+                del slots[op.slot]
+                removed.add(op.slot)
+                order.remove(op.slot)
+            elif op.op == "MODIFY":
+                if not (op.title or op.description):
+                    errors.append(f"operations[{i}] (MODIFY): give a new title or description for {op.slot!r}")
+                unchanged = (op.title or "").strip() in ("", slots[op.slot]["title"]) and (
+                    op.description or ""
+                ).strip() in ("", slots[op.slot]["description"])
+                if (op.title or op.description) and unchanged:
+                    errors.append(f"operations[{i}] (MODIFY): {op.slot!r} is unchanged; use KEEP or name the task")
+                if op.title:
+                    slots[op.slot]["title"] = op.title.strip()
+                if op.description:
+                    slots[op.slot]["description"] = op.description.strip()
+        elif op.op == "ADD":
+            missing = _need(op, i, "id", "title", "description", "expert")
+            if missing:
+                errors += missing
+                continue
+            assert op.id is not None
+            if op.id in slots or op.id in removed:
+                errors.append(f"operations[{i}] (ADD): slot id {op.id!r} is already taken")
+                continue
+            if op.expert not in experts:
+                errors.append(f"operations[{i}] (ADD): unknown expert {op.expert!r}")
+            bad = [d for d in op.deps if d not in slots]
+            if bad:
+                errors.append(f"operations[{i}] (ADD): deps {bad} are not slots of the plan")
+            deps = [d for d in op.deps if d in slots]
+            slots[op.id] = {
+                "id": op.id,
+                "title": (op.title or "").strip(),
+                "description": (op.description or "").strip(),
+                "expected_outputs": [],
+                "expert": op.expert,
+                "deps": deps,
+                "can_reference": list(deps),
+                "reference_hints": {},
+            }
+            order.append(op.id)
+        elif op.op == "REORDER":
+            unknown = [s for s in op.order if s not in slots]
+            if unknown:
+                errors.append(f"operations[{i}] (REORDER): {unknown} are not slots of the plan")
+                continue
+            named = list(dict.fromkeys(op.order))
+            order = named + [s for s in order if s not in named]
+    for spec in slots.values():  # removed slots vanish from everyone's deps and references
+        spec["deps"] = [d for d in spec["deps"] if d not in removed]
+        spec["can_reference"] = [r for r in spec["can_reference"] if r not in removed]
+        spec["reference_hints"] = {k: v for k, v in spec["reference_hints"].items() if k not in removed}
+    low, high = template.adaptable.slot_count
+    if not low <= len(slots) <= high:
+        errors.append(f"the plan has {len(slots)} slots; this template allows {low} to {high}")
+    if errors:
+        return None, errors
+    try:
+        fw = Framework(
+            id=template.id,
+            title=template.title,
+            source=f"template:{template.id} (adapted)",
+            slots=[SlotSpec.model_validate(slots[s]) for s in order],
+        )
+    except ValidationError as exc:
+        return None, [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:8]]
+    problems = validation_errors(fw)
+    return (None, problems) if problems else (fw, [])
