@@ -31,8 +31,8 @@ def select_template(state: Passport, runtime: Runtime[RunContext]) -> dict[str, 
         fw, reason = given, f"framework given by the caller ({given.source})"
     elif state.settings.use_templates:
         fw, reason, extra = _from_library(state, runtime)
-        update.update(extra)
         ledger += extra.pop("ledger", [])
+        update.update(extra)
     else:
         fw, reason = validate_framework(fallback_framework(state.mission.task)), "last-resort one-slot framework"
     ledger.insert(
