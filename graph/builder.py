@@ -11,8 +11,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from graph.routing import after_execute
-from nodes import assemble, execute_slots, guard, route_slots, select_template
+from graph.routing import after_execute, after_scope
+from nodes import answer_directly, assemble, execute_slots, guard, route_slots, scope, select_template
 from state.context import RunContext
 from state.framework import MAX_SLOTS
 from state.io import RunInput, RunOutput
@@ -33,12 +33,16 @@ def build_graph(
     """Build and compile the graph with the caller's checkpointer and store (both optional)."""
     builder = StateGraph(Passport, context_schema=RunContext, input_schema=RunInput, output_schema=RunOutput)
     builder.add_node("guard", guard)
+    builder.add_node("scope", scope)
+    builder.add_node("answer_directly", answer_directly)
     builder.add_node("select_template", select_template)
     builder.add_node("route_slots", route_slots)
     builder.add_node("execute_slots", execute_slots)
     builder.add_node("assemble", assemble)
     builder.add_edge(START, "guard")
-    builder.add_edge("guard", "select_template")
+    builder.add_edge("guard", "scope")
+    builder.add_conditional_edges("scope", after_scope)
+    builder.add_edge("answer_directly", END)
     builder.add_edge("select_template", "route_slots")
     builder.add_edge("route_slots", "execute_slots")
     builder.add_conditional_edges("execute_slots", after_execute)

@@ -8,6 +8,11 @@ from state.enums import SlotStatus
 from state.passport import Passport
 
 
+def after_scope(state: Passport) -> Literal["answer_directly", "select_template"]:
+    """A trivial task is answered directly; every other goes on to planning."""
+    return "answer_directly" if state.scope is not None and state.scope.kind == "trivial" else "select_template"
+
+
 def after_execute(state: Passport) -> Literal["execute_slots", "assemble"]:
     """Loop on ``execute_slots`` while any slot is pending or running; then assemble."""
     if state.framework is None:

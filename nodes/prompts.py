@@ -56,6 +56,10 @@ REFERENCE_ITEM = """\
 {content}
 --- end of {title} ---"""
 
+DIRECT_SYSTEM = """\
+You answer short, simple requests directly: a greeting, a definition, a conversion, a quick fact. Answer in one
+to three sentences. If you are not sure of a fact, say so instead of guessing."""
+
 ADAPT_SYSTEM = """\
 You plan work. You adapt a plan template to a user's task by editing it, and you answer with JSON only.
 Operations: KEEP a slot; REMOVE a slot the task does not need; MODIFY a slot's title and description so they

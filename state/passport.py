@@ -20,6 +20,7 @@ from state.enums import Mode, RunStatus, SlotStatus
 from state.framework import Framework, SlotSpec
 from state.io import RunOptions, RunSummary, SlotSummary
 from state.result import OutlineItem, Section, SlotResult
+from state.scope import ScopeDecision
 
 
 def utcnow() -> datetime:
@@ -161,6 +162,8 @@ class Passport(BaseModel):
     mission: Mission | None = None
     settings: Settings | None = None
     framework: Framework | None = None
+    scope: ScopeDecision | None = None
+    """Whether the task was judged trivial (answered directly) or a task for the planned path."""
     adaptation: AdaptationRecord | None = None
     """How the framework was chosen from the template library and adapted (None: given or one-slot)."""
     slot_states: Annotated[dict[str, SlotState], merge_dict] = Field(default_factory=dict)
@@ -198,5 +201,6 @@ STATE_TYPES: tuple[type, ...] = (
     AdaptationAttempt,
     Plan,
     EditOp,
+    ScopeDecision,
 )
 """Every class stored in checkpoints (allow-listed for the checkpoint serializer)."""

@@ -24,6 +24,7 @@ EXPECTED = {
     "REFERENCE_ITEM": {"title", "view", "content"},
     "RETRY_PROMPT": {"feedback", "output_contract"},
     "ADAPT_SYSTEM": {"max_ops"},
+    "DIRECT_SYSTEM": set(),
     "ADAPT_PROMPT": {"task", "title", "pattern", "min_slots", "max_slots", "slots", "experts"},
     "ADAPT_SLOT_LINE": {"id", "title", "expert", "deps", "description"},
     "ADAPT_RETRY": {"errors"},
