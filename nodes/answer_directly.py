@@ -12,7 +12,7 @@ from typing import Any
 from experts.pool import ChatMessage, GenerationRequest, get_backend
 from nodes import prompts
 from state.enums import RunStatus
-from state.errors import RunFailure
+from state.errors import CoeError, RunFailure
 from state.framework import fallback_framework
 from state.io import RunSummary
 from state.passport import LedgerEntry, Passport, utcnow
@@ -28,15 +28,19 @@ def answer_directly(state: Passport) -> dict[str, Any]:
     task = state.mission.task
     backend = get_backend(state.settings)
     t0 = time.perf_counter()
-    gen = backend.generate(
-        GenerationRequest(
-            messages=(ChatMessage("system", prompts.DIRECT_SYSTEM), ChatMessage("user", task)),
-            max_tokens=MAX_TOKENS,
-            temperature=0.0,
-            slot_id=NODE,
-            slot_title="Direct answer",
-        )
+    request = GenerationRequest(
+        messages=(ChatMessage("system", prompts.DIRECT_SYSTEM), ChatMessage("user", task)),
+        max_tokens=MAX_TOKENS,
+        temperature=0.0,
+        slot_id=NODE,
+        slot_title="Direct answer",
     )
+    try:
+        gen = backend.generate(request)
+    except CoeError:
+        raise
+    except Exception as exc:  # the backend's own error type: the run stops here and can be resumed
+        raise RunFailure(NODE, f"the base model failed to answer: {type(exc).__name__}: {exc}") from exc
     title = fallback_framework(task).title
     document = f"# {title}\n\n{gen.text.strip()}\n"
     summary = RunSummary(

@@ -81,3 +81,22 @@ def test_without_template_selection_nothing_is_classified() -> None:
     state = _run("plain", "hello!")
     assert state.scope is not None and state.scope.kind == "task" and state.scope.reason.startswith("not classified")
     assert state.framework is not None and [s.id for s in state.framework.slots] == ["answer"]
+
+
+def test_a_failing_direct_answer_stops_the_run_resumably(tmp_path: Path) -> None:
+    import json
+
+    from state.errors import RunFailure
+
+    script = tmp_path / "script.yaml"
+    script.write_text(json.dumps({"rules": [{"slot": "answer_directly", "fail": "model crashed"}]}))
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "fails"}}
+    with pytest.raises(RunFailure, match="model crashed"):
+        graph.invoke(
+            RunInput(task="hello!"),
+            config,
+            context={"backend": "fake", "fake_script": str(script), "use_templates": True},
+        )
+    snapshot = graph.get_state(config)
+    assert snapshot.next == ("answer_directly",)  # the checkpoint before the failed node is kept
