@@ -1,13 +1,13 @@
-"""Adaptation benchmark: retrieval + constrained adaptation on the default model over varied tasks.
+"""Adaptation benchmark: retrieval + constrained adaptation with the planner model over varied tasks.
 
 Run: ``python -m bench.bench_adaptation [--tasks N]``. Writes ``bench/results/adaptation.{json,md}``.
 
 Tasks: the first N non-trivial tasks of ``bench/data/template_tasks.yaml`` taken round-robin over the
 template families (so the set is varied). For each: the best template by search, then
-:func:`nodes.adaptation.adapt` with the llama.cpp backend and the default model (grammar on). Reported: share
-of frameworks valid without fallback, share that needed a retry, share that fell back (to the seed, to one
-slot), operations per plan, mean and max seconds per adaptation, and whether every framework that would reach
-execution passes validation (it must: 100%).
+:func:`nodes.adaptation.adapt` with the llama.cpp backend and the planner model (``--model``; grammar on).
+Reported: share of frameworks valid without fallback, share that needed a retry, share that fell back (to the
+seed, to one slot), operations per plan, mean and max seconds per adaptation, and whether every framework that
+would reach execution passes validation (it must: 100%).
 """
 
 from __future__ import annotations
@@ -51,11 +51,15 @@ def pick_tasks(n: int, families: dict[str, str]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=24)
+    parser.add_argument("--model", default=None, help="planner model (default: the planner_model setting; '' = base)")
+    parser.add_argument("--name", default="adaptation")
     args = parser.parse_args()
     catalog = load_catalog()
     library = load_library([config_dir() / "framework_templates"], catalog.ids).templates
     index = load_or_build(library, get_embedder())
-    backend = get_backend(resolve_settings({"backend": "llama"}, env={}))
+    settings = resolve_settings({"backend": "llama"}, env={})
+    model = args.model if args.model is not None else settings.planner_model
+    backend = get_backend(settings, model or None)
     tasks = pick_tasks(args.tasks, {t.id: t.family for t in library.values()})
     rows: list[dict[str, Any]] = []
     for task in tasks:
@@ -92,14 +96,15 @@ def main() -> int:
         "seconds_max": max(r["seconds"] for r in rows),
     }
     md = [
-        f"{n} tasks, default model, grammar on: valid without fallback {summary['valid_without_fallback']:.0%} "
+        f"{n} tasks, planner model {model or 'base'}, grammar on: valid without fallback "
+        f"{summary['valid_without_fallback']:.0%} "
         f"(of which needed a retry: {summary['needed_retry']:.0%} of all), fell back "
         f"{dict(summary['fell_back']) or 'never'}; frameworks that reach execution valid: "
         f"{summary['frameworks_valid']:.0%}. Operations used: {dict(summary['operations'])}; plans that keep the "
         f"template unchanged: {summary['plans_with_no_operation']}. Time per adaptation: mean "
         f"{summary['seconds_mean']:.1f} s, max {summary['seconds_max']:.1f} s.",
     ]
-    write_results("adaptation", {"summary": summary, "rows": rows}, "\n".join(md) + "\n")
+    write_results(args.name, {"summary": summary, "model": model or "base", "rows": rows}, "\n".join(md) + "\n")
     print("\n".join(md))
     return 0
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from experts.pool import ExpertBackend
 from state.context import RunContext
-from state.errors import RunFailure
+from state.errors import ModelUnavailableError, RunFailure
 from state.framework import Framework, fallback_framework, validate_framework
 from state.passport import LedgerEntry, Notice, Passport, SlotState, utcnow
 
@@ -56,7 +57,6 @@ def select_template(state: Passport, runtime: Runtime[RunContext]) -> dict[str, 
 def _from_library(state: Passport, runtime: Runtime[RunContext]) -> tuple[Framework, str, dict[str, Any]]:
     from experts.catalog import load_catalog
     from experts.embedding import get_embedder
-    from experts.pool import get_backend
     from experts.template_index import library_dir, load_or_build
     from nodes.adaptation import adapt
     from state.template import load_library
@@ -71,7 +71,8 @@ def _from_library(state: Passport, runtime: Runtime[RunContext]) -> tuple[Framew
     hit = load_or_build(report.templates, get_embedder()).search(task, 1)[0]
     template = report.templates[hit.template_id]
     runtime.stream_writer({"event": "template_selected", "template": template.id, "similarity": hit.similarity})
-    fw, record = adapt(template, hit.similarity, task, get_backend(state.settings), list(catalog.ids))
+    planner, notices = _planner(state)
+    fw, record = adapt(template, hit.similarity, task, planner, list(catalog.ids))
     validate_framework(fw)  # every framework that reaches execution is valid
     ledger = [
         LedgerEntry(
@@ -91,5 +92,26 @@ def _from_library(state: Passport, runtime: Runtime[RunContext]) -> tuple[Framew
     ]
     extra: dict[str, Any] = {"adaptation": record, "ledger": ledger}
     if record.fallback != "none":
-        extra["notices"] = [Notice(level="warning", source=NODE, message=record.reason)]
+        notices.append(Notice(level="warning", source=NODE, message=record.reason))
+    if notices:
+        extra["notices"] = notices
     return fw, f"template {template.id} from the library", extra
+
+
+def _planner(state: Passport) -> tuple[ExpertBackend, list[Notice]]:
+    """The backend that adapts templates: the planner model when it is available, else the base model."""
+    from experts.models import resolve_model_path
+    from experts.pool import get_backend
+
+    assert state.settings is not None
+    settings = state.settings
+    model = settings.planner_model
+    if not model:
+        return get_backend(settings), []
+    if settings.backend == "llama":
+        try:
+            resolve_model_path(model)
+        except ModelUnavailableError as exc:
+            message = f"the planner model is unavailable ({exc}); templates are adapted by the base model"
+            return get_backend(settings), [Notice(level="warning", source=NODE, message=message)]
+    return get_backend(settings, model), []

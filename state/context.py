@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "routing_tie_margin": 0.01,
     "true_experts": True,
     "use_templates": False,
+    "planner_model": "qwen2.5-coder-1.5b",
 }
 
 ENV_VARS: dict[str, str] = {
@@ -52,6 +53,7 @@ ENV_VARS: dict[str, str] = {
     "routing_tie_margin": "COE_ROUTING_TIE_MARGIN",
     "true_experts": "COE_TRUE_EXPERTS",
     "use_templates": "COE_USE_TEMPLATES",
+    "planner_model": "COE_PLANNER_MODEL",
 }
 
 
@@ -88,6 +90,9 @@ class RunContext(BaseModel):
     use_templates: bool | None = Field(
         default=None,
         description="Choose the framework from the template library and adapt it to the task (experimental).",
+    )
+    planner_model: str | None = Field(
+        default=None, description="Model that adapts templates (bundled name or GGUF path; else the base model)."
     )
 
 

@@ -74,6 +74,7 @@ class Settings(_Model):
     routing_tie_margin: float = Field(default=0.01, ge=0.0, le=1.0)
     true_experts: bool = True
     use_templates: bool = False
+    planner_model: str | None = "qwen2.5-coder-1.5b"
     explicit: list[str] = Field(default_factory=list)
     """Settings given by the run context or the environment (not defaults); they win over expert defaults."""
 

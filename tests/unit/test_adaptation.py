@@ -203,3 +203,21 @@ def test_coe_run_templates_flag(tmp_path: Path) -> None:
     # the fake backend's default answer is not a plan, so adaptation falls back to the seed template
     assert payload["framework_source"].startswith("template:") and len(payload["slots"]) > 1
     assert any("seed template is used unmodified" in w for w in payload["warnings"])
+
+
+def test_the_planner_model_adapts_templates_and_falls_back_to_the_base_model() -> None:
+    from experts.llama import LlamaBackend
+    from nodes.select_template import _planner
+    from state.context import resolve_settings
+    from state.passport import Mission
+
+    def state_with(**settings: object) -> Passport:
+        return Passport(
+            task="t", mission=Mission(task="t"), settings=resolve_settings({"backend": "llama", **settings}, env={})
+        )
+
+    missing, notices = _planner(state_with(planner_model="/nowhere/planner.gguf"))
+    assert isinstance(missing, LlamaBackend) and missing.model_path.name.startswith("qwen2.5-coder-0.5b")
+    assert "the planner model is unavailable" in notices[0].message
+    base, notices = _planner(state_with(planner_model=""))
+    assert notices == [] and base.model_path.name.startswith("qwen2.5-coder-0.5b")  # type: ignore[attr-defined]
