@@ -24,7 +24,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def library_dir() -> Path:
-    """The template library directory (``$COE_TEMPLATES`` or ``config/framework_templates``)."""
+    """The library directory; imported lazily so that ``coe --help`` does not load NumPy and FAISS."""
     from experts.template_index import library_dir as configured
 
     return configured()

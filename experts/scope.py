@@ -66,25 +66,15 @@ def classify(
     trivial = float(np.max(_prototype_vectors(embedder, path or prototypes_path()) @ vector[0]))
     template = templates.search_vectors(vector, 1)[0][0].similarity if templates is not None else 0.0
     if words > max_words:
-        return ScopeDecision(
-            kind="task",
-            words=words,
-            trivial_similarity=round(trivial, 4),
-            template_similarity=template,
-            reason=f"{words} words: longer than a trivial request ({max_words})",
-        )
-    if trivial >= template + margin:
-        return ScopeDecision(
-            kind="trivial",
-            words=words,
-            trivial_similarity=round(trivial, 4),
-            template_similarity=template,
-            reason=f"closer to a trivial request ({trivial:.3f}) than to any template ({template:.3f})",
-        )
+        kind, reason = "task", f"{words} words: longer than a trivial request ({max_words})"
+    elif trivial >= template + margin:
+        kind, reason = "trivial", f"closer to a trivial request ({trivial:.3f}) than to any template ({template:.3f})"
+    else:
+        kind, reason = "task", f"a template fits at least as well ({template:.3f}) as a trivial request ({trivial:.3f})"
     return ScopeDecision(
-        kind="task",
+        kind=kind,
         words=words,
         trivial_similarity=round(trivial, 4),
         template_similarity=template,
-        reason=f"a template fits at least as well ({template:.3f}) as a trivial request ({trivial:.3f})",
+        reason=reason,
     )

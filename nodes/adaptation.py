@@ -13,6 +13,7 @@ import time
 
 from experts.grammar import adaptation_grammar
 from experts.pool import ChatMessage, ExpertBackend, GenerationRequest
+from experts.template_index import AS_IS_SIMILARITY
 from nodes import prompts
 from state.adaptation import AdaptationAttempt, AdaptationRecord, apply_operations, parse_plan
 from state.framework import Framework, fallback_framework, validation_errors
@@ -22,8 +23,6 @@ MAX_OPERATIONS = 4
 """Operations a plan may have: enough for real edits, few enough to finish within the token budget."""
 RETRY_TEMPERATURE = 0.5
 """A retry samples (greedy decoding would repeat the same plan); the first attempt is greedy."""
-AS_IS_SIMILARITY = 0.95
-"""A template at least this similar to the task is used as it is."""
 SLOT_ID = "adapt_template"
 
 
