@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from state.errors import ConfigError
+from state.errors import ConfigError, ModelUnavailableError
 from state.passport import Settings
 
 BackendName = Literal["llama", "fake"]
@@ -103,6 +103,22 @@ def get_backend(settings: Settings, model: str | None = None) -> ExpertBackend:
             backend = LlamaBackend.from_settings(settings)
             _cache[key] = backend
         return backend
+
+
+def model_unavailable(settings: Settings, model: str) -> str | None:
+    """Why ``model`` (a bundled name or GGUF path) cannot be loaded by the settings' backend, or None.
+
+    Only the llama backend loads model files; other backends stand in for any model.
+    """
+    if settings.backend != "llama":
+        return None
+    from experts.models import resolve_model_path
+
+    try:
+        resolve_model_path(model)
+    except ModelUnavailableError as exc:
+        return str(exc)
+    return None
 
 
 def clear_backends() -> None:

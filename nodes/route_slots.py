@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from experts.catalog import ExpertScope, load_catalog
+from experts.pool import model_unavailable
 from experts.router import RouterParams, get_router
-from state.errors import ModelUnavailableError, RunFailure
+from state.errors import RunFailure
 from state.framework import SlotSpec
 from state.passport import LedgerEntry, Notice, Passport, RoutingDecision, Settings, SlotState, utcnow
 
@@ -110,16 +111,11 @@ def _binding(
         return None, "faux"
     if not settings.true_experts:
         return None, "faux"
-    if settings.backend != "llama":
-        return scope.model.model, "true"  # nothing to load; the backend stands in for the model
-    from experts.models import resolve_model_path
-
-    try:
-        resolve_model_path(scope.model.model)
-    except ModelUnavailableError as exc:
+    problem = model_unavailable(settings, scope.model.model)
+    if problem is not None:
         if scope.model.fallback == "error":
-            raise RunFailure(NODE, f"expert {scope.id}: its model is unavailable: {exc}") from exc
-        message = f"expert {scope.id} runs on the base model: its own model is unavailable ({exc})"
+            raise RunFailure(NODE, f"expert {scope.id}: its model is unavailable: {problem}")
+        message = f"expert {scope.id} runs on the base model: its own model is unavailable ({problem})"
         notices.append(Notice(level="warning", source=NODE, message=message))
         ledger.append(LedgerEntry(agent="harness", action="model_fallback", outputs_summary=message[:500]))
         return None, "faux-fallback"

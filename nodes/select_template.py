@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from experts.pool import ExpertBackend
 from state.context import RunContext
-from state.errors import ModelUnavailableError, RunFailure
+from state.errors import RunFailure
 from state.framework import Framework, fallback_framework, validate_framework
 from state.passport import LedgerEntry, Notice, Passport, SlotState, utcnow
 
@@ -100,18 +100,15 @@ def _from_library(state: Passport, runtime: Runtime[RunContext]) -> tuple[Framew
 
 def _planner(state: Passport) -> tuple[ExpertBackend, list[Notice]]:
     """The backend that adapts templates: the planner model when it is available, else the base model."""
-    from experts.models import resolve_model_path
-    from experts.pool import get_backend
+    from experts.pool import get_backend, model_unavailable
 
     assert state.settings is not None
     settings = state.settings
     model = settings.planner_model
     if not model:
         return get_backend(settings), []
-    if settings.backend == "llama":
-        try:
-            resolve_model_path(model)
-        except ModelUnavailableError as exc:
-            message = f"the planner model is unavailable ({exc}); templates are adapted by the base model"
-            return get_backend(settings), [Notice(level="warning", source=NODE, message=message)]
+    problem = model_unavailable(settings, model)
+    if problem is not None:
+        message = f"the planner model is unavailable ({problem}); templates are adapted by the base model"
+        return get_backend(settings), [Notice(level="warning", source=NODE, message=message)]
     return get_backend(settings, model), []
