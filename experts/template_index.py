@@ -29,7 +29,7 @@ import numpy as np
 from experts.catalog import config_dir
 from experts.embedding import Embedder, VectorInvariantError, Vectors, check_vectors
 from experts.files import atomic_write
-from state.template import Template
+from state.template import Template, load_library
 
 __all__ = [
     "AS_IS_SIMILARITY",
@@ -113,6 +113,31 @@ def library_dir() -> Path:
     """The template library: ``$COE_TEMPLATES``, else ``config/framework_templates`` of the project."""
     override = os.environ.get(LIBRARY_ENV, "").strip()
     return Path(override).expanduser() if override else config_dir() / "framework_templates"
+
+
+_libraries: dict[tuple[Any, ...], tuple[dict[str, Template], TemplateIndex | None]] = {}
+
+
+def library(known_experts: tuple[str, ...], embedder: Embedder) -> tuple[dict[str, Template], TemplateIndex | None]:
+    """The valid templates of :func:`library_dir` and their index (None when there are none).
+
+    Kept per process until a library file changes, so the nodes of one run (and later runs) load, validate
+    and index the library once.
+    """
+    directory = library_dir()
+    files = sorted(directory.glob("*.y*ml")) if directory.is_dir() else []
+    key = (
+        str(directory),
+        tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files),
+        known_experts,
+        embedder.model_id,
+    )
+    cached = _libraries.get(key)
+    if cached is None:
+        templates = load_library([directory], known_experts).templates
+        cached = (templates, load_or_build(templates, embedder) if templates else None)
+        _libraries[key] = cached
+    return cached
 
 
 def cache_dir() -> Path:

@@ -29,11 +29,9 @@ def scope(state: Passport) -> dict[str, Any]:
     from experts.catalog import load_catalog
     from experts.embedding import get_embedder
     from experts.scope import classify
-    from experts.template_index import library_dir, load_or_build
-    from state.template import load_library
+    from experts.template_index import library
 
-    templates = load_library([library_dir()], load_catalog().ids).templates
-    index = load_or_build(templates, get_embedder()) if templates else None
+    _, index = library(load_catalog().ids, get_embedder())
     decision = classify(task, get_embedder(), index)
     return {
         "scope": decision,

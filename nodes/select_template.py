@@ -57,19 +57,18 @@ def select_template(state: Passport, runtime: Runtime[RunContext]) -> dict[str, 
 def _from_library(state: Passport, runtime: Runtime[RunContext]) -> tuple[Framework, str, dict[str, Any]]:
     from experts.catalog import load_catalog
     from experts.embedding import get_embedder
-    from experts.template_index import library_dir, load_or_build
+    from experts.template_index import library, library_dir
     from nodes.adaptation import adapt
-    from state.template import load_library
 
     assert state.mission is not None and state.settings is not None
     task = state.mission.task
     catalog = load_catalog()
-    report = load_library([library_dir()], catalog.ids)
-    if not report.templates:
+    templates, index = library(catalog.ids, get_embedder())
+    if index is None:
         notice = Notice(level="warning", source=NODE, message=f"no valid templates in {library_dir()}; one slot used")
         return validate_framework(fallback_framework(task)), "no template library", {"notices": [notice]}
-    hit = load_or_build(report.templates, get_embedder()).search(task, 1)[0]
-    template = report.templates[hit.template_id]
+    hit = index.search(task, 1)[0]
+    template = templates[hit.template_id]
     runtime.stream_writer({"event": "template_selected", "template": template.id, "similarity": hit.similarity})
     planner, notices = _planner(state)
     fw, record = adapt(template, hit.similarity, task, planner, list(catalog.ids))
