@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, user_errors
 from cli.experts_cmd import experts_app, route
+from cli.kb_cmd import kb_app
 from cli.templates_cmd import templates_app
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
@@ -262,6 +263,7 @@ def _logging(verbose: bool) -> None:
 app.command("route")(route)
 app.add_typer(experts_app, name="experts")
 app.add_typer(templates_app, name="templates")
+app.add_typer(kb_app, name="kb")
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
 """Node ``assemble``: build the final Markdown document from the slot results. No LLM writes here.
 
 Layout: the framework title; one section per slot in dependency order with the expert's numbered sections
-nested under it; a note in place of every slot that failed or was blocked; then the unresolved markers and
-warnings; optionally (``--ledger``) the ledger, rendered by :func:`render_ledger`.
+nested under it; a note in place of every slot that failed or was blocked; then every unresolved marker, the
+full source of every filled assist (file and location or consulted expert, score) and the warnings;
+optionally (``--ledger``) the ledger, rendered by :func:`render_ledger`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def assemble(state: Passport) -> dict[str, Any]:
     states = {s.id: state.slot_states.get(s.id) or SlotState() for s in fw.slots}
     parts: list[str] = [f"# {fw.title}"]
     unresolved: list[str] = []
+    filled: list[str] = []
     for sid in order:
         spec = fw.slot(sid)
         st = states[sid]
@@ -37,7 +39,12 @@ def assemble(state: Passport) -> dict[str, Any]:
                 parts.extend(render_section(s, base_level=3) for s in result.sections)
             else:
                 parts.append(result.raw.strip())
-            unresolved.extend(unresolved_markers(result.raw))
+            unresolved.extend(dict.fromkeys(unresolved_markers(result.raw)))  # once per slot
+            filled.extend(
+                f'`{r.id}` {r.kind} "{r.description}": ' + "; ".join(src.cite() for src in r.sources)
+                for r in state.assists.get(sid, [])
+                if r.status == "resolved"
+            )
         elif st.status == SlotStatus.BLOCKED:
             parts.append(f"> **Missing:** this part was not written because {', '.join(st.blocked_by)} failed.")
         elif st.status == SlotStatus.FAILED:
@@ -48,6 +55,9 @@ def assemble(state: Passport) -> dict[str, Any]:
     if unresolved:
         parts.append("## Unresolved")
         parts.append("\n".join(f"- `{m}`" for m in unresolved))
+    if filled:
+        parts.append("## Assist sources")
+        parts.append("\n".join(f"- {f}" for f in filled))
     if warnings:
         parts.append("## Warnings")
         parts.append("\n".join(f"- {w}" for w in warnings))

@@ -80,6 +80,7 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
             references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
             max_tokens=max_tokens,
             temperature=temperature,
+            mode=state.mission.mode,
         )
         sched.submit(spec.id, partial(run_slot, job, backends[model], settings))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
@@ -87,9 +88,10 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
         write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
 
     results: dict[str, Any] = {}
+    assists: dict[str, Any] = {}
     if sched.running() or any(statuses[s.id].status == SlotStatus.IN_PROGRESS for s in fw.slots):
         for finished in sched.wait(write):
-            _record(finished, fw, statuses, changed, results, ledger, notices)
+            _record(finished, fw, statuses, changed, results, assists, ledger, notices)
         _block_dependents(fw, statuses, changed, ledger)
 
     if all(statuses[s.id].status in FINAL for s in fw.slots):
@@ -97,6 +99,8 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
     update: dict[str, Any] = {"slot_states": changed, "updated_at": utcnow()}
     if results:
         update["results"] = results
+    if assists:
+        update["assists"] = assists
     if ledger:
         update["ledger"] = ledger
     if notices:
@@ -110,6 +114,7 @@ def _record(
     statuses: dict[str, SlotState],
     changed: dict[str, SlotState],
     results: dict[str, Any],
+    assists: dict[str, Any],
     ledger: list[LedgerEntry],
     notices: list[Notice],
 ) -> None:
@@ -121,6 +126,7 @@ def _record(
         notices.append(Notice(level="error", source=NODE, slot_id=finished.slot_id, message=error))
     elif outcome.result is not None:
         results[finished.slot_id] = outcome.result
+        assists[finished.slot_id] = outcome.assists
         new = prev.model_copy(
             update={
                 "status": SlotStatus.DONE,

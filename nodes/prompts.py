@@ -26,6 +26,24 @@ instead and keep writing around it:
 Example: "connect to {{ASSIST:user:your database hostname}} with a timeout of
 {{ASSIST:lookup:recommended connection timeout}}"."""
 
+CONSULT_PROTOCOL = """\
+Answer in one line that starts with "ANSWER: " and holds at most two sentences with the fact asked for. Write
+only what you are sure of. If you do not know it, or it depends on the person's own systems or organisation,
+write only the word UNKNOWN. If a part of the answer belongs to another field, write
+{{ASSIST:expert:domain:short description}} or {{ASSIST:lookup:short description}} in its place instead of
+guessing."""
+
+CONSULT_SYSTEM = """\
+{persona}
+
+A colleague, the {asker} expert, is writing a document and asks you one short question in your field.
+{consult_protocol}"""
+
+CONSULT_PROMPT = """\
+Question ({domain}): {question}
+
+Answer now with "ANSWER: ..." or UNKNOWN."""
+
 SYSTEM_PROMPT = """\
 {persona}
 

@@ -14,7 +14,9 @@ from datetime import datetime
 from experts.catalog import ExpertScope
 from experts.pool import ChatMessage, ExpertBackend, GenerationRequest
 from nodes import prompts
-from state.assist import mark_unresolved
+from nodes.assist import AssistResolver
+from state.assist import AssistRecord
+from state.enums import Mode
 from state.errors import CoeError, RunFailure
 from state.framework import OUTLINE_REFERENCE, SlotSpec
 from state.outline import parse_output, retry_feedback
@@ -22,8 +24,6 @@ from state.passport import LedgerEntry, Notice, Settings, utcnow
 from state.result import SlotResult
 
 ProgressSink = Callable[[dict[str, object]], None]
-
-NO_RESOLVER_REASON = "no assist resolver is enabled"
 
 
 @dataclass
@@ -39,6 +39,8 @@ class SlotOutcome:
     finished_at: datetime
     ledger: list[LedgerEntry] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
+    assists: list[AssistRecord] = field(default_factory=list)
+    """Every assist request of the answer and how it was resolved."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class SlotJob:
     """Referenced slot id -> (its title, its result), only for ids in ``spec.can_reference``."""
     max_tokens: int
     temperature: float
+    mode: Mode = Mode.AUTONOMOUS
+    """The run's mode: decides whether user assists are kept for the person (interactive)."""
 
 
 def generation_settings(scope: ExpertScope, settings: Settings) -> tuple[int, float]:
@@ -114,8 +118,18 @@ def _references_block(job: SlotJob, max_chars: int) -> str:
     return prompts.REFERENCES_BLOCK.format(items="\n".join(items)) if items else ""
 
 
-def run_slot(job: SlotJob, backend: ExpertBackend, settings: Settings, emit: ProgressSink) -> SlotOutcome:
-    """Run one slot to a result (or a failure). Never raises for backend errors: they become the outcome."""
+def run_slot(
+    job: SlotJob,
+    backend: ExpertBackend,
+    settings: Settings,
+    emit: ProgressSink,
+    resolver: AssistResolver | None = None,
+) -> SlotOutcome:
+    """Run one slot to a result (or a failure). Never raises for backend errors: they become the outcome.
+
+    Placeholders stay in the text through outline enforcement (the parser ignores them); the accepted result
+    then goes through assist resolution (``resolver``, default: one for the run's settings and mode).
+    """
     started = utcnow()
     slot_id = job.spec.id
     emit({"event": "slot_started", "slot": slot_id, "title": job.spec.title, "expert": job.expert})
@@ -149,8 +163,7 @@ def run_slot(job: SlotJob, backend: ExpertBackend, settings: Settings, emit: Pro
             return _failed(job, str(exc), attempt, started, ledger, notices, emit)
         except Exception as exc:  # a backend's own error type is unknown: record it as the slot's failure
             return _failed(job, f"{type(exc).__name__}: {exc}", attempt, started, ledger, notices, emit)
-        text = mark_unresolved(gen.text, NO_RESOLVER_REASON)
-        result = parse_output(text, slot_id=slot_id, expert=job.expert, attempts=attempt)
+        result = parse_output(gen.text, slot_id=slot_id, expert=job.expert, attempts=attempt)
         if gen.finish_reason == "length" and not result.compliant:
             cut = f"the answer was cut off at the {job.max_tokens}-token limit; keep every section short"
             result = result.model_copy(update={"problems": [cut, *result.problems]})
@@ -197,8 +210,14 @@ def run_slot(job: SlotJob, backend: ExpertBackend, settings: Settings, emit: Pro
                 ),
             )
         )
+    resolution = (resolver or AssistResolver(settings, job.mode, emit=emit)).resolve(result, job.spec.title)
+    ledger.extend(resolution.ledger)
+    notices.extend(resolution.notices)
+    result = resolution.result
     emit({"event": "slot_done", "slot": slot_id, "attempts": attempt, "compliant": result.compliant})
-    return SlotOutcome(slot_id, job.expert, result, None, attempt, started, utcnow(), ledger, notices)
+    return SlotOutcome(
+        slot_id, job.expert, result, None, attempt, started, utcnow(), ledger, notices, resolution.records
+    )
 
 
 def _failed(

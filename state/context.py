@@ -34,6 +34,10 @@ DEFAULTS: dict[str, Any] = {
     "true_experts": True,
     "use_templates": False,
     "planner_model": "qwen2.5-coder-1.5b",
+    # Assists: the knowledge base (None: $COE_KB, else the user data directory) and the lookup threshold,
+    # calibrated by bench/bench_assist.py (results in bench/results/assist.md).
+    "kb_path": None,
+    "lookup_threshold": 0.5,
 }
 
 ENV_VARS: dict[str, str] = {
@@ -54,6 +58,8 @@ ENV_VARS: dict[str, str] = {
     "true_experts": "COE_TRUE_EXPERTS",
     "use_templates": "COE_USE_TEMPLATES",
     "planner_model": "COE_PLANNER_MODEL",
+    "kb_path": "COE_KB",
+    "lookup_threshold": "COE_LOOKUP_THRESHOLD",
 }
 
 
@@ -93,6 +99,12 @@ class RunContext(BaseModel):
     )
     planner_model: str | None = Field(
         default=None, description="Model that adapts templates (bundled name or GGUF path; else the base model)."
+    )
+    kb_path: str | None = Field(
+        default=None, description="Knowledge base directory for lookup assists (coe kb add fills it)."
+    )
+    lookup_threshold: float | None = Field(
+        default=None, ge=-1.0, le=1.0, description="Least passage similarity that fills a lookup assist."
     )
 
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from state.adaptation import AdaptationAttempt, AdaptationRecord, EditOp, Plan
+from state.assist import AssistRecord, AssistSource
 from state.enums import Mode, RunStatus, SlotStatus
 from state.framework import Framework, SlotSpec
 from state.io import RunOptions, RunSummary, SlotSummary
@@ -75,6 +76,10 @@ class Settings(_Model):
     true_experts: bool = True
     use_templates: bool = False
     planner_model: str | None = "qwen2.5-coder-1.5b"
+    kb_path: str | None = None
+    """The knowledge base for lookup assists (None: ``$COE_KB``, else ``kb`` in the user data directory)."""
+    lookup_threshold: float = Field(default=0.5, ge=-1.0, le=1.0)
+    """A lookup is filled only from a passage at least this similar to the request (calibrated)."""
     explicit: list[str] = Field(default_factory=list)
     """Settings given by the run context or the environment (not defaults); they win over expert defaults."""
 
@@ -172,6 +177,8 @@ class Passport(BaseModel):
     routing: Annotated[dict[str, RoutingDecision], merge_dict] = Field(default_factory=dict)
     ledger: Annotated[list[LedgerEntry], append_list] = Field(default_factory=list)
     notices: Annotated[list[Notice], append_list] = Field(default_factory=list)
+    assists: Annotated[dict[str, list[AssistRecord]], merge_dict] = Field(default_factory=dict)
+    """Per slot: every assist request of its answer and how it was resolved (a re-run slot replaces its list)."""
     document: str | None = None
     summary: RunSummary | None = None
     status: RunStatus = RunStatus.PENDING
@@ -203,5 +210,7 @@ STATE_TYPES: tuple[type, ...] = (
     Plan,
     EditOp,
     ScopeDecision,
+    AssistRecord,
+    AssistSource,
 )
 """Every class stored in checkpoints (allow-listed for the checkpoint serializer)."""

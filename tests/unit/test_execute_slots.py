@@ -47,11 +47,12 @@ def test_first_round_dispatches_only_ready_slots_and_returns_a_partial_update() 
     state = _state()
     events: list[Any] = []
     update = execute_slots(state, Runtime(stream_writer=events.append))
-    assert set(update) <= {"slot_states", "results", "ledger", "notices", "updated_at"}
+    assert set(update) <= {"slot_states", "results", "assists", "ledger", "notices", "updated_at"}
     # A and C have no deps; B and D must not have been dispatched yet.
     assert "B" not in update["slot_states"] and "D" not in update["slot_states"]
     finished = set(update.get("results", {}))
     assert finished and finished <= {"A", "C"}
+    assert set(update["assists"]) == finished  # every finished slot reports its assists (none here)
     assert {e["slot"] for e in events if e["event"] == "slot_dispatched"} == {"A", "C"}
     assert state.run is not None
     release(state.run.run_id)

@@ -114,8 +114,8 @@ def test_assist_placeholders_become_honest_unresolved_markers(write_script) -> N
     summary = state.summary
     assert summary is not None
     assert summary.unresolved == [
-        "{{UNRESOLVED:user:your database hostname - no assist resolver is enabled}}",
-        "{{UNRESOLVED:lookup:recommended session timeout - no assist resolver is enabled}}",
+        "{{UNRESOLVED:user:your database hostname - needs user input}}",
+        "{{UNRESOLVED:lookup:recommended session timeout - the knowledge base is empty}}",
     ]
     doc = state.document or ""
     assert "{{ASSIST:" not in doc and "## Unresolved" in doc

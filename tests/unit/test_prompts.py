@@ -28,6 +28,8 @@ EXPECTED = {
     "ADAPT_PROMPT": {"task", "title", "pattern", "min_slots", "max_slots", "slots", "experts"},
     "ADAPT_SLOT_LINE": {"id", "title", "expert", "deps", "description"},
     "ADAPT_RETRY": {"errors"},
+    "CONSULT_SYSTEM": {"persona", "asker", "consult_protocol"},
+    "CONSULT_PROMPT": {"domain", "question"},
 }
 
 
@@ -40,6 +42,12 @@ def test_constants_that_are_not_templates_keep_their_braces() -> None:
     # The uncertainty protocol is inserted as a value, so its {{ASSIST:...}} reaches the model verbatim.
     system, _ = build_messages(_job(), resolve_settings({"backend": "fake"}, env={}))
     assert "{{ASSIST:lookup:short description}}" in system.content
+
+
+def test_consult_prompt_keeps_the_placeholder_syntax() -> None:
+    # CONSULT_PROTOCOL, like UNCERTAINTY_PROTOCOL, is a value: its {{ASSIST:...}} reaches the model verbatim.
+    system = prompts.CONSULT_SYSTEM.format(persona="P", asker="python_coder", consult_protocol=prompts.CONSULT_PROTOCOL)
+    assert "{{ASSIST:expert:domain:short description}}" in system and "ANSWER: " in system
 
 
 def _job(**spec: object) -> SlotJob:
