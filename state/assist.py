@@ -213,23 +213,26 @@ class AssistSource(BaseModel):
             raise ValueError("an expert source needs the expert's id")
         return self
 
-    def location(self) -> str:
-        """Page, section and line range, as far as known (``page 2``, ``§Sessions, lines 10-14``)."""
+    def location(self, short: bool = False) -> str:
+        """Page, section and line range, as far as known (``page 2``, ``§Sessions, lines 10-14``).
+
+        ``short`` names only the innermost heading of the section path.
+        """
         parts: list[str] = []
         if self.page is not None:
             parts.append(f"page {self.page}")
         if self.section:
-            parts.append(f"§{self.section}")
+            parts.append(f"§{self.section.rsplit(' > ', 1)[-1] if short else self.section}")
         if self.line_start is not None:
             end = self.line_end if self.line_end is not None else self.line_start
             parts.append(f"line {self.line_start}" if end == self.line_start else f"lines {self.line_start}-{end}")
         return ", ".join(parts)
 
     def cite(self, short: bool = False) -> str:
-        """The source in one phrase; ``short`` names a document by its file name only."""
+        """The source in one phrase; ``short`` names a document by its file name and innermost heading only."""
         if self.kind == "document" and self.file is not None:
             name = self.file.replace("\\", "/").rsplit("/", 1)[-1] if short else self.file
-            where = self.location()
+            where = self.location(short)
             text = f"{name}, {where}" if where else name
         elif self.kind == "expert":
             text = f"consulted expert {self.expert}"

@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     # Assists: the knowledge base (None: $COE_KB, else the user data directory) and the lookup threshold,
     # calibrated by bench/bench_assist.py (results in bench/results/assist.md).
     "kb_path": None,
-    "lookup_threshold": 0.5,
+    "lookup_threshold": 0.71,
 }
 
 ENV_VARS: dict[str, str] = {

@@ -78,7 +78,7 @@ class Settings(_Model):
     planner_model: str | None = "qwen2.5-coder-1.5b"
     kb_path: str | None = None
     """The knowledge base for lookup assists (None: ``$COE_KB``, else ``kb`` in the user data directory)."""
-    lookup_threshold: float = Field(default=0.5, ge=-1.0, le=1.0)
+    lookup_threshold: float = Field(default=0.71, ge=-1.0, le=1.0)
     """A lookup is filled only from a passage at least this similar to the request (calibrated)."""
     explicit: list[str] = Field(default_factory=list)
     """Settings given by the run context or the environment (not defaults); they win over expert defaults."""
