@@ -79,8 +79,8 @@ def run(
         bool | None,
         typer.Option(
             "--templates/--no-templates",
-            help="Experimental: choose the framework from the template library and adapt it to the task "
-            "[env: COE_USE_TEMPLATES].",
+            help="Scope the task (trivial / one expert / a plan) and adapt a template from the library to it; "
+            "--no-templates runs the whole task as one slot [env: COE_USE_TEMPLATES].",
         ),
     ] = None,
     thread_id: Annotated[str | None, typer.Option(help="Thread id to use (default: a new UUID).")] = None,
@@ -226,6 +226,11 @@ def _describe(state: Passport, next_nodes: list[str]) -> str:
         f"status:  {state.status.value}" + (f" (next: {', '.join(next_nodes)})" if next_nodes else ""),
         f"task:    {state.mission.task if state.mission else state.task}",
     ]
+    if state.scope is not None:
+        lines.append(f"scope:   {state.scope.kind} ({state.scope.reason})")
+    if state.adaptation is not None:
+        a = state.adaptation
+        lines.append(f"template: {a.seed_id} (similarity {a.similarity:.3f}); {a.reason}")
     if state.framework is not None:
         lines.append(f"framework: {state.framework.title} ({state.framework.source})")
         for spec in state.framework.slots:
@@ -239,6 +244,8 @@ def _describe(state: Passport, next_nodes: list[str]) -> str:
             if decision is not None:
                 model = decision.model or "base model"
                 lines.append(f"  {'':<16} routed: {decision.reason}; model: {model} ({decision.binding})")
+    for d in state.defaults:
+        lines.append(f"default: {d.rule}" + (f" [{d.slot_id}]" if d.slot_id else "") + f": {d.detail}")
     for n in state.notices:
         lines.append(f"{n.level}: " + (f"[{n.slot_id}] " if n.slot_id else "") + n.message)
     return "\n".join(lines)

@@ -1,9 +1,18 @@
-"""Trivial-task detection: a greeting, a definition, a unit conversion needs no experts and no plan.
+"""Scoping a task: trivial (no experts, no plan), single (one expert, one slot) or multi (a multi-slot plan).
 
-A task is trivial when it is short (at most :data:`MAX_WORDS` words) and closer to the trivial-request
-prototypes of ``config/trivial_prototypes.yaml`` than to any template of the library by at least
-:data:`MARGIN` (cosine similarity, same embedder as routing and retrieval). Both numbers come from the
-calibration in ``bench/bench_scope.py``; the decision records the similarities it was made on.
+A task is *trivial* when it is short (at most :data:`MAX_WORDS` words) and at least as close (within
+:data:`MARGIN`) to the trivial-request prototypes of ``config/trivial_prototypes.yaml`` as to any template of the
+library and to any expert's capabilities (cosine similarity, same embedder as routing and retrieval): "what is a
+mutex?" is trivial, "write a Python function that reverses a linked list" is a coder's work.
+
+Otherwise it is *single* when it reads more like one expert's capability (the router's score for the whole
+task) than like any template of the library: ``expert - template >= SINGLE_MARGIN``. Within
+:data:`NARROW_BAND` below that line the scope is unclear, and the autonomous default "unclear scope ->
+narrower" makes it single too (recorded as the decision's ``rule``). Below the band it is *multi*: a template is
+retrieved and adapted.
+
+All numbers come from the calibration in ``bench/bench_scope.py``; the decision records the similarities it
+was made on.
 """
 
 from __future__ import annotations
@@ -16,14 +25,17 @@ import yaml
 
 from experts.catalog import config_dir
 from experts.embedding import Embedder, Vectors, check_vectors
+from experts.router import ExpertRouter
 from experts.template_index import TemplateIndex
 from state.errors import ConfigError
-from state.scope import ScopeDecision
+from state.scope import DefaultRule, ScopeDecision, ScopeKind
 
-__all__ = ["MARGIN", "MAX_WORDS", "classify", "prototypes_path"]
+__all__ = ["MARGIN", "MAX_WORDS", "NARROW_BAND", "SINGLE_MARGIN", "classify", "prototypes_path"]
 
 MAX_WORDS = 10
 MARGIN = -0.05
+SINGLE_MARGIN = 0.0
+NARROW_BAND = 0.02
 
 _cache: dict[tuple[str, str], Vectors] = {}
 _lock = threading.Lock()
@@ -55,26 +67,46 @@ def classify(
     task: str,
     embedder: Embedder,
     templates: TemplateIndex | None,
+    router: ExpertRouter,
     *,
     max_words: int = MAX_WORDS,
     margin: float = MARGIN,
+    single_margin: float = SINGLE_MARGIN,
+    narrow_band: float = NARROW_BAND,
     path: Path | None = None,
 ) -> ScopeDecision:
-    """Decide whether ``task`` is trivial; the decision says on which similarities."""
+    """Decide how much planning ``task`` needs; the decision says on which similarities."""
     words = len(task.split())
     vector = embedder.encode([task])
     trivial = float(np.max(_prototype_vectors(embedder, path or prototypes_path()) @ vector[0]))
     template = templates.search_vectors(vector, 1)[0][0].similarity if templates is not None else 0.0
-    if words > max_words:
-        kind, reason = "task", f"{words} words: longer than a trivial request ({max_words})"
-    elif trivial >= template + margin:
-        kind, reason = "trivial", f"closer to a trivial request ({trivial:.3f}) than to any template ({template:.3f})"
+    best = router.route_vectors(vector)[0]
+    expert, fit = best.raw_best, best.scores[best.raw_best]
+    rule: DefaultRule | None = None
+    if words <= max_words and trivial >= max(template, fit) + margin:
+        kind: ScopeKind = "trivial"
+        reason = (
+            f"closer to a trivial request ({trivial:.3f}) than to any template ({template:.3f}) "
+            f"or expert ({expert} {fit:.3f})"
+        )
+    elif fit - template >= single_margin:
+        kind, reason = "single", f"one expert's work: {expert} fits at {fit:.3f}, the best template at {template:.3f}"
+    elif fit - template >= single_margin - narrow_band:
+        kind, rule = "single", "unclear_scope_narrower"
+        reason = (
+            f"unclear scope ({expert} fits at {fit:.3f}, the best template at {template:.3f}): "
+            "the narrower reading, one expert"
+        )
     else:
-        kind, reason = "task", f"a template fits at least as well ({template:.3f}) as a trivial request ({trivial:.3f})"
+        kind = "multi"
+        reason = f"a plan: the best template fits at {template:.3f}, the best single expert ({expert}) at {fit:.3f}"
     return ScopeDecision(
         kind=kind,
         words=words,
         trivial_similarity=round(trivial, 4),
         template_similarity=template,
+        expert_similarity=round(fit, 4),
+        expert=expert,
+        rule=rule,
         reason=reason,
     )

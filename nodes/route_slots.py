@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from experts.catalog import ExpertScope, load_catalog
+from experts.catalog import Catalog, ExpertScope, load_catalog
 from experts.pool import model_unavailable
-from experts.router import RouterParams, get_router
+from experts.router import RouteResult, RouterParams, get_router
 from state.errors import RunFailure
 from state.framework import SlotSpec
 from state.passport import LedgerEntry, Notice, Passport, RoutingDecision, Settings, SlotState, utcnow
+from state.scope import AppliedDefault
 
 NODE = "route_slots"
 
@@ -42,6 +43,7 @@ def route_slots(state: Passport) -> dict[str, Any]:
     catalog = load_catalog()
     to_route = [s for s in state.framework.slots if s.expert is None]
     decisions: dict[str, RoutingDecision] = {}
+    applied: list[AppliedDefault] = []
     if to_route:
         params = RouterParams(
             lam=settings.routing_lambda,
@@ -50,6 +52,7 @@ def route_slots(state: Passport) -> dict[str, Any]:
         )
         router = get_router(params, catalog)
         for spec, res in zip(to_route, router.route_many([routing_text(s) for s in to_route]), strict=True):
+            applied += _defaults(spec.id, res, catalog)
             decisions[spec.id] = RoutingDecision(
                 slot_id=spec.id,
                 expert=res.expert,
@@ -91,7 +94,43 @@ def route_slots(state: Passport) -> dict[str, Any]:
     update: dict[str, Any] = {"routing": ordered, "slot_states": states, "updated_at": utcnow(), "ledger": ledger}
     if notices:
         update["notices"] = notices
+    if applied:
+        update["defaults"] = applied
     return update
+
+
+def _defaults(slot_id: str, res: RouteResult, catalog: Catalog) -> list[AppliedDefault]:
+    """The autonomous defaults that decided a slot's expert (what an interactive run would ask instead)."""
+    applied: list[AppliedDefault] = []
+    question = f"Which expert should take slot {slot_id}: {res.expert} or {res.runner_up}?"
+    if res.rule == "tie_prefers_task_type":
+        applied.append(
+            AppliedDefault(
+                rule="tie_prefers_task_type",
+                node=NODE,
+                slot_id=slot_id,
+                detail=f"{res.expert} (task type) preferred over {res.raw_best} (domain) in a close call",
+                question=question,
+                alternatives=[res.expert, res.raw_best],
+            )
+        )
+    by_capability = max(res.capability, key=lambda e: res.capability[e]) if res.capability else res.expert
+    excluded = by_capability != res.raw_best and res.raw_best == res.expert  # the exclusion penalty decided
+    if excluded and catalog.get(by_capability).kind == "domain":
+        applied.append(
+            AppliedDefault(
+                rule="context_not_expertise",
+                node=NODE,
+                slot_id=slot_id,
+                detail=(
+                    f"{by_capability}'s domain words read as context: it leads on capability alone "
+                    f"({res.capability[by_capability]:.3f}) but its exclusions send the slot to {res.expert}"
+                ),
+                question=f"Does slot {slot_id} need {by_capability} expertise, or is that domain only its context?",
+                alternatives=[res.expert, by_capability],
+            )
+        )
+    return applied
 
 
 def _scores(scores: dict[str, float]) -> str:

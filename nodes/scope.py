@@ -1,8 +1,10 @@
-"""Node ``scope``: decide whether the task needs the planned path at all.
+"""Node ``scope``: decide how much planning the task needs (trivial, single expert or multi-slot plan).
 
 Only when the run chooses its framework from the template library (``use_templates``) and the caller gave
-none: a trivial task (a greeting, a definition, a unit conversion) then goes to ``answer_directly``. In every
-other case the decision is "task" and the run goes on to ``select_template`` (recorded as not classified).
+none; otherwise the decision is recorded as unclassified and the run goes on to ``select_template``.
+A trivial task goes to ``answer_directly``; a single-expert task gets a one-slot plan; a multi-slot task gets a
+template adapted to it. An autonomous default that decided the scope (unclear scope -> narrower) is recorded
+in ``Passport.defaults`` with the question an interactive run would ask instead.
 """
 
 from __future__ import annotations
@@ -11,34 +13,57 @@ from typing import Any
 
 from state.errors import RunFailure
 from state.passport import LedgerEntry, Passport, utcnow
-from state.scope import ScopeDecision
+from state.scope import AppliedDefault, ScopeDecision
 
 NODE = "scope"
 
 
 def scope(state: Passport) -> dict[str, Any]:
-    """Classify the task (trivial or not) when templates are in use; record the decision."""
+    """Classify the task when templates are in use; record the decision and any default it applied."""
     if state.mission is None or state.settings is None:
         raise RunFailure(NODE, "the mission and settings must be set by guard first")
     task = state.mission.task
     words = len(task.split())
     if state.framework is not None or not state.settings.use_templates:
         why = "a framework was given" if state.framework is not None else "template selection is off"
-        decision = ScopeDecision(kind="task", words=words, reason=f"not classified: {why}")
+        decision = ScopeDecision(kind="unclassified", words=words, reason=f"not classified: {why}")
         return {"scope": decision, "updated_at": utcnow()}
     from experts.catalog import load_catalog
     from experts.embedding import get_embedder
+    from experts.router import RouterParams, get_router
     from experts.scope import classify
     from experts.template_index import library
 
-    _, index = library(load_catalog().ids, get_embedder())
-    decision = classify(task, get_embedder(), index)
-    return {
+    settings = state.settings
+    catalog = load_catalog()
+    _, index = library(catalog.ids, get_embedder())
+    params = RouterParams(
+        lam=settings.routing_lambda, threshold=settings.routing_threshold, tie_margin=settings.routing_tie_margin
+    )
+    decision = classify(task, get_embedder(), index, get_router(params, catalog))
+    update: dict[str, Any] = {
         "scope": decision,
         "updated_at": utcnow(),
         "ledger": [
             LedgerEntry(
-                agent="router", action="scope", inputs_summary=f"{words} words", outputs_summary=decision.reason
+                agent="router",
+                action="scope",
+                inputs_summary=f"{words} words",
+                outputs_summary=f"{decision.kind}: {decision.reason}",
             )
         ],
     }
+    if decision.rule == "unclear_scope_narrower":
+        update["defaults"] = [
+            AppliedDefault(
+                rule=decision.rule,
+                node=NODE,
+                detail=decision.reason,
+                question=(
+                    f"Should one expert ({decision.expert}) answer the whole task, "
+                    "or should it be planned as several parts?"
+                ),
+                alternatives=["single", "multi"],
+            )
+        ]
+    return update

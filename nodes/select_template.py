@@ -1,9 +1,10 @@
 """Node ``select_template``: choose the framework the run will execute.
 
-In order: the framework given in the run options (``--framework FILE``); with ``use_templates`` on
-(experimental, off by default), the best template of the library for the task, retrieved by meaning and
-adapted to it (:mod:`nodes.adaptation`; its fallbacks end at the one-slot framework); otherwise the documented
-last-resort framework, a single slot that answers the whole task.
+In order: the framework given in the run options (``--framework FILE``); with ``use_templates`` on (the
+default): for a task that ``scope`` judged a single expert's work, one slot that answers it, and otherwise the
+best template of the library for the task, retrieved by meaning and adapted to it (:mod:`nodes.adaptation`;
+its fallbacks end at the one-slot framework); with it off, the documented last-resort framework, a single slot
+that answers the whole task.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from state.context import RunContext
 from state.errors import RunFailure
 from state.framework import Framework, fallback_framework, validate_framework
 from state.passport import LedgerEntry, Notice, Passport, SlotState, utcnow
+from state.scope import AppliedDefault
 
 NODE = "select_template"
 
@@ -30,6 +32,9 @@ def select_template(state: Passport, runtime: Runtime[RunContext]) -> dict[str, 
     ledger: list[LedgerEntry] = []
     if given is not None:
         fw, reason = given, f"framework given by the caller ({given.source})"
+    elif state.scope is not None and state.scope.kind == "single":
+        fw = validate_framework(fallback_framework(state.mission.task, source="scope:single_expert"))
+        reason = f"single-expert task ({state.scope.reason})"
     elif state.settings.use_templates:
         fw, reason, extra = _from_library(state, runtime)
         ledger += extra.pop("ledger", [])
@@ -90,6 +95,20 @@ def _from_library(state: Passport, runtime: Runtime[RunContext]) -> tuple[Framew
         )
     ]
     extra: dict[str, Any] = {"adaptation": record, "ledger": ledger}
+    added = [op.id for op in record.operations if op.op == "ADD" and op.id and not op.deps]
+    if added:
+        extra["defaults"] = [
+            AppliedDefault(
+                rule="missing_deps_parallel",
+                node=NODE,
+                slot_id=slot_id,
+                detail=f"slot {slot_id} was added without dependencies: it runs in parallel with the others",
+                question=f"Does slot {slot_id} need the output of another slot first?",
+                alternatives=[s.id for s in fw.slots if s.id != slot_id],
+            )
+            for slot_id in added
+            if any(s.id == slot_id for s in fw.slots)
+        ]
     if record.fallback != "none":
         notices.append(Notice(level="warning", source=NODE, message=record.reason))
     if notices:

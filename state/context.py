@@ -32,7 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "routing_threshold": 0.17,
     "routing_tie_margin": 0.01,
     "true_experts": True,
-    "use_templates": False,
+    "use_templates": True,
     "planner_model": "qwen2.5-coder-1.5b",
     # Assists: the knowledge base (None: $COE_KB, else the user data directory) and the lookup threshold,
     # calibrated by bench/bench_assist.py (results in bench/results/assist.md).
@@ -95,7 +95,7 @@ class RunContext(BaseModel):
     )
     use_templates: bool | None = Field(
         default=None,
-        description="Choose the framework from the template library and adapt it to the task (experimental).",
+        description="Scope the task and choose its framework from the template library (false: one slot).",
     )
     planner_model: str | None = Field(
         default=None, description="Model that adapts templates (bundled name or GGUF path; else the base model)."

@@ -61,12 +61,12 @@ class Framework(BaseModel):
         raise KeyError(slot_id)
 
 
-def fallback_framework(task: str) -> Framework:
-    """The documented last-resort framework: one slot that answers the whole task."""
+def fallback_framework(task: str, *, source: str = "fallback:single_slot") -> Framework:
+    """One slot that answers the whole task: the last resort, and the plan of a single-expert task."""
     return Framework(
         id="single_slot",
         title=_title_from_task(task),
-        source="fallback:single_slot",
+        source=source,
         slots=[
             SlotSpec(
                 id="answer",

@@ -21,7 +21,7 @@ from state.enums import Mode, RunStatus, SlotStatus
 from state.framework import Framework, SlotSpec
 from state.io import RunOptions, RunSummary, SlotSummary
 from state.result import OutlineItem, Section, SlotResult
-from state.scope import ScopeDecision
+from state.scope import AppliedDefault, ScopeDecision
 
 
 def utcnow() -> datetime:
@@ -74,7 +74,7 @@ class Settings(_Model):
     routing_threshold: float = Field(default=0.17, ge=-1.0, le=1.0)
     routing_tie_margin: float = Field(default=0.01, ge=0.0, le=1.0)
     true_experts: bool = True
-    use_templates: bool = False
+    use_templates: bool = True
     planner_model: str | None = "qwen2.5-coder-1.5b"
     kb_path: str | None = None
     """The knowledge base for lookup assists (None: ``$COE_KB``, else ``kb`` in the user data directory)."""
@@ -169,7 +169,9 @@ class Passport(BaseModel):
     settings: Settings | None = None
     framework: Framework | None = None
     scope: ScopeDecision | None = None
-    """Whether the task was judged trivial (answered directly) or a task for the planned path."""
+    """How much planning the task was judged to need: trivial, single expert or a multi-slot plan."""
+    defaults: Annotated[list[AppliedDefault], append_list] = Field(default_factory=list)
+    """Autonomous defaults applied where an interactive run would ask the person."""
     adaptation: AdaptationRecord | None = None
     """How the framework was chosen from the template library and adapted (None: given or one-slot)."""
     slot_states: Annotated[dict[str, SlotState], merge_dict] = Field(default_factory=dict)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+TASK = "Write a Python function that checks whether a string is a palindrome"  # single expert: one slot
 
 
 def _free_port() -> int:
@@ -60,7 +61,7 @@ def test_langgraph_dev_run_through_the_sdk(tmp_path: Path) -> None:
             thread = await client.threads.create()
             custom: set[str] = set()
             async for part in client.runs.stream(
-                thread["thread_id"], "college_of_experts", input={"task": "Explain DNS"}, stream_mode=["custom"]
+                thread["thread_id"], "college_of_experts", input={"task": TASK}, stream_mode=["custom"]
             ):
                 if part.event == "custom":
                     custom.add(part.data["event"])
@@ -74,5 +75,5 @@ def test_langgraph_dev_run_through_the_sdk(tmp_path: Path) -> None:
         log.close()
     assert {"slot_dispatched", "slot_started", "slot_done"} <= custom
     assert values["status"] == "completed"
-    assert values["document"].startswith("# Explain DNS")
+    assert values["document"].startswith("# " + TASK)
     assert (tmp_path / "server.sqlite").exists()  # the custom checkpointer honoured COE_CHECKPOINT_URL

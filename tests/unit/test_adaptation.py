@@ -152,7 +152,7 @@ def test_a_near_identical_template_is_used_as_is(tmp_path: Path) -> None:
     assert record.as_is and record.attempts == [] and fw.source == "template:code_with_docs"
 
 
-def test_opt_in_template_selection_through_the_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_template_selection_through_the_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = tmp_path / "script.yaml"
     modify = {
         "op": "MODIFY",
@@ -175,18 +175,40 @@ def test_opt_in_template_selection_through_the_graph(tmp_path: Path, monkeypatch
     graph = build_graph(InMemorySaver(serde=serializer()))
     config = {"configurable": {"thread_id": "templates"}}
     task = "Explain to my father what atrial fibrillation is and how it is treated"
-    ctx = {"backend": "fake", "fake_script": str(script), "use_templates": True}
-    graph.invoke(RunInput(task=task), config, context=ctx)
+    graph.invoke(RunInput(task=task), config, context={"backend": "fake", "fake_script": str(script)})
     state = Passport.model_validate(graph.get_state(config).values)
     assert state.adaptation is not None and state.adaptation.seed_id == "condition_explainer"
     assert state.adaptation.fallback == "none" and state.framework is not None
     assert state.framework.slot("condition_overview").title == "What atrial fibrillation is"
     assert state.status.value == "completed" and len(state.results) == len(state.framework.slots)
     assert any(e.action == "adapt_template" and "seed condition_explainer" in e.inputs_summary for e in state.ledger)
-    # without the opt-in, the same task still runs the one-slot framework
-    graph.invoke(RunInput(task=task), {"configurable": {"thread_id": "plain"}}, context={"backend": "fake"})
+    # with template selection off, the same task runs the one-slot framework
+    off = {"backend": "fake", "use_templates": False}
+    graph.invoke(RunInput(task=task), {"configurable": {"thread_id": "plain"}}, context=off)
     plain = Passport.model_validate(graph.get_state({"configurable": {"thread_id": "plain"}}).values)
     assert plain.adaptation is None and [s.id for s in plain.framework.slots] == ["answer"]  # type: ignore[union-attr]
+
+
+def test_a_slot_added_without_dependencies_is_recorded_as_a_default(tmp_path: Path) -> None:
+    script = tmp_path / "script.yaml"
+    added = {
+        "op": "ADD",
+        "id": "caregiver_tips",
+        "title": "Tips for the caregiver",
+        "description": "Practical tips for a family member looking after someone with atrial fibrillation.",
+        "expert": "medical_clinical",
+    }
+    plan = json.dumps({"operations": [added], "rationale": "the father has a carer"})
+    script.write_text(json.dumps({"rules": [{"slot": "adapt_template", "text": plan}]}))
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "added"}}
+    task = "Explain to my father what atrial fibrillation is and how it is treated"
+    graph.invoke(RunInput(task=task), config, context={"backend": "fake", "fake_script": str(script)})
+    state = Passport.model_validate(graph.get_state(config).values)
+    assert state.adaptation is not None and state.adaptation.fallback == "none"
+    [applied] = [d for d in state.defaults if d.rule == "missing_deps_parallel"]
+    assert applied.slot_id == "caregiver_tips" and applied.node == "select_template"
+    assert "caregiver_tips" in applied.question and "condition_overview" in applied.alternatives
 
 
 def test_coe_run_templates_flag(tmp_path: Path) -> None:
@@ -195,14 +217,17 @@ def test_coe_run_templates_flag(tmp_path: Path) -> None:
     from cli.main import app
 
     cp = ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
-    result = CliRunner().invoke(
-        app, ["run", "Write a short story about a lighthouse keeper", "--templates", "--backend", "fake", "--json", *cp]
-    )
+    task = "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law"
+    result = CliRunner().invoke(app, ["run", task, "--backend", "fake", "--json", *cp])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    # the fake backend's default answer is not a plan, so adaptation falls back to the seed template
+    # templates are on by default; the fake backend's default answer is not a plan, so the seed template is used
     assert payload["framework_source"].startswith("template:") and len(payload["slots"]) > 1
     assert any("seed template is used unmodified" in w for w in payload["warnings"])
+    result = CliRunner().invoke(app, ["run", task, "--no-templates", "--backend", "fake", "--json", *cp])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["framework_source"] == "fallback:single_slot" and len(payload["slots"]) == 1
 
 
 def test_the_planner_model_adapts_templates_and_falls_back_to_the_base_model() -> None:

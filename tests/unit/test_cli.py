@@ -15,6 +15,7 @@ from experts.catalog import load_catalog
 from tests.conftest import FIXTURES
 
 runner = CliRunner()
+TASK = "Write a Python function that checks whether a string is a palindrome"
 
 
 @pytest.fixture
@@ -39,14 +40,14 @@ def test_run_json_summary(cp: list[str]) -> None:
 def test_run_writes_document_with_ledger_and_show_reads_it_back(tmp_path: Path, cp: list[str]) -> None:
     out = tmp_path / "answer.md"
     result = runner.invoke(
-        app, ["run", "Explain DNS", "--backend", "fake", "--thread-id", "t-1", "--out", str(out), "--ledger", *cp]
+        app, ["run", TASK, "--backend", "fake", "--thread-id", "t-1", "--out", str(out), "--ledger", *cp]
     )
     assert result.exit_code == 0, result.output
     text = out.read_text()
-    assert text.startswith("# Explain DNS") and "## Ledger" in text and "| generate |" in text
+    assert text.startswith("# " + TASK) and "## Ledger" in text and "| generate |" in text
     shown = runner.invoke(app, ["show", "t-1", *cp])
     assert shown.exit_code == 0
-    assert "status:  completed" in shown.stdout and "answer" in shown.stdout
+    assert "status:  completed" in shown.stdout and "answer" in shown.stdout and "scope:   single (" in shown.stdout
     assert "routed: " in shown.stdout and "runner-up" in shown.stdout and "model: " in shown.stdout
     as_json = json.loads(runner.invoke(app, ["show", "t-1", "--json", *cp]).stdout)
     assert as_json["status"] == "completed" and as_json["next"] == []

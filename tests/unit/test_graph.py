@@ -59,7 +59,7 @@ def test_branchy_run_completes_and_assembles_in_dependency_order(write_script) -
 
 
 def test_without_framework_the_one_slot_fallback_runs(write_script) -> None:
-    state = _run(write_script({"rules": []}), framework=None)
+    state = _run(write_script({"rules": []}), framework=None, use_templates=False)
     assert state.framework is not None and state.framework.source == "fallback:single_slot"
     assert list(state.results) == ["answer"]
     assert state.status == RunStatus.COMPLETED
@@ -203,7 +203,7 @@ def test_an_answer_cut_off_by_the_token_limit_says_so_in_the_retry_feedback(monk
     monkeypatch.setattr(execute_module, "get_backend", lambda settings, model=None: Truncating())
     graph = build_graph(InMemorySaver())
     config = {"configurable": {"thread_id": "cut"}}
-    graph.invoke(_input(framework=None), config, context={"backend": "fake", "max_tokens": 64})
+    graph.invoke(_input(framework=None), config, context={"backend": "fake", "max_tokens": 64, "use_templates": False})
     state = Passport.model_validate(graph.get_state(config).values)
     assert len(seen) == 3
     assert "cut off at the 64-token limit" in seen[1].messages[-1].content

@@ -28,7 +28,7 @@ def test_embedding_example_runs(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("completed [('answer', <SlotStatus.DONE: 'done'>)]")
-    assert "# Explain how HTTP caching works" in out.stdout
+    assert "# Write a Python function that reverses a linked list" in out.stdout
 
 
 def test_ci_runs_the_readme_test_command() -> None:

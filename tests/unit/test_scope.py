@@ -1,7 +1,8 @@
-"""Trivial-task detection and the direct-answer path (with template selection on)."""
+"""Scoping: trivial / single-expert / multi-slot, the direct-answer path and the autonomous defaults recorded."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from experts.catalog import config_dir, load_catalog
 from experts.embedding import get_embedder
+from experts.router import RouteResult, get_router
 from experts.scope import classify
 from experts.template_index import load_or_build
 from graph import build_graph
@@ -16,16 +18,22 @@ from graph.persistence import serializer
 from state import Passport
 from state.errors import ConfigError
 from state.io import RunInput
+from state.scope import ScopeDecision
 from state.template import load_library
 
 INDEX = load_or_build(
     load_library([config_dir() / "framework_templates"], load_catalog().ids).templates, get_embedder()
 )
+ROUTER = get_router()
+
+
+def _classify(task: str, **kwargs: object) -> ScopeDecision:
+    return classify(task, get_embedder(), INDEX, ROUTER, **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("task", ["hello!", "thanks a lot", "convert 3 kg to pounds", "what is a mutex?"])
 def test_short_simple_requests_are_trivial(task: str) -> None:
-    decision = classify(task, get_embedder(), INDEX)
+    decision = _classify(task)
     assert decision.kind == "trivial", decision.reason
     assert decision.trivial_similarity is not None and decision.template_similarity is not None
 
@@ -33,24 +41,55 @@ def test_short_simple_requests_are_trivial(task: str) -> None:
 @pytest.mark.parametrize(
     "task",
     [
-        "Write a migration plan from MySQL 5.7 to PostgreSQL 16",
+        "Write a migration plan from MySQL 5.7 to PostgreSQL 16, with the rollback steps and a cut-over checklist",
         "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law",
     ],
 )
-def test_real_tasks_are_not(task: str) -> None:
-    assert classify(task, get_embedder(), INDEX).kind == "task"
+def test_tasks_a_template_fits_get_a_plan(task: str) -> None:
+    decision = _classify(task)
+    assert decision.kind == "multi", decision.reason
+    assert decision.template_similarity is not None and decision.expert_similarity is not None
+
+
+@pytest.mark.parametrize(
+    ("task", "expert"),
+    [
+        ("Write a Python function that checks whether a string is a palindrome", "python_coder"),
+        ("Write a haiku about the first snow of winter", "creative_writer"),
+    ],
+)
+def test_one_deliverable_for_one_expert_is_single(task: str, expert: str) -> None:
+    decision = _classify(task)
+    assert decision.kind == "single" and decision.expert == expert and decision.rule is None, decision.reason
+    assert decision.expert_similarity is not None and decision.template_similarity is not None
+    assert decision.expert_similarity - decision.template_similarity >= 0
+
+
+def test_an_unclear_scope_takes_the_narrower_reading_and_says_so() -> None:
+    task = "Write a Python function that checks whether a string is a palindrome"
+    plain = _classify(task)
+    assert plain.expert_similarity is not None and plain.template_similarity is not None
+    fit = plain.expert_similarity - plain.template_similarity
+    narrowed = _classify(task, single_margin=fit + 0.01, narrow_band=0.02)
+    assert narrowed.kind == "single" and narrowed.rule == "unclear_scope_narrower"
+    assert "unclear scope" in narrowed.reason
+    assert _classify(task, single_margin=fit + 0.03, narrow_band=0.02).kind == "multi"
 
 
 def test_long_requests_are_never_trivial() -> None:
-    decision = classify("hello " * 30, get_embedder(), INDEX)
-    assert decision.kind == "task" and "30 words" in decision.reason
+    decision = _classify("hello " * 30)
+    assert decision.kind != "trivial" and decision.words == 30
+
+
+def test_checkpoints_from_before_single_and_multi_still_load() -> None:
+    assert ScopeDecision.model_validate({"kind": "task", "words": 3, "reason": "old"}).kind == "multi"
 
 
 def test_broken_prototype_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "prototypes.yaml"
     path.write_text("prototypes: []\n")
     with pytest.raises(ConfigError, match="prototypes.yaml: prototypes: must have a non-empty list of strings"):
-        classify("hi", get_embedder(), INDEX, path=path)
+        _classify("hi", path=path)
 
 
 def _run(thread: str, task: str, **context: object) -> Passport:
@@ -61,7 +100,7 @@ def _run(thread: str, task: str, **context: object) -> Passport:
 
 
 def test_a_trivial_task_is_answered_directly_without_experts() -> None:
-    state = _run("trivial", "hello!", use_templates=True)
+    state = _run("trivial", "hello!")
     assert state.scope is not None and state.scope.kind == "trivial"
     assert state.status.value == "completed" and state.framework is None and state.results == {}
     assert state.document is not None and state.document.startswith("# hello!\n\n")
@@ -71,15 +110,42 @@ def test_a_trivial_task_is_answered_directly_without_experts() -> None:
     assert "answer_directly" in actions and "route" not in actions and "generate" not in actions
 
 
-def test_a_real_task_goes_on_to_planning_and_scope_is_recorded() -> None:
-    state = _run("task", "Write a short story about a lighthouse keeper who befriends a seal", use_templates=True)
-    assert state.scope is not None and state.scope.kind == "task"
+def test_a_multi_slot_task_goes_on_to_planning_and_scope_is_recorded() -> None:
+    task = "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law"
+    state = _run("task", task)
+    assert state.scope is not None and state.scope.kind == "multi", state.scope
     assert state.framework is not None and state.framework.source.startswith("template:")
+    assert any(e.action == "scope" and e.outputs_summary.startswith("multi: ") for e in state.ledger)
+
+
+def test_a_single_expert_task_runs_one_slot_on_that_expert() -> None:
+    state = _run("single", "Write a Python function that checks whether a string is a palindrome")
+    assert state.scope is not None and state.scope.kind == "single" and state.scope.expert == "python_coder"
+    assert state.framework is not None and state.framework.source == "scope:single_expert"
+    assert [s.id for s in state.framework.slots] == ["answer"] and state.adaptation is None
+    assert state.routing["answer"].expert == "python_coder" and state.status.value == "completed"
+    assert not any(e.action == "adapt_template" for e in state.ledger)
+
+
+def test_the_narrower_default_is_recorded_with_the_question_it_stands_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    import experts.scope
+
+    task = "Write a Python function that checks whether a string is a palindrome"
+    plain = _classify(task)
+    assert plain.expert_similarity is not None and plain.template_similarity is not None
+    fit = plain.expert_similarity - plain.template_similarity
+    monkeypatch.setattr(experts.scope, "classify", partial(classify, single_margin=fit + 0.01, narrow_band=0.02))
+    state = _run("narrow", task)
+    assert state.scope is not None and state.scope.rule == "unclear_scope_narrower"
+    [applied] = [d for d in state.defaults if d.rule == "unclear_scope_narrower"]
+    assert applied.node == "scope" and "python_coder" in applied.question
+    assert applied.alternatives == ["single", "multi"]
 
 
 def test_without_template_selection_nothing_is_classified() -> None:
-    state = _run("plain", "hello!")
-    assert state.scope is not None and state.scope.kind == "task" and state.scope.reason.startswith("not classified")
+    state = _run("plain", "hello!", use_templates=False)
+    assert state.scope is not None and state.scope.kind == "unclassified"
+    assert state.scope.reason.startswith("not classified")
     assert state.framework is not None and [s.id for s in state.framework.slots] == ["answer"]
 
 
@@ -96,7 +162,48 @@ def test_a_failing_direct_answer_stops_the_run_resumably(tmp_path: Path) -> None
         graph.invoke(
             RunInput(task="hello!"),
             config,
-            context={"backend": "fake", "fake_script": str(script), "use_templates": True},
+            context={"backend": "fake", "fake_script": str(script)},
         )
     snapshot = graph.get_state(config)
     assert snapshot.next == ("answer_directly",)  # the checkpoint before the failed node is kept
+
+
+def _result(**fields: object) -> RouteResult:
+    base: dict[str, object] = {
+        "expert": "technical_writer",
+        "score": 0.3,
+        "runner_up": "finance_analyst",
+        "runner_up_score": 0.28,
+        "scores": {"technical_writer": 0.3, "finance_analyst": 0.28},
+        "fallback": False,
+        "raw_best": "technical_writer",
+        "capability": {"technical_writer": 0.33, "finance_analyst": 0.36},
+        "exclusion": {"technical_writer": 0.1, "finance_analyst": 0.27},
+    }
+    return RouteResult(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_routing_records_when_domain_words_were_read_as_context() -> None:
+    from nodes.route_slots import _defaults
+
+    [applied] = _defaults("tutorial", _result(), load_catalog())
+    assert applied.rule == "context_not_expertise" and applied.slot_id == "tutorial"
+    assert "finance_analyst" in applied.detail and "technical_writer" in applied.detail
+    assert applied.alternatives == ["technical_writer", "finance_analyst"]
+    # the winner on capability alone kept the slot: nothing was defaulted
+    plain = _result(capability={"technical_writer": 0.4, "finance_analyst": 0.36})
+    assert _defaults("tutorial", plain, load_catalog()) == []
+
+
+def test_routing_records_the_tie_rule_as_a_default() -> None:
+    from nodes.route_slots import _defaults
+
+    tie = _result(
+        expert="python_coder",
+        raw_best="medical_clinical",
+        runner_up="medical_clinical",
+        rule="tie_prefers_task_type",
+        capability={"python_coder": 0.4, "medical_clinical": 0.39},
+    )
+    [applied] = _defaults("script", tie, load_catalog())
+    assert applied.rule == "tie_prefers_task_type" and applied.alternatives == ["python_coder", "medical_clinical"]
