@@ -294,7 +294,7 @@ def model_emission(max_tokens: int, limit: int) -> dict[str, Any]:
     from nodes.slot_work import SlotJob, build_messages
     from state.framework import SlotSpec
 
-    settings = resolve_settings({"max_tokens": max_tokens}, env={})
+    settings = resolve_settings({"max_tokens": max_tokens})  # COE_N_THREADS etc. from the environment
     backend = get_backend(settings)
     persona = load_catalog().get("general_reasoning").persona
     runs: list[dict[str, Any]] = []

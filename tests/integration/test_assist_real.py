@@ -1,0 +1,50 @@
+"""The assist protocol on the real default model: a task it cannot answer from its own knowledge."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experts.kb import add_documents
+from tests.conftest import FIXTURES
+
+ROOT = Path(__file__).resolve().parents[2]
+# Facts only the organisation has: with the uncertainty protocol in its prompt, the default model marks them.
+TASK = "Write the connection settings our billing service must use for our production database."
+
+
+@pytest.mark.integration
+@pytest.mark.model
+def test_placeholders_of_the_real_model_are_resolved_or_listed(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    add_documents([FIXTURES / "kb"], kb)
+    # No outline retries: this test is about assists, and one answer of the model keeps it short.
+    env = {**os.environ, "COE_HOME": str(tmp_path), "COE_KB": str(kb), "COE_MAX_OUTLINE_RETRIES": "0"}
+    out = subprocess.run(
+        [sys.executable, "-m", "cli", "run", TASK, "--json", "--max-tokens", "256", "--no-templates"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    doc = summary["document"]
+    body, _, tail = doc.partition("\n## Unresolved")
+    markers = re.findall(r"\{\{UNRESOLVED:[^{}]*?\}\}", body)
+    filled = re.findall(r"\[source: [^\]]+\]", body)
+    assert markers or filled, "the model wrote no assist placeholder for a task it cannot know"
+    assert not re.search(r"\{\{\s*ASSIST\s*:(?:lookup|expert|user):[^{}]*\}\}", doc, re.I)  # none left as is
+    assert sorted(set(markers)) == sorted(summary["unresolved"])  # every marker of the body is listed
+    for marker in markers:
+        assert f"- `{marker}`" in tail
+    if filled:
+        assert "## Assist sources" in doc
