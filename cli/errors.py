@@ -10,7 +10,7 @@ import typer
 
 from state.errors import CoeError, UserError
 
-EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_RUN, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 @contextmanager

@@ -1,7 +1,8 @@
 """The ``coe`` command line: run a task, resume a killed run, show a saved run.
 
-Exit codes: 0 the run completed; 1 the run ended partial or failed; 2 a usage or configuration error (the
-message names the argument, file or field); 130 interrupted (the run can be resumed).
+Exit codes: 0 the run completed; 1 the run ended partial, failed or rejected; 2 a usage or configuration error
+(the message names the argument, file or field); 3 the run waits for an answer (``coe resume THREAD_ID
+--answer ...``); 130 interrupted (the run can be resumed).
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ import json
 import logging
 import sys
 import uuid
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
-from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, user_errors
+from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_WAITING, user_errors
 from cli.experts_cmd import experts_app, route
 from cli.kb_cmd import kb_app
 from cli.templates_cmd import templates_app
@@ -28,6 +30,9 @@ from state.errors import ConfigError
 from state.framework import load_framework_file
 from state.io import RunInput, RunOptions
 from state.passport import Passport
+
+if TYPE_CHECKING:
+    from langgraph.types import Interrupt
 
 app = typer.Typer(
     name="coe",
@@ -124,17 +129,60 @@ def run(
 @app.command()
 def resume(
     thread_id: Annotated[str, typer.Argument(help="The thread id printed when the run started.")],
+    answer: Annotated[
+        str | None,
+        typer.Option(help='Answer to the pending question: text, or JSON (e.g. \'{"action": "reject"}\').'),
+    ] = None,
+    answers_file: Annotated[
+        Path | None,
+        typer.Option(help="Answers as YAML/JSON: one answer, or a map from interrupt id to answer."),
+    ] = None,
     checkpoint: CheckpointOpt = None,
     out: OutOpt = None,
     as_json: JsonOpt = False,
     ledger: LedgerOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Continue a run that was killed or interrupted; finished slots are not run again."""
+    """Continue a run that was killed, interrupted or is waiting for an answer; finished slots are not run again."""
     _logging(verbose)
     with user_errors():
-        code = _drive(None, thread_id, checkpoint, None, out, as_json, ledger)
+        given = (answer, answers_file) if answer is not None or answers_file is not None else None
+        code = _drive(None, thread_id, checkpoint, None, out, as_json, ledger, given)
     raise typer.Exit(code)
+
+
+@app.command()
+def threads(
+    checkpoint: CheckpointOpt = None,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many runs, newest first.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """List saved runs: thread id, status, what they wait for, task."""
+    from graph import build_graph, open_checkpointer
+    from graph.persistence import list_threads
+
+    with user_errors(), open_checkpointer(checkpoint) as saver:
+        graph = build_graph(saver)
+        rows: list[dict[str, Any]] = []
+        for tid in list_threads(saver, limit):
+            snapshot = graph.get_state(_config(tid))
+            if not snapshot.values:
+                continue
+            state = Passport.model_validate(snapshot.values)
+            waiting = [str(i.value.get("kind", "?")) for i in snapshot.interrupts if isinstance(i.value, dict)]
+            status = "waiting" if waiting else state.status.value
+            if not waiting and snapshot.next and state.status != RunStatus.REJECTED:
+                status = "stopped"  # killed or failed mid-run: resumable
+            task = state.mission.task if state.mission else state.task
+            updated = state.updated_at.isoformat(timespec="seconds") if state.updated_at else ""
+            rows.append({"thread_id": tid, "status": status, "waiting_for": waiting, "updated": updated, "task": task})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        what = f" ({', '.join(r['waiting_for'])})" if r["waiting_for"] else ""
+        task = r["task"] if len(r["task"]) <= 60 else r["task"][:57] + "..."
+        print(f"{r['thread_id']}  {r['status'] + what:<24} {r['updated']:<25} {task}")
 
 
 @app.command()
@@ -174,32 +222,58 @@ def _drive(
     out: Path | None,
     as_json: bool,
     ledger: bool,
+    given: tuple[str | None, Path | None] | None = None,
 ) -> int:
+    from langgraph.types import Command
+
+    from cli.hitl import ask_in_terminal, resume_value
     from cli.progress import Progress
     from graph import build_graph, open_checkpointer
 
     config = _config(thread_id)
     with open_checkpointer(checkpoint) as saver:
         graph = build_graph(saver)
+        todo: RunInput | Command[Any] | None = run_input
         if run_input is None:
             snapshot = graph.get_state(config)
             if not snapshot.values:
                 raise ConfigError("thread id", f"no run {thread_id!r} is saved at {_where(checkpoint)}")
-            if not snapshot.next:
+            if given is not None:
+                todo = Command(resume=resume_value(snapshot.interrupts, *given))
+            elif not snapshot.next:
                 print(f"run {thread_id} already finished; showing its result", file=sys.stderr)
         print(f"thread {thread_id}  (resume with: coe resume {thread_id})", file=sys.stderr)
-        try:
-            with Progress() as progress:
-                for mode, chunk in graph.stream(
-                    run_input, config, context=context, stream_mode=["custom"], durability="sync"
-                ):
-                    if mode == "custom" and isinstance(chunk, dict):
-                        progress.event(chunk)
-        except KeyboardInterrupt:
-            print(f"\ninterrupted; resume with: coe resume {thread_id}", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        state = Passport.model_validate(graph.get_state(config).values)
+        while True:  # a pending question without an answer is asked again by re-running its node
+            try:
+                with Progress() as progress:
+                    for mode, chunk in graph.stream(
+                        todo, config, context=context, stream_mode=["custom"], durability="sync"
+                    ):
+                        if mode == "custom" and isinstance(chunk, dict):
+                            progress.event(chunk)
+            except KeyboardInterrupt:
+                print(f"\ninterrupted; resume with: coe resume {thread_id}", file=sys.stderr)
+                return EXIT_INTERRUPTED
+            snapshot = graph.get_state(config)
+            if not snapshot.interrupts:
+                break
+            if as_json or not sys.stdin.isatty():
+                return _waiting(thread_id, snapshot.interrupts, as_json)
+            todo = Command(resume=ask_in_terminal(snapshot.interrupts))
+        state = Passport.model_validate(snapshot.values)
     return _report(state, out, as_json, ledger)
+
+
+def _waiting(thread_id: str, interrupts: Sequence[Interrupt], as_json: bool) -> int:
+    from cli.hitl import render
+
+    for intr in interrupts:
+        print(render(intr), file=sys.stderr)
+    if as_json:
+        pending = [{"id": i.id, **i.value} for i in interrupts if isinstance(i.value, dict)]
+        print(json.dumps({"thread_id": thread_id, "status": "waiting", "interrupts": pending}, indent=2))
+    print(f"waiting for an answer: coe resume {thread_id} --answer ...", file=sys.stderr)
+    return EXIT_WAITING
 
 
 def _report(state: Passport, out: Path | None, as_json: bool, ledger: bool) -> int:
@@ -217,6 +291,8 @@ def _report(state: Passport, out: Path | None, as_json: bool, ledger: bool) -> i
         print(json.dumps(payload, indent=2))
     elif out is None:
         print(document)
+    if state.status == RunStatus.REJECTED:
+        print("the plan was rejected; no expert ran", file=sys.stderr)
     return EXIT_OK if state.status == RunStatus.COMPLETED else EXIT_RUN
 
 

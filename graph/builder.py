@@ -11,8 +11,17 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from graph.routing import after_execute, after_scope
-from nodes import answer_directly, assemble, execute_slots, guard, route_slots, scope, select_template
+from graph.routing import after_confirm, after_execute, after_scope
+from nodes import (
+    answer_directly,
+    assemble,
+    confirm_plan,
+    execute_slots,
+    guard,
+    route_slots,
+    scope,
+    select_template,
+)
 from state.context import RunContext
 from state.framework import MAX_SLOTS
 from state.io import RunInput, RunOutput
@@ -37,6 +46,7 @@ def build_graph(
     builder.add_node("answer_directly", answer_directly)
     builder.add_node("select_template", select_template)
     builder.add_node("route_slots", route_slots)
+    builder.add_node("confirm_plan", confirm_plan)
     builder.add_node("execute_slots", execute_slots)
     builder.add_node("assemble", assemble)
     builder.add_edge(START, "guard")
@@ -44,7 +54,8 @@ def build_graph(
     builder.add_conditional_edges("scope", after_scope)
     builder.add_edge("answer_directly", END)
     builder.add_edge("select_template", "route_slots")
-    builder.add_edge("route_slots", "execute_slots")
+    builder.add_edge("route_slots", "confirm_plan")
+    builder.add_conditional_edges("confirm_plan", after_confirm)
     builder.add_conditional_edges("execute_slots", after_execute)
     builder.add_edge("assemble", END)
     compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)

@@ -145,6 +145,37 @@ async def server_checkpointer() -> AsyncIterator[BaseCheckpointSaver[str]]:
         yield saver
 
 
+_THREADS_SQL = (
+    "SELECT thread_id FROM checkpoints WHERE checkpoint_ns = '' "
+    "GROUP BY thread_id ORDER BY MAX(checkpoint_id) DESC LIMIT {limit}"
+)
+
+
+def list_threads(saver: BaseCheckpointSaver[str], limit: int) -> list[str]:
+    """Thread ids with a saved run, newest first (checkpoint ids are time-ordered), at most ``limit``.
+
+    Reads the checkpoint table directly: ``saver.list()`` would load every checkpoint of every thread.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if isinstance(saver, SqliteSaver):
+        return [str(r[0]) for r in saver.conn.execute(_THREADS_SQL.format(limit="?"), (limit,)).fetchall()]
+    if isinstance(saver, PostgresSaver):
+        from psycopg import Connection
+
+        if isinstance(saver.conn, Connection):
+            rows = saver.conn.execute(_THREADS_SQL.format(limit="%s"), (limit,)).fetchall()
+        else:
+            with saver.conn.connection() as conn:
+                rows = conn.execute(_THREADS_SQL.format(limit="%s"), (limit,)).fetchall()
+        return [str(r["thread_id"]) for r in rows]
+    if isinstance(saver, InMemorySaver):
+        newest = {tid: max(ns.get("", {}) or [""]) for tid, ns in saver.storage.items()}
+        return sorted(newest, key=lambda t: newest[t], reverse=True)[:limit]
+    raise ConfigError("checkpoint URL", f"listing runs is not supported for {type(saver).__name__}")
+
+
 def _redact(url: str) -> str:
     if "@" in url and "://" in url:
         scheme, rest = url.split("://", 1)

@@ -2,10 +2,20 @@
 
 from nodes.answer_directly import answer_directly
 from nodes.assemble import assemble
+from nodes.confirm_plan import confirm_plan
 from nodes.execute_slots import execute_slots
 from nodes.guard import guard
 from nodes.route_slots import route_slots
 from nodes.scope import scope
 from nodes.select_template import select_template
 
-__all__ = ["answer_directly", "assemble", "execute_slots", "guard", "route_slots", "scope", "select_template"]
+__all__ = [
+    "answer_directly",
+    "assemble",
+    "confirm_plan",
+    "execute_slots",
+    "guard",
+    "route_slots",
+    "scope",
+    "select_template",
+]

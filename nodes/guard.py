@@ -60,11 +60,6 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Validate input and settings; record mission, settings, run identity and any given framework."""
     task = check_task(state.task)
     mode = check_mode(state.mode)
-    if mode is not Mode.AUTONOMOUS:
-        raise InputError(
-            "mode",
-            f"{mode.value!r} needs human-in-the-loop support, which this version does not have yet; use 'autonomous'",
-        )
     framework = check_framework(state.options, load_catalog())
     settings = resolve_settings(runtime.context)
     info = runtime.execution_info

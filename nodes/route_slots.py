@@ -96,6 +96,8 @@ def route_slots(state: Passport) -> dict[str, Any]:
         update["notices"] = notices
     if applied:
         update["defaults"] = applied
+    if state.approval is not None and state.approval.action == "edit":
+        update["approval"] = None  # the edited plan is routed now; confirm_plan asks about it again
     return update
 
 

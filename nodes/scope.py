@@ -3,15 +3,27 @@
 Only when the run chooses its framework from the template library (``use_templates``) and the caller gave
 none; otherwise the decision is recorded as unclassified and the run goes on to ``select_template``.
 A trivial task goes to ``answer_directly``; a single-expert task gets a one-slot plan; a multi-slot task gets a
-template adapted to it. An autonomous default that decided the scope (unclear scope -> narrower) is recorded
-in ``Passport.defaults`` with the question an interactive run would ask instead.
+template adapted to it. When the scope is unclear, interactive mode asks the person (a ``clarify`` interrupt:
+single or multi); the other modes take the narrower reading and record that default in ``Passport.defaults``
+with the question it stands for. Classification only reads the state, so the node restarts safely on resume.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from langgraph.types import interrupt
+
+from state.enums import Mode
 from state.errors import RunFailure
+from state.hitl import (
+    AnswerError,
+    EscalationCategory,
+    EscalationSeverity,
+    InterruptPayload,
+    Question,
+    parse_clarify_answer,
+)
 from state.passport import LedgerEntry, Passport, utcnow
 from state.scope import AppliedDefault, ScopeDecision
 
@@ -41,12 +53,15 @@ def scope(state: Passport) -> dict[str, Any]:
         lam=settings.routing_lambda, threshold=settings.routing_threshold, tie_margin=settings.routing_tie_margin
     )
     decision = classify(task, get_embedder(), index, get_router(params, catalog))
+    asked = decision.rule == "unclear_scope_narrower" and state.mission.mode is Mode.INTERACTIVE
+    if asked:
+        decision = _ask_scope(decision)
     update: dict[str, Any] = {
         "scope": decision,
         "updated_at": utcnow(),
         "ledger": [
             LedgerEntry(
-                agent="router",
+                agent="person" if asked else "router",
                 action="scope",
                 inputs_summary=f"{words} words",
                 outputs_summary=f"{decision.kind}: {decision.reason}",
@@ -67,3 +82,35 @@ def scope(state: Passport) -> dict[str, Any]:
             )
         ]
     return update
+
+
+def _ask_scope(decision: ScopeDecision) -> ScopeDecision:
+    """Interactive mode: the scope is unclear, so ask the person instead of taking the narrower reading."""
+    question = Question(
+        id="scope",
+        text=(
+            f"Should one expert ({decision.expert}) answer the whole task (single), "
+            "or should it be planned as several parts (multi)?"
+        ),
+        allowed=["single", "multi"],
+        default="single",
+    )
+    error: str | None = None
+    while True:
+        payload = InterruptPayload(
+            kind="clarify",
+            category=EscalationCategory.DECISION,
+            severity=EscalationSeverity.MEDIUM,
+            node=NODE,
+            questions=[question],
+            error=error,
+            answer_format='"single" or "multi" (or {"scope": "single"})',
+        )
+        try:
+            kind = parse_clarify_answer(interrupt(payload.model_dump(mode="json")), [question])["scope"]
+        except AnswerError as exc:
+            error = exc.message
+            continue
+        return decision.model_copy(
+            update={"kind": kind, "rule": None, "reason": f"the person chose {kind} ({decision.reason})"}
+        )

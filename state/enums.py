@@ -31,3 +31,5 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     PARTIAL = "partial"
     FAILED = "failed"
+    REJECTED = "rejected"
+    """The person rejected the plan (confirm / interactive mode); no expert ran."""

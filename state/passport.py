@@ -19,6 +19,7 @@ from state.adaptation import AdaptationAttempt, AdaptationRecord, EditOp, Plan
 from state.assist import AssistRecord, AssistSource
 from state.enums import Mode, RunStatus, SlotStatus
 from state.framework import Framework, SlotSpec
+from state.hitl import Approval
 from state.io import RunOptions, RunSummary, SlotSummary
 from state.result import OutlineItem, Section, SlotResult
 from state.scope import AppliedDefault, ScopeDecision
@@ -172,6 +173,8 @@ class Passport(BaseModel):
     """How much planning the task was judged to need: trivial, single expert or a multi-slot plan."""
     defaults: Annotated[list[AppliedDefault], append_list] = Field(default_factory=list)
     """Autonomous defaults applied where an interactive run would ask the person."""
+    approval: Approval | None = None
+    """How the person answered the plan (confirm / interactive mode; None: not asked)."""
     adaptation: AdaptationRecord | None = None
     """How the framework was chosen from the template library and adapted (None: given or one-slot)."""
     slot_states: Annotated[dict[str, SlotState], merge_dict] = Field(default_factory=dict)
@@ -214,5 +217,7 @@ STATE_TYPES: tuple[type, ...] = (
     ScopeDecision,
     AssistRecord,
     AssistSource,
+    AppliedDefault,
+    Approval,
 )
 """Every class stored in checkpoints (allow-listed for the checkpoint serializer)."""

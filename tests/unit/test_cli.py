@@ -85,7 +85,7 @@ def test_partial_run_exits_1_and_says_what_is_missing(write_script, cp: list[str
     [
         (["run", "  "], "task: is empty"),
         (["run", "x", "--framework", "/no/such/plan.yaml"], "/no/such/plan.yaml"),
-        (["run", "x", "--mode", "confirm", "--backend", "fake"], "use 'autonomous'"),
+        (["resume", "nope", "--answer", "approve"], "no run 'nope' is saved"),
         (["run", "x", "--backend", "fake", "--fake-script", "/no/script.yaml"], "/no/script.yaml"),
         (["resume", "nope"], "no run 'nope' is saved"),
         (["show", "nope"], "no run 'nope' is saved"),

@@ -1,0 +1,232 @@
+"""Human in the loop: plan approval (confirm), clarifying questions (interactive), answers that do not fit."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+from typer.testing import CliRunner
+
+from cli.main import app
+from graph import build_graph
+from graph.persistence import serializer
+from state import Passport
+from state.enums import RunStatus
+from state.framework import load_framework_file
+from state.hitl import InterruptPayload
+from state.io import RunInput, RunOptions
+from tests.conftest import FIXTURES, read_calls
+
+BRANCHY = load_framework_file(str(FIXTURES / "branchy.yaml"))
+runner = CliRunner()
+
+
+class Run:
+    """One thread of a compiled graph on an in-memory saver, with the fake backend logging its calls."""
+
+    def __init__(self, tmp_path: Path, mode: str, task: str = "Plan a small service", framework: bool = True) -> None:
+        self.graph = build_graph(InMemorySaver(serde=serializer()))
+        self.config: Any = {"configurable": {"thread_id": "t"}}
+        self.calls = tmp_path / "calls.jsonl"
+        script = tmp_path / "script.yaml"
+        script.write_text(yaml.safe_dump({"calls_log": str(self.calls), "rules": []}))
+        self.context = {"backend": "fake", "fake_script": str(script)}
+        options = (
+            RunOptions(framework=BRANCHY.model_dump(mode="json"), framework_source="branchy")
+            if framework
+            else RunOptions()
+        )
+        self.graph.invoke(RunInput(task=task, mode=mode, options=options), self.config, context=self.context)
+
+    def resume(self, value: object) -> None:
+        self.graph.invoke(Command(resume=value), self.config, context=self.context)
+
+    @property
+    def state(self) -> Passport:
+        return Passport.model_validate(self.graph.get_state(self.config).values)
+
+    def pending(self) -> list[InterruptPayload]:
+        return [InterruptPayload.model_validate(i.value) for i in self.graph.get_state(self.config).interrupts]
+
+
+def test_confirm_mode_shows_the_routed_plan_and_runs_only_after_approval(tmp_path: Path) -> None:
+    run = Run(tmp_path, "confirm")
+    [payload] = run.pending()
+    assert payload.kind == "approve_plan" and payload.allowed == ["approve", "reject", "edit"]
+    assert payload.category == "decision" and payload.severity == "medium" and payload.error is None
+    assert payload.plan is not None and [s.id for s in payload.plan] == ["A", "B", "C", "D"]
+    assert all(s.expert for s in payload.plan) and payload.plan[3].deps == ["B", "C"]
+    assert payload.framework is not None and payload.framework["slots"][0]["expert"] == payload.plan[0].expert
+    assert read_calls(run.calls) == [] and run.state.results == {}  # no expert ran before the answer
+    run.resume("approve")
+    state = run.state
+    assert state.status == RunStatus.COMPLETED and sorted(state.results) == ["A", "B", "C", "D"]
+    assert state.approval is not None and state.approval.action == "approve"
+    assert any(e.action == "plan_approve" and e.agent == "person" for e in state.ledger)
+
+
+def test_reject_ends_the_run_cleanly_with_its_status(tmp_path: Path) -> None:
+    run = Run(tmp_path, "confirm")
+    run.resume({"action": "reject", "reason": "too broad"})
+    state = run.state
+    assert state.status == RunStatus.REJECTED and state.results == {} and read_calls(run.calls) == []
+    assert state.document is not None and "rejected: too broad" in state.document
+    assert state.summary is not None and state.summary.status == RunStatus.REJECTED
+    assert run.graph.get_state(run.config).next == ()
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ("maybe", "unknown answer 'maybe'; allowed: approve, reject, edit"),
+        ("edit", "must carry the edited plan"),
+        ({"action": "approve", "framework": {}}, "only an edit carries a plan"),
+        ({"action": "ok"}, "action: 'ok' is not one of approve, reject, edit"),
+        (
+            {
+                "action": "edit",
+                "framework": {
+                    "id": "x",
+                    "title": "X",
+                    "slots": [
+                        {"id": "a", "title": "A", "description": "d", "deps": ["b"]},
+                        {"id": "b", "title": "B", "description": "d", "deps": ["a"]},
+                    ],
+                },
+            },
+            "dependency cycle",
+        ),
+        (
+            {
+                "action": "edit",
+                "framework": {
+                    "id": "x",
+                    "title": "X",
+                    "slots": [
+                        {"id": "a", "title": "A", "description": "d", "expert": "wizard"},
+                    ],
+                },
+            },
+            "unknown expert id 'wizard'",
+        ),
+    ],
+)
+def test_an_answer_that_does_not_fit_is_refused_and_changes_nothing(
+    tmp_path: Path, answer: object, message: str
+) -> None:
+    run = Run(tmp_path, "confirm")
+    before = run.state
+    run.resume(answer)
+    [payload] = run.pending()
+    assert payload.kind == "approve_plan" and payload.error is not None and message in payload.error
+    after = run.state
+    assert after.framework == before.framework and after.results == {} and after.approval is None
+    assert read_calls(run.calls) == []
+    run.resume("approve")  # the next valid answer is taken
+    assert run.state.status == RunStatus.COMPLETED
+
+
+def test_an_edited_plan_is_validated_routed_and_shown_again(tmp_path: Path) -> None:
+    run = Run(tmp_path, "confirm")
+    [payload] = run.pending()
+    assert payload.framework is not None
+    edited = dict(payload.framework)
+    edited["slots"] = [s for s in edited["slots"] if s["id"] in ("A", "C")]
+    edited["slots"][1] = {**edited["slots"][1], "expert": "security_architect"}
+    run.resume({"action": "edit", "framework": edited, "reason": "two slots are enough"})
+    [again] = run.pending()
+    assert again.plan is not None and [(s.id, s.expert) for s in again.plan] == [
+        ("A", payload.plan[0].expert if payload.plan else None),
+        ("C", "security_architect"),
+    ]
+    assert read_calls(run.calls) == []
+    run.resume("approve")
+    state = run.state
+    assert state.status == RunStatus.COMPLETED and sorted(state.results) == ["A", "C"]
+    assert sorted(read_calls(run.calls)) == ["A", "C"]
+    assert [e.action for e in state.ledger if e.agent == "person"] == ["plan_edit", "plan_approve"]
+
+
+def test_autonomous_mode_never_interrupts(tmp_path: Path) -> None:
+    run = Run(tmp_path, "autonomous")
+    assert run.pending() == [] and run.state.status == RunStatus.COMPLETED and run.state.approval is None
+
+
+def test_interactive_mode_asks_when_the_scope_is_unclear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import experts.scope
+    from experts.catalog import load_catalog
+    from experts.embedding import get_embedder
+    from experts.router import get_router
+    from experts.scope import classify
+    from experts.template_index import library
+
+    task = "Write a Python function that checks whether a string is a palindrome"
+    _, index = library(load_catalog().ids, get_embedder())
+    plain = classify(task, get_embedder(), index, get_router())
+    assert plain.expert_similarity is not None and plain.template_similarity is not None
+    fit = plain.expert_similarity - plain.template_similarity
+    monkeypatch.setattr(experts.scope, "classify", partial(classify, single_margin=fit + 0.01, narrow_band=0.02))
+    run = Run(tmp_path, "interactive", task=task, framework=False)
+    [clarify] = run.pending()
+    assert clarify.kind == "clarify" and clarify.node == "scope"
+    assert [q.id for q in clarify.questions] == ["scope"] and clarify.questions[0].allowed == ["single", "multi"]
+    run.resume("both")  # not an allowed answer
+    [again] = run.pending()
+    assert again.kind == "clarify" and again.error == "question scope: 'both' is not one of single, multi"
+    run.resume({"scope": "single"})
+    [plan] = run.pending()  # interactive mode also confirms the plan
+    assert plan.kind == "approve_plan" and plan.plan is not None and [s.id for s in plan.plan] == ["answer"]
+    state = run.state
+    assert state.scope is not None and state.scope.kind == "single" and state.scope.rule is None
+    assert state.scope.reason.startswith("the person chose single") and state.defaults == []
+    run.resume("approve")
+    assert run.state.status == RunStatus.COMPLETED
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+@pytest.fixture
+def cp(tmp_path: Path) -> list[str]:
+    return ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
+
+
+def _start(cp: list[str], thread: str = "h-1") -> Any:
+    args = ["run", "Plan a small service", "--mode", "confirm", "--framework", str(FIXTURES / "branchy.yaml")]
+    return runner.invoke(app, [*args, "--backend", "fake", "--thread-id", thread, "--json", *cp])
+
+
+def test_coe_run_confirm_waits_and_coe_resume_answers(cp: list[str]) -> None:
+    result = _start(cp)
+    assert result.exit_code == 3, result.output
+    waiting = json.loads(result.stdout)
+    assert waiting["status"] == "waiting" and waiting["interrupts"][0]["kind"] == "approve_plan"
+    assert "coe resume h-1 --answer" in result.stderr and "[approve_plan]" in result.stderr
+    listed = runner.invoke(app, ["threads", "--json", *cp])
+    assert listed.exit_code == 0
+    [first] = json.loads(listed.stdout)
+    assert first["thread_id"] == "h-1" and first["status"] == "waiting" and first["waiting_for"] == ["approve_plan"]
+    bad = runner.invoke(app, ["resume", "h-1", "--answer", "perhaps", *cp])
+    assert bad.exit_code == 2 and "--answer: unknown answer 'perhaps'" in bad.stderr
+    done = runner.invoke(app, ["resume", "h-1", "--answer", "approve", "--json", *cp])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["status"] == "completed"
+    assert "completed" in runner.invoke(app, ["threads", *cp]).stdout
+
+
+def test_coe_resume_takes_answers_from_a_file(tmp_path: Path, cp: list[str]) -> None:
+    assert _start(cp, "h-2").exit_code == 3
+    answers = tmp_path / "answers.yaml"
+    answers.write_text("action: reject\nreason: not now\n")
+    result = runner.invoke(app, ["resume", "h-2", "--answers-file", str(answers), *cp])
+    assert result.exit_code == 1 and "the plan was rejected" in result.stderr
+    assert "The plan was rejected: not now." in result.stdout
+    answers.write_text("nope: approve\n")
+    result = runner.invoke(app, ["resume", "h-2", "--answers-file", str(answers), *cp])
+    assert result.exit_code == 2 and "not waiting for an answer" in result.stderr
