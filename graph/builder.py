@@ -14,6 +14,7 @@ from langgraph.store.base import BaseStore
 from graph.routing import after_confirm, after_execute, after_scope
 from nodes import (
     answer_directly,
+    ask_user,
     assemble,
     confirm_plan,
     execute_slots,
@@ -25,7 +26,7 @@ from nodes import (
 from state.context import RunContext
 from state.framework import MAX_SLOTS
 from state.io import RunInput, RunOutput
-from state.passport import Passport
+from state.passport import AskUser, Passport
 
 RECURSION_LIMIT = 2 * MAX_SLOTS + 20
 """Enough super-steps for the largest framework: each slot needs at most two execute_slots rounds."""
@@ -48,6 +49,7 @@ def build_graph(
     builder.add_node("route_slots", route_slots)
     builder.add_node("confirm_plan", confirm_plan)
     builder.add_node("execute_slots", execute_slots)
+    builder.add_node("ask_user", ask_user, input_schema=AskUser)
     builder.add_node("assemble", assemble)
     builder.add_edge(START, "guard")
     builder.add_edge("guard", "scope")
@@ -56,7 +58,8 @@ def build_graph(
     builder.add_edge("select_template", "route_slots")
     builder.add_edge("route_slots", "confirm_plan")
     builder.add_conditional_edges("confirm_plan", after_confirm)
-    builder.add_conditional_edges("execute_slots", after_execute)
+    builder.add_conditional_edges("execute_slots", after_execute, ["execute_slots", "ask_user", "assemble"])
+    builder.add_edge("ask_user", "execute_slots")
     builder.add_edge("assemble", END)
     compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
     return compiled.with_config(recursion_limit=RECURSION_LIMIT)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from langgraph.types import Send
+
 from state.enums import RunStatus, SlotStatus
-from state.passport import Passport
+from state.passport import AskUser, Passport
 
 
 def after_scope(state: Passport) -> Literal["answer_directly", "select_template"]:
@@ -22,12 +24,35 @@ def after_confirm(state: Passport) -> Literal["execute_slots", "route_slots", "_
     return "execute_slots"
 
 
-def after_execute(state: Passport) -> Literal["execute_slots", "assemble"]:
-    """Loop on ``execute_slots`` while any slot is pending or running; then assemble."""
+def after_execute(state: Passport) -> Literal["execute_slots", "assemble"] | list[Send | str]:
+    """Loop on ``execute_slots`` while slots run; then ask the person for the slots awaiting answers; assemble.
+
+    The questions wait until no slot is running, so the person gets every pending question at once: one
+    ``ask_user`` task per slot (parallel interrupts, answered together or one at a time). Nothing runs next to
+    them: a branch only sees its own node's writes, so an ``execute_slots`` of the same step would ask again
+    for slots that the person is answering. Execution goes on after the answers.
+    """
     if state.framework is None:
         return "assemble"
+    asks: list[Send | str] = []
+    running = pending = False
     for spec in state.framework.slots:
         st = state.slot_states.get(spec.id)
-        if st is None or st.status in (SlotStatus.PENDING, SlotStatus.IN_PROGRESS):
-            return "execute_slots"
-    return "assemble"
+        if st is None or st.status == SlotStatus.PENDING:
+            pending = True
+        elif st.status == SlotStatus.IN_PROGRESS:
+            running = True
+        elif st.status == SlotStatus.AWAITING_USER and spec.id in state.results:
+            task = AskUser(
+                slot_id=spec.id,
+                title=spec.title,
+                state=st,
+                result=state.results[spec.id],
+                records=state.assists.get(spec.id, []),
+            )
+            asks.append(Send("ask_user", task))
+    if running:
+        return "execute_slots"
+    if asks:
+        return asks
+    return "execute_slots" if pending else "assemble"

@@ -1,6 +1,7 @@
 """Graph nodes: one module per node; each takes the Passport and returns a partial update."""
 
 from nodes.answer_directly import answer_directly
+from nodes.ask_user import ask_user
 from nodes.assemble import assemble
 from nodes.confirm_plan import confirm_plan
 from nodes.execute_slots import execute_slots
@@ -11,6 +12,7 @@ from nodes.select_template import select_template
 
 __all__ = [
     "answer_directly",
+    "ask_user",
     "assemble",
     "confirm_plan",
     "execute_slots",

@@ -19,8 +19,8 @@ outcome) and replaced everywhere it appears (raw text, sections, outline titles)
   reference"). An expert that does not know, answers out of format or needs something that cannot be
   resolved also falls back to lookup, then stays unresolved with the reason.
 * **user**: stays unresolved ("needs user input"). In interactive mode the record is flagged
-  ``awaiting_user``: asking the person through an interrupt belongs to the human-in-the-loop issue, which
-  will pick these records up; nothing is filled until the person answers.
+  ``awaiting_user``: ``execute_slots`` then holds the slot (``awaiting_user``) and :mod:`nodes.ask_user` asks
+  the person through an interrupt (worker threads cannot); nothing is filled until the person answers.
 
 A value is only ever text from a source (a document's sentence, a consulted expert's answer); anything else
 leaves the honest ``{{UNRESOLVED:...}}`` marker.

@@ -127,9 +127,10 @@ def _record(
     elif outcome.result is not None:
         results[finished.slot_id] = outcome.result
         assists[finished.slot_id] = outcome.assists
+        waiting = any(r.awaiting_user and r.status == "unresolved" for r in outcome.assists)
         new = prev.model_copy(
             update={
-                "status": SlotStatus.DONE,
+                "status": SlotStatus.AWAITING_USER if waiting else SlotStatus.DONE,
                 "attempts": prev.attempts + outcome.attempts,
                 "started_at": outcome.started_at,
                 "finished_at": outcome.finished_at,

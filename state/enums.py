@@ -18,6 +18,8 @@ class SlotStatus(StrEnum):
 
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
+    AWAITING_USER = "awaiting_user"
+    """Answered, but its {{ASSIST:user:...}} questions wait for the person (interactive mode)."""
     DONE = "done"
     BLOCKED = "blocked"
     FAILED = "failed"

@@ -20,7 +20,7 @@ from state.assist import AssistRecord, AssistSource
 from state.enums import Mode, RunStatus, SlotStatus
 from state.framework import Framework, SlotSpec
 from state.hitl import Approval
-from state.io import RunOptions, RunSummary, SlotSummary
+from state.io import RunInput, RunOptions, RunSummary, SlotSummary
 from state.result import OutlineItem, Section, SlotResult
 from state.scope import AppliedDefault, ScopeDecision
 
@@ -150,6 +150,13 @@ def merge_dict(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dic
     return merged
 
 
+def latest(left: datetime | None, right: datetime | None) -> datetime | None:
+    """Reducer: the later of two timestamps (parallel tasks of one step may each stamp ``updated_at``)."""
+    if left is None or right is None:
+        return right if left is None else left
+    return max(left, right)
+
+
 def append_list(left: list[Any] | None, right: list[Any] | None) -> list[Any]:
     """Reducer: append-only list."""
     return [*(left or []), *(right or [])]
@@ -187,7 +194,17 @@ class Passport(BaseModel):
     document: str | None = None
     summary: RunSummary | None = None
     status: RunStatus = RunStatus.PENDING
-    updated_at: datetime | None = None
+    updated_at: Annotated[datetime | None, latest] = None
+
+
+class AskUser(BaseModel):
+    """What one ``ask_user`` task gets (its Send payload): the slot, its state, result and assist records."""
+
+    slot_id: str
+    title: str
+    state: SlotState
+    result: SlotResult
+    records: list[AssistRecord]
 
 
 STATE_TYPES: tuple[type, ...] = (
@@ -219,5 +236,7 @@ STATE_TYPES: tuple[type, ...] = (
     AssistSource,
     AppliedDefault,
     Approval,
+    AskUser,
+    RunInput,
 )
 """Every class stored in checkpoints (allow-listed for the checkpoint serializer)."""

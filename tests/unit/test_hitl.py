@@ -230,3 +230,111 @@ def test_coe_resume_takes_answers_from_a_file(tmp_path: Path, cp: list[str]) -> 
     answers.write_text("nope: approve\n")
     result = runner.invoke(app, ["resume", "h-2", "--answers-file", str(answers), *cp])
     assert result.exit_code == 2 and "not waiting for an answer" in result.stderr
+
+
+# ---------------------------------------------------------------- user questions of the experts
+
+A_TEXT = (
+    "## Outline\n1. Requirements\n2. Hosting\n3. Summary\n\n## 1. Requirements\nServe the API.\n\n"
+    "## 2. Hosting\nDeploy to {{ASSIST:user:your production hostname}} in {{ASSIST:user:your cloud region}}.\n\n"
+    "## 3. Summary\nDone.\n"
+)
+C_TEXT = (
+    "## Outline\n1. Risks\n2. Mitigation\n3. Owner\n\n## 1. Risks\nOutages.\n\n## 2. Mitigation\nRetry.\n\n"
+    "## 3. Owner\nThe owner is {{ASSIST:user:who owns the risk register}}.\n"
+)
+
+
+class UserQuestions(Run):
+    def __init__(self, tmp_path: Path) -> None:
+        self.graph = build_graph(InMemorySaver(serde=serializer()))
+        self.config = {"configurable": {"thread_id": "u"}}
+        self.calls = tmp_path / "calls.jsonl"
+        script = tmp_path / "script.yaml"
+        rules = [{"slot": "A", "text": A_TEXT}, {"slot": "C", "text": C_TEXT}]
+        script.write_text(yaml.safe_dump({"calls_log": str(self.calls), "rules": rules}))
+        self.context = {"backend": "fake", "fake_script": str(script)}
+        options = RunOptions(framework=BRANCHY.model_dump(mode="json"), framework_source="branchy")
+        self.graph.invoke(
+            RunInput(task="Plan a small service", mode="interactive", options=options),
+            self.config,
+            context=self.context,
+        )
+        self.resume("approve")
+
+    def interrupts(self) -> dict[str, InterruptPayload]:
+        snapshot = self.graph.get_state(self.config)
+        return {i.id: InterruptPayload.model_validate(i.value) for i in snapshot.interrupts}
+
+
+def test_parallel_slots_ask_the_person_together_and_dependents_wait(tmp_path: Path) -> None:
+    run = UserQuestions(tmp_path)
+    pending = run.interrupts()
+    assert sorted(q.id for p in pending.values() for q in p.questions) == ["A.a1", "A.a2", "C.a1"]
+    assert all(p.kind == "assist_user" and p.category == "help" for p in pending.values())
+    state = run.state
+    assert state.slot_states["A"].status == "awaiting_user" and state.slot_states["C"].status == "awaiting_user"
+    assert "B" not in read_calls(run.calls) and "D" not in read_calls(run.calls)  # dependents wait
+    by_slot = {p.questions[0].id.split(".")[0]: intr_id for intr_id, p in pending.items()}
+    answers = {
+        by_slot["A"]: {"A.a1": "api.example.com", "A.a2": "skip"},
+        by_slot["C"]: "the platform team",
+    }
+    run.resume(answers)  # both interrupts answered with one resume
+    state = run.state
+    assert run.interrupts() == {} and state.status == RunStatus.COMPLETED
+    assert "Deploy to api.example.com in {{UNRESOLVED:user:your cloud region - the person did not answer}}" in (
+        state.results["A"].raw
+    )
+    assert "The owner is the platform team." in state.results["C"].raw
+    [a1, a2] = state.assists["A"]
+    assert a1.status == "resolved" and a1.sources[0].kind == "user" and a1.value == "api.example.com"
+    assert a2.status == "unresolved" and a2.reason == "the person did not answer"
+    assert state.document is not None and "api.example.com" in state.document
+    assert "the person did not answer" in state.document
+    assert sorted(read_calls(run.calls)) == ["A", "B", "C", "D"]  # nothing ran twice
+
+
+def test_questions_can_be_answered_one_at_a_time(tmp_path: Path) -> None:
+    run = UserQuestions(tmp_path)
+    pending = run.interrupts()
+    first = next(i for i, p in pending.items() if p.questions[0].id.startswith("C"))
+    run.resume({first: "the platform team"})
+    left = run.interrupts()
+    assert list(left) == [i for i in pending if i != first]
+    assert run.state.slot_states["C"].status == "done" and run.state.slot_states["A"].status == "awaiting_user"
+    [(other, payload)] = left.items()
+    run.resume({other: {"A.a1": "api.example.com"}})  # a missing answer is refused, nothing changes
+    [again] = run.interrupts().values()
+    assert again.error == "question A.a2: no answer"
+    run.resume({next(iter(run.interrupts())): {"A.a1": "api.example.com", "A.a2": "eu-west-1"}})
+    state = run.state
+    assert state.status == RunStatus.COMPLETED and "in eu-west-1." in state.results["A"].raw
+    assert sorted(read_calls(run.calls)) == ["A", "B", "C", "D"]
+
+
+def test_coe_answers_parallel_user_questions_from_a_file_on_sqlite(tmp_path: Path, cp: list[str]) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"rules": [{"slot": "A", "text": A_TEXT}, {"slot": "C", "text": C_TEXT}]}))
+    args = ["run", "Plan a small service", "--mode", "interactive", "--framework", str(FIXTURES / "branchy.yaml")]
+    fake = ["--backend", "fake", "--fake-script", str(script), "--thread-id", "q-1", "--json"]
+    assert runner.invoke(app, [*args, *fake, *cp]).exit_code == 3
+    result = runner.invoke(app, ["resume", "q-1", "--answer", "approve", "--json", *cp])
+    assert result.exit_code == 3, result.output
+    waiting = json.loads(result.stdout)["interrupts"]
+    assert sorted(i["kind"] for i in waiting) == ["assist_user", "assist_user"]
+    one = runner.invoke(app, ["resume", "q-1", "--answer", "x", *cp])
+    assert one.exit_code == 2 and "2 questions are pending" in one.stderr
+    answers = {
+        i["id"]: (
+            {"A.a1": "api.example.com", "A.a2": "eu-west-1"} if i["questions"][0]["id"].startswith("A") else "ops"
+        )
+        for i in waiting
+    }
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(answers))
+    done = runner.invoke(app, ["resume", "q-1", "--answers-file", str(path), "--json", *cp])
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "completed" and "api.example.com in eu-west-1" in summary["document"]
+    assert summary["unresolved"] == []
