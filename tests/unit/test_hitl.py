@@ -338,3 +338,36 @@ def test_coe_answers_parallel_user_questions_from_a_file_on_sqlite(tmp_path: Pat
     summary = json.loads(done.stdout)
     assert summary["status"] == "completed" and "api.example.com in eu-west-1" in summary["document"]
     assert summary["unresolved"] == []
+
+
+def test_the_terminal_dialogue_re_asks_and_edits_through_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langgraph.types import Interrupt
+
+    from cli.hitl import ask_in_terminal
+
+    run = Run(tmp_path, "confirm")
+    [intr] = run.graph.get_state(run.config).interrupts
+    replies = iter(["perhaps", "approve"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(replies))
+    assert ask_in_terminal([intr]) == "approve"
+    err = capsys.readouterr().err
+    assert "[approve_plan]" in err and "not accepted: unknown answer 'perhaps'" in err
+
+    def edit(prompt: str = "") -> str:
+        if prompt.startswith("  the plan is in "):
+            path = Path(prompt.split(" is in ", 1)[1].split(":", 1)[0])
+            plan = yaml.safe_load(path.read_text())
+            plan["slots"] = [s for s in plan["slots"] if s["id"] == "A"]
+            path.write_text(yaml.safe_dump(plan))
+            return ""
+        return "edit"
+
+    monkeypatch.setattr("builtins.input", edit)
+    answer = ask_in_terminal([Interrupt(value=intr.value, id=intr.id)])
+    assert isinstance(answer, dict) and answer["action"] == "edit"
+    assert [s["id"] for s in answer["framework"]["slots"]] == ["A"]
+    run.resume(answer)
+    [again] = run.pending()
+    assert again.plan is not None and [s.id for s in again.plan] == ["A"]
