@@ -58,19 +58,14 @@ def resume_value(interrupts: Sequence[Interrupt], answer: str | None, answers_fi
             raise ConfigError(str(answers_file), f"cannot read the answers: {exc}") from None
         by_id = {i.id: i for i in interrupts}
         if isinstance(data, dict) and data and set(data) <= set(by_id):
-            missing = sorted(set(by_id) - set(data))
-            answers = dict(data)
-        elif len(interrupts) == 1:
-            answers, missing = {interrupts[0].id: data}, []
-        else:
+            for intr_id, value in data.items():
+                _checked(payload_of(by_id[intr_id]), value, f"{answers_file}: {intr_id}")
+            return dict(data)  # by interrupt id: those named are answered, the others stay pending
+        if len(interrupts) > 1:
             known = ", ".join(by_id)
-            raise ConfigError(str(answers_file), f"must map each pending interrupt id ({known}) to its answer")
-        for intr_id, value in answers.items():
-            _checked(payload_of(by_id[intr_id]), value, f"{answers_file}: {intr_id}")
-        if missing:
-            # answered one at a time: the others stay pending
-            return {k: answers[k] for k in answers}
-        return answers if len(interrupts) > 1 else answers[interrupts[0].id]
+            raise ConfigError(str(answers_file), f"must map pending interrupt ids ({known}) to their answers")
+        _checked(payload_of(interrupts[0]), data, str(answers_file))
+        return data
     if answer is None:
         raise ConfigError("--answer", "give the answer with --answer TEXT or --answers-file FILE")
     if len(interrupts) > 1:
