@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_WAITING, user_errors
 from cli.experts_cmd import experts_app, route
 from cli.kb_cmd import kb_app
+from cli.retention_cmd import prune
 from cli.templates_cmd import templates_app
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
@@ -347,6 +348,7 @@ app.command("route")(route)
 app.add_typer(experts_app, name="experts")
 app.add_typer(templates_app, name="templates")
 app.add_typer(kb_app, name="kb")
+app.command("prune")(prune)
 
 
 def main() -> None:

@@ -1,0 +1,208 @@
+"""Checkpoint retention: delete finished runs older than a cutoff, optionally compact the finished runs kept.
+
+The policy (``coe prune``; docs/decisions.md, "Checkpoint retention"):
+
+* A run is *finished* when its graph has nothing left to do: no ``next`` node and no pending interrupt (status
+  completed, partial, failed or rejected). A run that stopped half-way (killed, a node failed) or waits for an
+  answer is *unfinished*: ``coe resume`` can still continue it, so it is kept unless the caller passes
+  ``keep_unfinished=False``.
+* A run's age is the time since its last update (``Passport.updated_at``, else its latest checkpoint's time).
+* Deleting uses the checkpointer's own ``delete_thread`` (checkpoints, pending writes and, on Postgres, blobs).
+* Compacting keeps only the latest checkpoint of a finished run: its state, document and ledger stay readable
+  (``coe show``; ``coe resume`` prints the result) while the step-by-step history (``get_state_history``, time
+  travel) goes. Postgres has ``PostgresSaver.prune(strategy="keep_latest")``; ``SqliteSaver`` does not
+  implement ``prune`` (langgraph-checkpoint-sqlite 3.1), so for SQLite the same rule is two DELETE statements
+  in one transaction. Unfinished runs are never compacted: resuming needs their pending writes.
+
+Nothing here runs on its own: ``coe prune`` (or a scheduled job calling it) applies the policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+
+from state.enums import RunStatus
+from state.errors import ConfigError
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+logger = logging.getLogger(__name__)
+
+ENV_DAYS = "COE_RETENTION_DAYS"
+FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.PARTIAL, RunStatus.FAILED, RunStatus.REJECTED})
+_ALL = 2**62
+"""``list_threads`` limit that means every thread."""
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """What retention needs to know about one saved run."""
+
+    thread_id: str
+    status: str
+    """completed / partial / failed / rejected, or waiting (for an answer) / stopped (resumable) / pending."""
+    finished: bool
+    updated_at: datetime | None
+
+
+@dataclass
+class RetentionReport:
+    """What a prune did (or, in a dry run, would do)."""
+
+    cutoff: datetime
+    dry_run: bool
+    deleted: list[ThreadInfo] = field(default_factory=list)
+    compacted: list[ThreadInfo] = field(default_factory=list)
+    kept: list[ThreadInfo] = field(default_factory=list)
+
+
+def retention_days(days: float | None) -> float:
+    """The retention period in days: the argument, else ``COE_RETENTION_DAYS``; a usage error when neither."""
+    if days is not None:
+        value, source = days, "--older-than"
+    else:
+        raw = os.environ.get(ENV_DAYS)
+        if raw is None or not raw.strip():
+            raise ConfigError("retention", f"give --older-than DAYS or set {ENV_DAYS}")
+        try:
+            value, source = float(raw), ENV_DAYS
+        except ValueError:
+            raise ConfigError(ENV_DAYS, f"{raw!r} is not a number of days") from None
+    if not value >= 0:  # also rejects NaN
+        raise ConfigError(source, f"{value} is not a number of days >= 0")
+    return value
+
+
+def describe_thread(saver: BaseCheckpointSaver[str], thread_id: str) -> ThreadInfo | None:
+    """Status and age of one saved run (None when the thread has no checkpoint)."""
+    from graph.builder import build_graph
+    from state.passport import Passport
+
+    snapshot = build_graph(saver).get_state({"configurable": {"thread_id": thread_id}})
+    if not snapshot.values and snapshot.created_at is None:
+        return None
+    saved = _parse_ts(snapshot.created_at)
+    if not snapshot.values:
+        return ThreadInfo(thread_id, RunStatus.PENDING.value, False, saved)
+    state = Passport.model_validate(snapshot.values)
+    status = state.status
+    finished = not snapshot.next and not snapshot.interrupts and status in FINISHED
+    if snapshot.interrupts:
+        label = "waiting"
+    elif snapshot.next:
+        label = "stopped"
+    else:
+        label = status.value
+    return ThreadInfo(thread_id, label, finished, state.updated_at or saved)
+
+
+def prune_runs(
+    saver: BaseCheckpointSaver[str],
+    older_than: timedelta,
+    *,
+    now: datetime | None = None,
+    keep_unfinished: bool = True,
+    compact: bool = False,
+    dry_run: bool = False,
+) -> RetentionReport:
+    """Apply the retention policy to every run saved in ``saver``.
+
+    Deletes finished runs last updated before ``now - older_than`` (and unfinished ones too when
+    ``keep_unfinished`` is False); with ``compact``, drops the intermediate checkpoints of the finished runs
+    that are kept. ``dry_run`` reports the same choices and changes nothing.
+    """
+    from graph.persistence import list_threads
+
+    cutoff = (now or datetime.now(UTC)) - older_than
+    report = RetentionReport(cutoff=cutoff, dry_run=dry_run)
+    for thread_id in list_threads(saver, _ALL):
+        info = describe_thread(saver, thread_id)
+        if info is None:
+            continue
+        old = info.updated_at is not None and info.updated_at < cutoff
+        if old and (info.finished or not keep_unfinished):
+            report.deleted.append(info)
+        elif compact and info.finished:
+            report.compacted.append(info)
+        else:
+            report.kept.append(info)
+    if dry_run:
+        return report
+    for info in report.deleted:
+        saver.delete_thread(info.thread_id)
+        logger.info("deleted run %s (%s, last updated %s)", info.thread_id, info.status, info.updated_at)
+    compact_threads(saver, [i.thread_id for i in report.compacted])
+    return report
+
+
+def compact_threads(saver: BaseCheckpointSaver[str], thread_ids: Iterable[str]) -> None:
+    """Keep only the latest checkpoint (per namespace) of each thread, with its pending writes."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    ids = list(thread_ids)
+    if not ids:
+        return
+    if isinstance(saver, PostgresSaver):
+        saver.prune(ids, strategy="keep_latest")
+    elif isinstance(saver, SqliteSaver):
+        for thread_id in ids:
+            _compact_sqlite(saver, thread_id)
+    elif isinstance(saver, InMemorySaver):
+        for thread_id in ids:
+            _compact_memory(saver, thread_id)
+    else:
+        raise ConfigError("checkpoint URL", f"compacting runs is not supported for {type(saver).__name__}")
+
+
+_SQLITE_COMPACT = (
+    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < ("
+    " SELECT MAX(c.checkpoint_id) FROM checkpoints c"
+    " WHERE c.thread_id = checkpoints.thread_id AND c.checkpoint_ns = checkpoints.checkpoint_ns)",
+    "DELETE FROM writes WHERE thread_id = ? AND NOT EXISTS ("
+    " SELECT 1 FROM checkpoints c WHERE c.thread_id = writes.thread_id"
+    " AND c.checkpoint_ns = writes.checkpoint_ns AND c.checkpoint_id = writes.checkpoint_id)",
+)
+
+
+def _compact_sqlite(saver: SqliteSaver, thread_id: str) -> None:
+    with saver.lock:
+        conn = saver.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sql in _SQLITE_COMPACT:
+                conn.execute(sql, (thread_id,))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+
+def _compact_memory(saver: InMemorySaver, thread_id: str) -> None:
+    namespaces = saver.storage.get(thread_id, {})
+    kept: set[tuple[str, str]] = set()
+    for ns, checkpoints in namespaces.items():
+        if not checkpoints:
+            continue
+        latest = max(checkpoints)
+        for checkpoint_id in [c for c in checkpoints if c != latest]:
+            del checkpoints[checkpoint_id]
+        kept.add((ns, latest))
+    for key in [k for k in saver.writes if k[0] == thread_id and (k[1], k[2]) not in kept]:
+        del saver.writes[key]
+
+
+def _parse_ts(ts: str | None) -> datetime | None:
+    if not ts:
+        return None
+    parsed = datetime.fromisoformat(ts)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
