@@ -17,7 +17,7 @@ from state.framework import fallback_framework
 ROOT = Path(__file__).resolve().parents[2]
 
 
-TASK = "Explain the difference between a heart attack and cardiac arrest for a first-aid class handout."
+TASK = "Write a haiku about the first snow of winter"  # one expert's work (creative_writer), a short answer
 
 
 @pytest.mark.integration
@@ -41,7 +41,7 @@ def test_coe_run_on_the_default_model(tmp_path: Path) -> None:
     assert slot["status"] == "done"
     assert slot["expert"] == get_router().route(routing_text(fallback_framework(TASK).slots[0])).expert
     doc = summary["document"]
-    assert doc.startswith("# " + TASK[:60])  # the title is the task, shortened past 80 characters
+    assert doc.startswith("# " + TASK)
     assert "### 1. " in doc and "### 3. " in doc  # the expert's numbered sections, nested under the slot
     # The default model runs offline from the verified cache; a second process reuses it without re-assembly.
     assert (Path(os.environ.get("COE_MODEL_CACHE", Path.home() / ".cache" / "coe" / "models"))).exists()

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 
 from state.framework import load_framework_file
 from tests.conftest import FIXTURES
@@ -45,9 +48,17 @@ class Server:
         return asyncio.run(main())
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    tmp = tmp_path_factory.mktemp("server")
+@contextmanager
+def _serve(tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
+    """``langgraph dev`` on a free port with the fake backend (SQLite checkpoints unless ``extra_env`` says)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    # The dev server keeps its own state (threads, runs) in .langgraph_api under its working directory and
+    # resolves the config's paths from there: each server gets a directory and the config with absolute paths.
+    config = json.loads((ROOT / "langgraph.json").read_text())
+    config["dependencies"] = [str(ROOT)]
+    config["graphs"] = {k: str(ROOT / v.removeprefix("./")) for k, v in config["graphs"].items()}
+    config["checkpointer"]["path"] = str(ROOT / config["checkpointer"]["path"].removeprefix("./"))
+    (tmp / "langgraph.json").write_text(json.dumps(config))
     port = _free_port()
     env = {
         **os.environ,
@@ -56,11 +67,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "COE_BACKEND": "fake",
         "COE_HOME": str(tmp / "home"),
         "COE_CHECKPOINT_URL": f"sqlite://{tmp / 'server.sqlite'}",
+        **(extra_env or {}),
     }
     log = (tmp / "server.log").open("w")
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "langgraph"), "dev", "--no-browser", "--no-reload", "--port", str(port)],
-        cwd=ROOT,
+        [
+            str(Path(sys.executable).parent / "langgraph"),
+            "dev",
+            "--config",
+            str(tmp / "langgraph.json"),
+            "--no-browser",
+            "--no-reload",
+            "--port",
+            str(port),
+        ],
+        cwd=tmp,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -85,6 +106,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         proc.terminate()
         proc.wait(timeout=20)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with _serve(tmp_path_factory.mktemp("server")) as srv:
+        yield srv
 
 
 def test_langgraph_dev_run_through_the_sdk(server: Server) -> None:
@@ -146,3 +173,80 @@ def test_reject_over_the_api_ends_the_run(server: Server) -> None:
 
     values = server.run(scenario)
     assert values["status"] == "rejected" and "rejected: not now" in values["document"]
+
+
+A_TEXT = (
+    "## Outline\n1. Requirements\n2. Hosting\n3. Summary\n\n## 1. Requirements\nServe the API.\n\n"
+    "## 2. Hosting\nDeploy to {{ASSIST:user:your production hostname}}.\n\n## 3. Summary\nDone.\n"
+)
+C_TEXT = (
+    "## Outline\n1. Risks\n2. Mitigation\n3. Owner\n\n## 1. Risks\nOutages.\n\n## 2. Mitigation\nRetry.\n\n"
+    "## 3. Owner\nThe owner is {{ASSIST:user:who owns the risk register}}.\n"
+)
+
+
+def test_parallel_user_questions_over_the_api(server: Server, tmp_path: Path) -> None:
+    """interactive mode: two slots ask the person at once; one answered by id, then the other."""
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"rules": [{"slot": "A", "text": A_TEXT}, {"slot": "C", "text": C_TEXT}]}))
+    context = {"fake_script": str(script)}
+
+    async def scenario(client: Any) -> dict[str, Any]:
+        thread = (await client.threads.create())["thread_id"]
+        run_input = {"task": "Plan a small service", "mode": "interactive", "options": {"framework": BRANCHY}}
+        await client.runs.wait(thread, "college_of_experts", input=run_input, context=context)
+        await client.runs.wait(thread, "college_of_experts", command={"resume": "approve"}, context=context)
+        pending = (await client.threads.get_state(thread))["interrupts"]
+        assert sorted(i["value"]["kind"] for i in pending) == ["assist_user", "assist_user"]
+        by_slot = {i["value"]["questions"][0]["id"].split(".")[0]: i["id"] for i in pending}
+        await client.runs.wait(thread, "college_of_experts", command={"resume": {by_slot["C"]: "ops"}}, context=context)
+        [left] = (await client.threads.get_state(thread))["interrupts"]
+        assert left["id"] == by_slot["A"]
+        await client.runs.wait(
+            thread, "college_of_experts", command={"resume": {left["id"]: "api.example.com"}}, context=context
+        )
+        final = await client.threads.get_state(thread)
+        assert final["interrupts"] == [] and final["next"] == []
+        return dict(final["values"])
+
+    values = server.run(scenario)
+    assert values["status"] == "completed"
+    assert "api.example.com" in values["document"] and "The owner is ops." in values["document"]
+
+
+@pytest.mark.postgres
+def test_a_waiting_run_survives_a_server_restart_in_postgres(tmp_path: Path) -> None:
+    """COE_CHECKPOINT_URL=postgresql://...: a run waiting for approval is answered after the server restarts."""
+    from tests.conftest import POSTGRES_URL
+
+    env = {"COE_CHECKPOINT_URL": POSTGRES_URL}
+    thread_box: dict[str, str] = {}
+
+    async def start(client: Any) -> None:
+        thread = (await client.threads.create())["thread_id"]
+        thread_box["id"] = thread
+        run_input = {"task": "Plan a small service", "mode": "confirm", "options": {"framework": BRANCHY}}
+        await client.runs.wait(thread, "college_of_experts", input=run_input)
+
+    async def finish(client: Any) -> dict[str, Any]:
+        thread = thread_box["id"]
+        # this server has never seen the thread (its registry is in another directory); the checkpoints are in
+        # Postgres: registering the thread id with its graph again finds the saved run, interrupt included.
+        await client.threads.create(thread_id=thread, if_exists="do_nothing", graph_id="college_of_experts")
+        [intr] = (await client.threads.get_state(thread))["interrupts"]
+        assert intr["value"]["kind"] == "approve_plan"
+        await client.runs.wait(thread, "college_of_experts", command={"resume": "approve"})
+        return dict((await client.threads.get_state(thread))["values"])
+
+    try:
+        with _serve(tmp_path / "first", env) as first:
+            first.run(start)
+        with _serve(tmp_path / "second", env) as second:
+            values = second.run(finish)
+    finally:
+        if "id" in thread_box:  # leave the shared test database as we found it
+            from graph.persistence import open_checkpointer
+
+            with open_checkpointer(POSTGRES_URL) as saver:
+                saver.delete_thread(thread_box["id"])
+    assert values["status"] == "completed" and sorted(values["results"]) == ["A", "B", "C", "D"]
