@@ -49,6 +49,7 @@ class BackendChoice(StrEnum):
 
     llama = "llama"
     fake = "fake"
+    remote = "remote"
 
 
 CheckpointOpt = Annotated[

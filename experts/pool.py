@@ -7,6 +7,7 @@ lock, so callers may generate from several threads.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -14,8 +15,8 @@ from typing import Literal, Protocol
 from state.errors import ConfigError, ModelUnavailableError
 from state.passport import Settings
 
-BackendName = Literal["llama", "fake"]
-BACKENDS: tuple[str, ...] = ("llama", "fake")
+BackendName = Literal["llama", "fake", "remote"]
+BACKENDS: tuple[str, ...] = ("llama", "fake", "remote")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class ExpertBackend(Protocol):
         ...
 
 
-_cache: dict[tuple[str, str | None, int, int | None], ExpertBackend] = {}
+_cache: dict[tuple[object, ...], ExpertBackend] = {}
 _cache_lock = threading.Lock()
 
 
@@ -78,8 +79,27 @@ def get_backend(settings: Settings, model: str | None = None) -> ExpertBackend:
 
     Args:
         settings: The run's settings (backend, base model, context size, threads).
-        model: A true expert's own model (bundled name or GGUF path); None for the base model.
+        model: A true expert's own model (bundled name or GGUF path); None for the base model. On the remote
+            backend it is the model name sent to the server.
     """
+    if settings.backend == "remote":
+        from experts.remote import API_KEY_ENV, RemoteBackend
+
+        name = model if model is not None else (settings.remote_model or settings.model_path)
+        remote_key = (
+            "remote",
+            settings.remote_url,
+            name,
+            settings.remote_timeout,
+            settings.remote_retries,
+            os.environ.get(API_KEY_ENV),
+        )
+        with _cache_lock:
+            backend = _cache.get(remote_key)
+            if backend is None:
+                backend = RemoteBackend.from_settings(settings, model)
+                _cache[remote_key] = backend
+            return backend
     if model is not None:
         settings = settings.model_copy(update={"model_path": model})
     if settings.backend not in BACKENDS:
@@ -108,7 +128,8 @@ def get_backend(settings: Settings, model: str | None = None) -> ExpertBackend:
 def model_unavailable(settings: Settings, model: str) -> str | None:
     """Why ``model`` (a bundled name or GGUF path) cannot be loaded by the settings' backend, or None.
 
-    Only the llama backend loads model files; other backends stand in for any model.
+    Only the llama backend loads model files; other backends stand in for any model (a remote server is sent
+    the model's name and answers for it, or fails the slot with an error naming the model).
     """
     if settings.backend != "llama":
         return None

@@ -26,6 +26,12 @@ DEFAULTS: dict[str, Any] = {
     "use_grammar": True,
     "n_ctx": 4096,
     "n_threads": None,
+    # The remote backend (experts/remote.py): an OpenAI-compatible server. Its API key is read from
+    # $COE_REMOTE_API_KEY when the backend is created and is never a setting (it would reach the checkpoint).
+    "remote_url": None,
+    "remote_model": None,
+    "remote_timeout": 300.0,
+    "remote_retries": 2,
     "reference_max_chars": 6000,
     # Routing, calibrated by bench/bench_routing.py (dev split + probes; results in bench/results/routing.md)
     "routing_lambda": 0.3,
@@ -51,6 +57,10 @@ ENV_VARS: dict[str, str] = {
     "use_grammar": "COE_USE_GRAMMAR",
     "n_ctx": "COE_N_CTX",
     "n_threads": "COE_N_THREADS",
+    "remote_url": "COE_REMOTE_URL",
+    "remote_model": "COE_REMOTE_MODEL",
+    "remote_timeout": "COE_REMOTE_TIMEOUT",
+    "remote_retries": "COE_REMOTE_RETRIES",
     "reference_max_chars": "COE_REFERENCE_MAX_CHARS",
     "routing_lambda": "COE_ROUTING_LAMBDA",
     "routing_threshold": "COE_ROUTING_THRESHOLD",
@@ -68,7 +78,7 @@ class RunContext(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str | None = Field(default=None, description="Expert backend: llama or fake.")
+    backend: str | None = Field(default=None, description="Expert backend: llama, fake or remote.")
     model_path: str | None = Field(
         default=None, description="A bundled model name (qwen2.5-coder-0.5b, smollm2-135m) or a GGUF path."
     )
@@ -80,6 +90,16 @@ class RunContext(BaseModel):
     use_grammar: bool | None = Field(default=None, description="Constrain output to the outline contract.")
     n_ctx: int | None = Field(default=None, ge=512, le=131072)
     n_threads: int | None = Field(default=None, ge=1, le=256)
+    remote_url: str | None = Field(
+        default=None, description="Remote backend: the server's OpenAI base URL, e.g. http://127.0.0.1:8000/v1."
+    )
+    remote_model: str | None = Field(default=None, description="Remote backend: the model name of the base model.")
+    remote_timeout: float | None = Field(
+        default=None, gt=0.0, le=3600.0, description="Remote backend: seconds to wait for one completion."
+    )
+    remote_retries: int | None = Field(
+        default=None, ge=0, le=10, description="Remote backend: retries after connection errors, 429 and 5xx."
+    )
     reference_max_chars: int | None = Field(default=None, ge=200)
     routing_lambda: float | None = Field(
         default=None, ge=0.0, le=5.0, description="Exclusion penalty of the router: cap - lambda * exc."
@@ -133,8 +153,16 @@ def resolve_settings(context: RunContext | dict[str, Any] | None, env: dict[str,
         else:
             values[name], origin[name] = default, f"default {name}"
     values["explicit"] = sorted(n for n, o in origin.items() if not o.startswith("default"))
-    if values["backend"] not in ("llama", "fake"):
-        raise ConfigError(origin["backend"], f"unknown backend {values['backend']!r}; allowed: llama, fake")
+    if values["backend"] not in ("llama", "fake", "remote"):
+        raise ConfigError(origin["backend"], f"unknown backend {values['backend']!r}; allowed: llama, fake, remote")
+    if values["backend"] == "remote" and not values["remote_url"]:
+        raise ConfigError(
+            origin["backend"],
+            "the remote backend needs the server's OpenAI base URL (e.g. http://127.0.0.1:8000/v1): "
+            "set COE_REMOTE_URL or the run context field remote_url",
+        )
+    if values["remote_url"] and not str(values["remote_url"]).startswith(("http://", "https://")):
+        raise ConfigError(origin["remote_url"], f"{values['remote_url']!r} is not an http(s) URL")
     if values["backend"] == "fake" and not values["fake_script"]:
         values["fake_script"] = None
     try:

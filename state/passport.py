@@ -70,6 +70,11 @@ class Settings(_Model):
     use_grammar: bool
     n_ctx: int = Field(ge=512, le=131072)
     n_threads: int | None = Field(default=None, ge=1, le=256)
+    remote_url: str | None = None
+    """The remote backend's OpenAI base URL (``.../v1``); its API key is never recorded (``$COE_REMOTE_API_KEY``)."""
+    remote_model: str | None = None
+    remote_timeout: float = Field(default=300.0, gt=0.0, le=3600.0)
+    remote_retries: int = Field(default=2, ge=0, le=10)
     reference_max_chars: int = Field(ge=200)
     routing_lambda: float = Field(default=0.3, ge=0.0, le=5.0)
     routing_threshold: float = Field(default=0.17, ge=-1.0, le=1.0)
