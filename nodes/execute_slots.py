@@ -14,15 +14,16 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from experts.breaker import Admission, BreakerPolicy, breakers
 from experts.catalog import GENERAL_EXPERT, load_catalog
 from experts.pool import ExpertBackend, get_backend
 from nodes.scheduler import Finished, release, scheduler_for
-from nodes.slot_work import SlotJob, SlotOutcome, generation_settings, run_slot
+from nodes.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
 from state.context import RunContext
 from state.enums import SlotStatus
 from state.errors import RunFailure
 from state.framework import Framework, ancestors, descendants
-from state.passport import LedgerEntry, Notice, Passport, SlotState, utcnow
+from state.passport import LedgerEntry, Notice, Passport, Settings, SlotState, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
     write = runtime.stream_writer
     catalog = load_catalog()
     backends: dict[str | None, ExpertBackend] = {}
+    policy = BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)
     for spec in fw.slots:
         st = statuses[spec.id]
         deps_done = all(statuses[d].status == SlotStatus.DONE for d in spec.deps)
@@ -67,6 +69,9 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
         decision = state.routing.get(spec.id)
         expert = decision.expert if decision is not None else st.expert or GENERAL_EXPERT
         model = decision.model if decision is not None else None
+        admission = _admit(spec.id, expert, policy, ledger, notices)
+        if admission.expert != expert:
+            expert, model = admission.expert, None  # the generalist is a persona over the base model
         if model not in backends:
             backends[model] = get_backend(settings, model)
         scope = catalog.get(expert)
@@ -82,7 +87,7 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
             temperature=temperature,
             mode=state.mission.mode,
         )
-        sched.submit(spec.id, partial(run_slot, job, backends[model], settings))
+        sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, admission.trial))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
         statuses[spec.id] = changed[spec.id] = new
         write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
@@ -106,6 +111,60 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
     if notices:
         update["notices"] = notices
     return update
+
+
+def _admit(
+    slot_id: str, expert: str, policy: BreakerPolicy, ledger: list[LedgerEntry], notices: list[Notice]
+) -> Admission:
+    """Ask the expert's circuit breaker; when it is open, the slot goes to the generalist (recorded).
+
+    The routing decision stays the router's choice; the slot's state names the expert that really runs it.
+    The generalist runs even when its own breaker is open (there is nothing to fall back to), also recorded.
+    """
+    admission = breakers.admit(expert, policy)
+    if admission.allowed:
+        return admission
+    detail = f"{expert}'s circuit breaker is {admission.state} ({admission.failures} failures in {policy.window_s:g} s)"
+    if expert != GENERAL_EXPERT:
+        general = breakers.admit(GENERAL_EXPERT, policy)
+        message = f"{detail}; the slot runs on {GENERAL_EXPERT}"
+        if not general.allowed:
+            message += f" although its breaker is {general.state} too ({general.failures} failures)"
+        action, admission = "breaker_fallback", general
+    else:
+        message = f"{detail}; it runs anyway: there is no other expert to fall back to"
+        action = "breaker_ignored"
+    logger.warning("slot %s: %s", slot_id, message)
+    ledger.append(
+        LedgerEntry(
+            agent="harness", action=action, slot_id=slot_id, inputs_summary=expert, outputs_summary=message[:500]
+        )
+    )
+    notices.append(Notice(level="warning", source=NODE, slot_id=slot_id, message=message))
+    return admission
+
+
+def _run_guarded(
+    job: SlotJob, backend: ExpertBackend, settings: Settings, policy: BreakerPolicy, trial: bool, emit: ProgressSink
+) -> SlotOutcome:
+    """Run a slot (in a worker thread) and tell the expert's breaker how it went.
+
+    A backend failure (an error outcome) counts against the expert; an answer, compliant or not, is a success.
+    A harness error (an exception) says nothing about the expert: a trial slot just frees the trial.
+    """
+    verdict = False
+    try:
+        outcome = run_slot(job, backend, settings, emit)
+        if outcome.result is None:
+            if breakers.record_failure(job.expert, policy, outcome.error or "", trial=trial):
+                logger.warning("expert %s: circuit breaker opened after: %s", job.expert, outcome.error)
+        else:
+            breakers.record_success(job.expert, trial=trial)
+        verdict = True
+        return outcome
+    finally:
+        if trial and not verdict:
+            breakers.release_trial(job.expert)
 
 
 def _record(

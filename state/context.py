@@ -44,6 +44,10 @@ DEFAULTS: dict[str, Any] = {
     # calibrated by bench/bench_assist.py (results in bench/results/assist.md).
     "kb_path": None,
     "lookup_threshold": 0.71,
+    # Circuit breaker per expert (experts/breaker.py): failures within the window open it; cooldown before a trial.
+    "breaker_failures": 5,
+    "breaker_window_s": 60.0,
+    "breaker_cooldown_s": 30.0,
 }
 
 ENV_VARS: dict[str, str] = {
@@ -70,6 +74,9 @@ ENV_VARS: dict[str, str] = {
     "planner_model": "COE_PLANNER_MODEL",
     "kb_path": "COE_KB",
     "lookup_threshold": "COE_LOOKUP_THRESHOLD",
+    "breaker_failures": "COE_BREAKER_FAILURES",
+    "breaker_window_s": "COE_BREAKER_WINDOW_S",
+    "breaker_cooldown_s": "COE_BREAKER_COOLDOWN_S",
 }
 
 
@@ -125,6 +132,15 @@ class RunContext(BaseModel):
     )
     lookup_threshold: float | None = Field(
         default=None, ge=-1.0, le=1.0, description="Least passage similarity that fills a lookup assist."
+    )
+    breaker_failures: int | None = Field(
+        default=None, ge=0, le=1000, description="Backend failures in the window that open an expert breaker (0: off)."
+    )
+    breaker_window_s: float | None = Field(
+        default=None, gt=0.0, le=86400.0, description="Sliding window of the circuit breaker, in seconds."
+    )
+    breaker_cooldown_s: float | None = Field(
+        default=None, ge=0.0, le=86400.0, description="Seconds an open breaker waits before one trial slot."
     )
 
 

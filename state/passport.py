@@ -86,6 +86,11 @@ class Settings(_Model):
     """The knowledge base for lookup assists (None: ``$COE_KB``, else ``kb`` in the user data directory)."""
     lookup_threshold: float = Field(default=0.71, ge=-1.0, le=1.0)
     """A lookup is filled only from a passage at least this similar to the request (calibrated)."""
+    breaker_failures: int = Field(default=5, ge=0, le=1000)
+    """Backend failures of one expert within ``breaker_window_s`` that open its circuit breaker (0: never)."""
+    breaker_window_s: float = Field(default=60.0, gt=0.0, le=86400.0)
+    breaker_cooldown_s: float = Field(default=30.0, ge=0.0, le=86400.0)
+    """Seconds an open breaker waits before it lets one trial slot run on the expert (half-open)."""
     explicit: list[str] = Field(default_factory=list)
     """Settings given by the run context or the environment (not defaults); they win over expert defaults."""
 
