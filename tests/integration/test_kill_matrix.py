@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,12 +174,11 @@ def _case(point: KillPoint, url: str, tmp: Path) -> Outcome:
     return out
 
 
-def _reference(url: str, tmp: Path) -> list[str]:
+def _reference(url: str, tmp: Path, thread: str) -> list[str]:
     """Headings of an uninterrupted run of the same plan."""
     tmp.mkdir(parents=True)
     calls = tmp / "calls.jsonl"
     env = coe_env(tmp / "home", write_fake_script(tmp / "script.yaml", calls))
-    thread = f"matrix-ref-{uuid.uuid4()}"
     done = coe_run(
         "run", TASK, "--framework", str(FRAMEWORK), "--thread-id", thread, "--json", "--checkpoint", url, env=env
     )
@@ -194,16 +194,20 @@ class Matrix:
     reference: list[str]
     outcomes: dict[str, Outcome]
     seconds: float
+    threads: list[str]
+    """Every thread the matrix saved (the reference run's included)."""
 
 
 def _matrix(url: str, tmp: Path, points: tuple[KillPoint, ...]) -> Matrix:
     start = time.monotonic()
+    ref_thread = f"matrix-ref-{uuid.uuid4()}"
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        ref = pool.submit(_reference, url, tmp / "reference")
+        ref = pool.submit(_reference, url, tmp / "reference", ref_thread)
         futures = {p.name: pool.submit(_case, p, url, tmp / f"case{i:02d}") for i, p in enumerate(points)}
         outcomes = {name: f.result() for name, f in futures.items()}
         reference = ref.result()
-    return Matrix(reference, outcomes, time.monotonic() - start)
+    threads = [ref_thread, *(o.thread for o in outcomes.values())]
+    return Matrix(reference, outcomes, time.monotonic() - start, threads)
 
 
 @pytest.fixture(scope="module")
@@ -213,8 +217,14 @@ def sqlite_matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
 
 
 @pytest.fixture(scope="module")
-def postgres_matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
-    return _matrix(POSTGRES_URL, tmp_path_factory.mktemp("kill-matrix-postgres"), POSTGRES_POINTS)
+def postgres_matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
+    matrix = _matrix(POSTGRES_URL, tmp_path_factory.mktemp("kill-matrix-postgres"), POSTGRES_POINTS)
+    yield matrix
+    from graph.persistence import open_checkpointer
+
+    with open_checkpointer(POSTGRES_URL) as saver:  # leave the shared test database as we found it
+        for thread in matrix.threads:
+            saver.delete_thread(thread)
 
 
 def _check(point: KillPoint, matrix: Matrix) -> None:
