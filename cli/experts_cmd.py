@@ -43,9 +43,7 @@ def route(
     with user_errors():
         given = {"routing_lambda": lam, "routing_threshold": threshold, "routing_tie_margin": tie_margin}
         settings = resolve_settings({k: v for k, v in given.items() if v is not None})
-        params = RouterParams(
-            lam=settings.routing_lambda, threshold=settings.routing_threshold, tie_margin=settings.routing_tie_margin
-        )
+        params = RouterParams.from_settings(settings)
         if not text.strip():
             raise typer.BadParameter("is empty; give the text to route", param_hint="TEXT")
         result = get_router(params).route(text)

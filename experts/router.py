@@ -38,6 +38,7 @@ from experts.embedding import Embedder, Vectors, check_vectors, get_embedder
 from experts.router_cache import ExpertIndex, load_or_build_index
 from state.context import DEFAULTS
 from state.errors import ConfigError
+from state.passport import Settings
 
 __all__ = ["DEFAULT_PARAMS", "ExpertRouter", "RouteResult", "RouterParams", "get_router"]
 
@@ -74,6 +75,13 @@ class RouterParams:
         for name, ok in checks.items():
             if not ok:
                 raise ConfigError("router parameters", f"out of range: {getattr(self, name)!r}", field=name)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RouterParams:
+        """The run's routing settings (lambda, threshold, tie margin); the other knobs keep their defaults."""
+        return cls(
+            lam=settings.routing_lambda, threshold=settings.routing_threshold, tie_margin=settings.routing_tie_margin
+        )
 
 
 DEFAULT_PARAMS = RouterParams()

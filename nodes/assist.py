@@ -364,12 +364,7 @@ class AssistResolver:
             return self.router()
         from experts.router import RouterParams, get_router
 
-        params = RouterParams(
-            lam=self.settings.routing_lambda,
-            threshold=self.settings.routing_threshold,
-            tie_margin=self.settings.routing_tie_margin,
-        )
-        return get_router(params, self._catalog())
+        return get_router(RouterParams.from_settings(self.settings), self._catalog())
 
     def _catalog(self) -> Catalog:
         if self.catalog is None:

@@ -45,12 +45,7 @@ def route_slots(state: Passport) -> dict[str, Any]:
     decisions: dict[str, RoutingDecision] = {}
     applied: list[AppliedDefault] = []
     if to_route:
-        params = RouterParams(
-            lam=settings.routing_lambda,
-            threshold=settings.routing_threshold,
-            tie_margin=settings.routing_tie_margin,
-        )
-        router = get_router(params, catalog)
+        router = get_router(RouterParams.from_settings(settings), catalog)
         for spec, res in zip(to_route, router.route_many([routing_text(s) for s in to_route]), strict=True):
             applied += _defaults(spec.id, res, catalog)
             decisions[spec.id] = RoutingDecision(

@@ -46,13 +46,9 @@ def scope(state: Passport) -> dict[str, Any]:
     from experts.scope import classify
     from experts.template_index import library
 
-    settings = state.settings
     catalog = load_catalog()
     _, index = library(catalog.ids, get_embedder())
-    params = RouterParams(
-        lam=settings.routing_lambda, threshold=settings.routing_threshold, tie_margin=settings.routing_tie_margin
-    )
-    decision = classify(task, get_embedder(), index, get_router(params, catalog))
+    decision = classify(task, get_embedder(), index, get_router(RouterParams.from_settings(state.settings), catalog))
     asked = decision.rule == "unclear_scope_narrower" and state.mission.mode is Mode.INTERACTIVE
     if asked:
         decision = _ask_scope(decision)
