@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.types import interrupt
-
+from nodes.asking import ask
 from state.assist import AssistRecord, AssistSource, unresolved_marker
 from state.enums import SlotStatus
 from state.hitl import (
-    AnswerError,
     EscalationCategory,
     EscalationSeverity,
     InterruptPayload,
@@ -46,26 +44,18 @@ def ask_user(state: AskUser) -> dict[str, Any]:
     """Ask the slot's user questions; fill the answers in; mark the slot done."""
     task = state
     questions = questions_for(task)
-    error: str | None = None
-    while True:
-        payload = InterruptPayload(
-            kind="assist_user",
-            category=EscalationCategory.HELP,
-            severity=EscalationSeverity.MEDIUM,
-            node=NODE,
-            questions=questions,
-            error=error,
-            answer_format=(
-                "the answer as text (one question), or a map from question id to answer; "
-                f'"{SKIP}" leaves a question unanswered'
-            ),
-        )
-        try:
-            answers = parse_clarify_answer(interrupt(payload.model_dump(mode="json")), questions)
-        except AnswerError as exc:
-            error = exc.message
-            continue
-        break
+    payload = InterruptPayload(
+        kind="assist_user",
+        category=EscalationCategory.HELP,
+        severity=EscalationSeverity.MEDIUM,
+        node=NODE,
+        questions=questions,
+        answer_format=(
+            "the answer as text (one question), or a map from question id to answer; "
+            f'"{SKIP}" leaves a question unanswered'
+        ),
+    )
+    answers, _ = ask(payload, lambda value: parse_clarify_answer(value, questions))
     result, records = _fill(task, answers)
     done = task.state.model_copy(update={"status": SlotStatus.DONE, "finished_at": utcnow()})
     answered = [q for q in questions if answers[q.id] != SKIP]

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.types import interrupt
-
 from experts.catalog import load_catalog
+from nodes.asking import ask
 from state.enums import Mode, RunStatus
 from state.errors import FrameworkError, RunFailure
 from state.framework import Framework, parse_framework
@@ -30,6 +29,7 @@ from state.hitl import (
     EscalationCategory,
     EscalationSeverity,
     InterruptPayload,
+    PlanAnswer,
     PlanSlotView,
     Question,
     parse_plan_answer,
@@ -41,7 +41,7 @@ NODE = "confirm_plan"
 EDIT_SOURCE = "edited by the person at confirm_plan"
 
 
-def plan_payload(state: Passport, error: str | None) -> InterruptPayload:
+def plan_payload(state: Passport) -> InterruptPayload:
     """The approve_plan interrupt for the current framework and routing."""
     assert state.framework is not None
     fw = state.framework
@@ -73,7 +73,6 @@ def plan_payload(state: Passport, error: str | None) -> InterruptPayload:
         allowed=["approve", "reject", "edit"],
         plan=slots,
         framework=framework,
-        error=error,
         answer_format=PLAN_ANSWER_FORMAT,
     )
 
@@ -84,18 +83,7 @@ def confirm_plan(state: Passport) -> dict[str, Any]:
         raise RunFailure(NODE, "the plan must be selected and routed before it is confirmed")
     if state.mission.mode is Mode.AUTONOMOUS:
         return {}
-    error: str | None = None
-    rounds = 0
-    while True:
-        rounds += 1
-        value = interrupt(plan_payload(state, error).model_dump(mode="json"))
-        try:
-            answer = parse_plan_answer(value)
-            edited = _edited(answer.framework) if answer.action == "edit" else None
-        except AnswerError as exc:
-            error = exc.message
-            continue
-        break
+    (answer, edited), rounds = ask(plan_payload(state), _parse)
     approval = Approval(action=answer.action, reason=answer.reason, rounds=rounds)
     entry = LedgerEntry(
         agent="person",
@@ -110,6 +98,12 @@ def confirm_plan(state: Passport) -> dict[str, Any]:
         update["framework"] = edited
         update["slot_states"] = {s.id: SlotState() for s in edited.slots}
     return update
+
+
+def _parse(value: object) -> tuple[PlanAnswer, Framework | None]:
+    """The answer and, for an edit, the validated edited plan (raises AnswerError when either does not fit)."""
+    answer = parse_plan_answer(value)
+    return answer, _edited(answer.framework) if answer.action == "edit" else None
 
 
 def _edited(data: dict[str, Any] | None) -> Framework:

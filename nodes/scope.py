@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.types import interrupt
-
+from nodes.asking import ask
 from state.enums import Mode
 from state.errors import RunFailure
 from state.hitl import (
-    AnswerError,
     EscalationCategory,
     EscalationSeverity,
     InterruptPayload,
@@ -91,22 +89,16 @@ def _ask_scope(decision: ScopeDecision) -> ScopeDecision:
         allowed=["single", "multi"],
         default="single",
     )
-    error: str | None = None
-    while True:
-        payload = InterruptPayload(
-            kind="clarify",
-            category=EscalationCategory.DECISION,
-            severity=EscalationSeverity.MEDIUM,
-            node=NODE,
-            questions=[question],
-            error=error,
-            answer_format='"single" or "multi" (or {"scope": "single"})',
-        )
-        try:
-            kind = parse_clarify_answer(interrupt(payload.model_dump(mode="json")), [question])["scope"]
-        except AnswerError as exc:
-            error = exc.message
-            continue
-        return decision.model_copy(
-            update={"kind": kind, "rule": None, "reason": f"the person chose {kind} ({decision.reason})"}
-        )
+    payload = InterruptPayload(
+        kind="clarify",
+        category=EscalationCategory.DECISION,
+        severity=EscalationSeverity.MEDIUM,
+        node=NODE,
+        questions=[question],
+        answer_format='"single" or "multi" (or {"scope": "single"})',
+    )
+    answers, _ = ask(payload, lambda value: parse_clarify_answer(value, [question]))
+    kind = answers["scope"]
+    return decision.model_copy(
+        update={"kind": kind, "rule": None, "reason": f"the person chose {kind} ({decision.reason})"}
+    )
