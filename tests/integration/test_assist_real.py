@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from experts.kb import add_documents
 from tests.conftest import FIXTURES
+from tests.integration.cli_proc import coe_run
 
-ROOT = Path(__file__).resolve().parents[2]
 # Facts only the organisation has: with the uncertainty protocol in its prompt, the default model marks them.
 TASK = "Write the connection settings our billing service must use for our production database."
 
@@ -26,15 +24,7 @@ def test_placeholders_of_the_real_model_are_resolved_or_listed(tmp_path: Path) -
     add_documents([FIXTURES / "kb"], kb)
     # No outline retries: this test is about assists, and one answer of the model keeps it short.
     env = {**os.environ, "COE_HOME": str(tmp_path), "COE_KB": str(kb), "COE_MAX_OUTLINE_RETRIES": "0"}
-    out = subprocess.run(
-        [sys.executable, "-m", "cli", "run", TASK, "--json", "--max-tokens", "256", "--no-templates"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    out = coe_run("run", TASK, "--json", "--max-tokens", "256", "--no-templates", env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     doc = summary["document"]

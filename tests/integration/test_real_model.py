@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +11,7 @@ import pytest
 from experts.router import get_router
 from nodes.route_slots import routing_text
 from state.framework import fallback_framework
-
-ROOT = Path(__file__).resolve().parents[2]
-
+from tests.integration.cli_proc import coe_run
 
 TASK = "Write a haiku about the first snow of winter"  # one expert's work (creative_writer), a short answer
 
@@ -24,15 +20,7 @@ TASK = "Write a haiku about the first snow of winter"  # one expert's work (crea
 @pytest.mark.model
 def test_coe_run_on_the_default_model(tmp_path: Path) -> None:
     env = {**os.environ, "COE_HOME": str(tmp_path)}
-    out = subprocess.run(
-        [sys.executable, "-m", "cli", "run", TASK, "--json", "--max-tokens", "320"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    out = coe_run("run", TASK, "--json", "--max-tokens", "320", env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["status"] == "completed"
@@ -51,15 +39,7 @@ def test_coe_run_on_the_default_model(tmp_path: Path) -> None:
 @pytest.mark.model
 def test_a_trivial_task_is_answered_directly_by_the_default_model(tmp_path: Path) -> None:
     env = {**os.environ, "COE_HOME": str(tmp_path)}
-    out = subprocess.run(
-        [sys.executable, "-m", "cli", "run", "what is a mutex?", "--json", "--max-tokens", "200"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    out = coe_run("run", "what is a mutex?", "--json", "--max-tokens", "200", env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["status"] == "completed" and summary["slots"] == []

@@ -27,10 +27,10 @@ import pytest
 from experts.models import resolve_model_path
 from experts.pool import ChatMessage, GenerationRequest
 from experts.remote import RemoteBackend
+from tests.integration.cli_proc import coe_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
-ROOT = Path(__file__).resolve().parents[2]
 TASK = "Write a haiku about the first snow of winter"  # one expert, one slot, a short answer
 SMALL_GRAMMAR = 'root ::= "## Outline\\n1. " [A-Za-z ]+ "\\n"'
 
@@ -100,16 +100,8 @@ def test_coe_run_on_the_remote_backend(server_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "COE_HOME": str(tmp_path), "COE_REMOTE_URL": server_url, "COE_REMOTE_RETRIES": "0"}
     env |= {"COE_USE_GRAMMAR": "false", "COE_MAX_OUTLINE_RETRIES": "0"}
     env.pop("COE_REMOTE_API_KEY", None)
-    out = subprocess.run(
-        [sys.executable, "-m", "cli", "run", TASK, "--backend", "remote", "--no-templates", "--json"]
-        + ["--max-tokens", "200"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    args = ("run", TASK, "--backend", "remote", "--no-templates", "--json", "--max-tokens", "200")
+    out = coe_run(*args, env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["status"] == "completed", summary
