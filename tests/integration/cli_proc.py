@@ -1,9 +1,10 @@
-"""Helpers for tests that drive ``python -m cli`` as a separate process (kill -9, resume, prune)."""
+"""Helpers for tests that drive ``python -m cli`` (kill -9, resume, prune) or a server as a separate process."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,13 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a server a test starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def coe_env(home: Path, script: Path, **extra: str) -> dict[str, str]:

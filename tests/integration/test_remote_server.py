@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ import pytest
 from experts.models import resolve_model_path
 from experts.pool import ChatMessage, GenerationRequest
 from experts.remote import RemoteBackend
-from tests.integration.cli_proc import coe_run
+from tests.integration.cli_proc import coe_run, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
@@ -35,16 +34,10 @@ TASK = "Write a haiku about the first snow of winter"  # one expert, one slot, a
 SMALL_GRAMMAR = 'root ::= "## Outline\\n1. " [A-Za-z ]+ "\\n"'
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model = resolve_model_path("qwen2.5-coder-0.5b")
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--verbose", "False"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import yaml
 
 from state.framework import load_framework_file
 from tests.conftest import FIXTURES
+from tests.integration.cli_proc import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "Write a Python function that checks whether a string is a palindrome"  # single expert: one slot
@@ -26,12 +26,6 @@ BRANCHY = load_framework_file(str(FIXTURES / "branchy.yaml")).model_dump(mode="j
 T = TypeVar("T")
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
@@ -59,7 +53,7 @@ def _serve(tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Serve
     config["graphs"] = {k: str(ROOT / v.removeprefix("./")) for k, v in config["graphs"].items()}
     config["checkpointer"]["path"] = str(ROOT / config["checkpointer"]["path"].removeprefix("./"))
     (tmp / "langgraph.json").write_text(json.dumps(config))
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
