@@ -24,6 +24,7 @@ from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_WAITING, user_e
 from cli.experts_cmd import experts_app, route
 from cli.kb_cmd import kb_app
 from cli.retention_cmd import prune
+from cli.status_cmd import status
 from cli.templates_cmd import templates_app
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
@@ -90,6 +91,22 @@ def run(
             "--no-templates runs the whole task as one slot [env: COE_USE_TEMPLATES].",
         ),
     ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            help="Hardware profile from config/hardware_profiles.yaml, or auto (detect this machine) "
+            "[env: COE_PROFILE]; see coe experts status."
+        ),
+    ] = None,
+    memory_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--memory-limit",
+            min=64,
+            help="Memory in MB the process may use for models and runtime; models are loaded, preloaded and "
+            "evicted to stay under it [env: COE_MEMORY_LIMIT_MB].",
+        ),
+    ] = None,
     thread_id: Annotated[str | None, typer.Option(help="Thread id to use (default: a new UUID).")] = None,
     checkpoint: CheckpointOpt = None,
     out: OutOpt = None,
@@ -117,6 +134,8 @@ def run(
                 max_tokens=max_tokens,
                 use_grammar=grammar,
                 use_templates=templates,
+                profile=profile,
+                memory_limit_mb=memory_limit,
             )
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -254,6 +273,9 @@ def _drive(
                         if mode == "custom" and isinstance(chunk, dict):
                             progress.event(chunk)
             except KeyboardInterrupt:
+                from experts.residency import pool
+
+                pool().shutdown()  # stop generations within a token and free the models
                 print(f"\ninterrupted; resume with: coe resume {thread_id}", file=sys.stderr)
                 return EXIT_INTERRUPTED
             snapshot = graph.get_state(config)
@@ -346,6 +368,7 @@ def _logging(verbose: bool) -> None:
 
 
 app.command("route")(route)
+experts_app.command("status")(status)
 app.add_typer(experts_app, name="experts")
 app.add_typer(templates_app, name="templates")
 app.add_typer(kb_app, name="kb")

@@ -14,14 +14,29 @@ The script is a YAML or JSON file (named by ``--fake-script``, the run context's
         responses:                  # one entry per attempt; the last one repeats
           - {text: "no outline here"}
           - {fail: "simulated backend failure"}
+      - slot: runaway
+        first_calls:                # the slot's first calls, whatever the attempt (a re-queued slot calls again)
+          - {delay: 3, grow_mb: 400}
 
-A response has ``text`` (optional), ``delay`` (seconds, default 0) and ``fail`` (an error message: the call
-raises :class:`~state.errors.BackendError`). Without a script every call gets a generated compliant answer.
+A response has ``text`` (optional), ``delay`` (seconds, default 0), ``fail`` (an error message: the call
+raises :class:`~state.errors.BackendError`) and ``grow_mb`` (really allocate that much memory over the delay:
+a run-away generation for the pool's emergency eviction). Without a script every call gets a generated
+compliant answer.
+
+For tests of the memory pool, ``models`` gives fake models a footprint and a load time::
+
+    models:
+      base: {memory_mb: 100, load_delay: 0.2}
+      qwen2.5-coder-1.5b: {memory_mb: 300}
+
+Delays are cut short when the pool stops the generation (``cancel``), which then raises
+:class:`~state.errors.GenerationStopped`.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import re
 import threading
@@ -34,7 +49,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from experts.pool import Generation, GenerationRequest
-from state.errors import BackendError, ConfigError
+from state.errors import BackendError, ConfigError, GenerationStopped
 from state.passport import Settings
 
 
@@ -46,6 +61,8 @@ class FakeResponse(BaseModel):
     text: str | None = None
     delay: float = Field(default=0.0, ge=0.0, le=3600.0)
     fail: str | None = None
+    grow_mb: float = Field(default=0.0, ge=0.0, le=65536.0)
+    """Really allocate this much memory, evenly over ``delay`` (a run-away generation), freed at the end."""
 
 
 class FakeRule(BaseModel):
@@ -58,7 +75,6 @@ class FakeRule(BaseModel):
     text: str | None = None
     delay: float = Field(default=0.0, ge=0.0, le=3600.0)
     fail: str | None = None
-    responses: list[FakeResponse] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check(self) -> FakeRule:
@@ -71,17 +87,31 @@ class FakeRule(BaseModel):
                 raise ValueError(f"title is not a valid regular expression: {exc}") from None
         return self
 
+    grow_mb: float = Field(default=0.0, ge=0.0, le=65536.0)
+    responses: list[FakeResponse] = Field(default_factory=list)
+    first_calls: list[FakeResponse] = Field(default_factory=list)
+    """Responses to the slot's first calls to this backend, whatever their attempt (e.g. before a re-queue)."""
+
     def response(self, attempt: int) -> FakeResponse:
         """The scripted response for this attempt (1-based); the last one repeats."""
         if self.responses:
             return self.responses[min(attempt, len(self.responses)) - 1]
-        return FakeResponse(text=self.text, delay=self.delay, fail=self.fail)
+        return FakeResponse(text=self.text, delay=self.delay, fail=self.fail, grow_mb=self.grow_mb)
 
     def matches(self, request: GenerationRequest) -> bool:
         """Whether this rule applies to the request's slot."""
         if self.slot is not None and request.slot_id != self.slot:
             return False
         return self.title is None or re.search(self.title, request.slot_title or "") is not None
+
+
+class FakeModel(BaseModel):
+    """What a fake model costs the pool: its footprint, and how long it takes to load."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_mb: float = Field(default=0.0, ge=0.0, le=1048576.0)
+    load_delay: float = Field(default=0.0, ge=0.0, le=3600.0)
 
 
 class FakeScript(BaseModel):
@@ -92,6 +122,8 @@ class FakeScript(BaseModel):
     calls_log: str | None = None
     default: FakeResponse = Field(default_factory=FakeResponse)
     rules: list[FakeRule] = Field(default_factory=list)
+    models: dict[str, FakeModel] = Field(default_factory=dict)
+    """Footprints by model name (``base`` for the base model), for tests of the memory pool."""
 
 
 def load_script(path: str) -> FakeScript:
@@ -140,6 +172,34 @@ class FakeBackend:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._calls: dict[str | None, int] = {}
+        self._loaded = False
+        self._spec = self.script.models.get(self.model or "base", FakeModel())
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the (pretend) model is loaded."""
+        return self._loaded
+
+    def footprint_bytes(self) -> int:
+        """The scripted footprint of this model (``models.<name>.memory_mb``; 0 when not scripted)."""
+        return int(self._spec.memory_mb * 1024 * 1024)
+
+    def load(self) -> None:
+        """Pretend to load: sleep the scripted ``load_delay``."""
+        if not self._loaded:
+            time.sleep(self._spec.load_delay)
+            self._loaded = True
+
+    def unload(self) -> None:
+        """Pretend to unload; clear a stop request."""
+        self._loaded = False
+        self._stop.clear()
+
+    def cancel(self) -> None:
+        """Cut the current delay short; the generation raises GenerationStopped."""
+        self._stop.set()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> FakeBackend:
@@ -155,11 +215,15 @@ class FakeBackend:
     def generate(self, request: GenerationRequest) -> Generation:
         """Answer as scripted for the request's slot and attempt."""
         rule = next((r for r in self.script.rules if r.matches(request)), None)
-        response = rule.response(request.attempt) if rule is not None else self.script.default
+        with self._lock:
+            call = self._calls[request.slot_id] = self._calls.get(request.slot_id, 0) + 1
+        if rule is not None and call <= len(rule.first_calls):
+            response = rule.first_calls[call - 1]
+        else:
+            response = rule.response(request.attempt) if rule is not None else self.script.default
         self._log_call(request)
         start = time.perf_counter()
-        if response.delay:
-            time.sleep(response.delay)
+        self._wait(response, request)
         if response.fail is not None:
             raise BackendError("execute_slots", f"fake backend: {response.fail}", slot_id=request.slot_id)
         text = response.text if response.text is not None else compliant_answer(request.slot_title or "the task")
@@ -171,6 +235,28 @@ class FakeBackend:
             seconds=time.perf_counter() - start,
             model="fake",
         )
+
+    def _wait(self, response: FakeResponse, request: GenerationRequest) -> None:
+        """Sleep the delay (allocating ``grow_mb`` along the way, freed at the end) unless stopped."""
+        held: list[mmap.mmap] = []  # anonymous maps: returned to the system when closed, unlike heap memory
+        steps = max(1, int(response.grow_mb // 8)) if response.grow_mb else 1
+        try:
+            for _ in range(steps):
+                if self._stop.wait(response.delay / steps) if response.delay else self._stop.is_set():
+                    raise GenerationStopped(
+                        "execute_slots",
+                        "fake backend: generation stopped by the model pool",
+                        "stopped",
+                        request.slot_id,
+                    )
+                if response.grow_mb:
+                    size = int(response.grow_mb * 1024 * 1024 / steps)
+                    block = mmap.mmap(-1, size)
+                    block.write(b"\x01" * size)  # touch every page: resident, as a real allocation would be
+                    held.append(block)
+        finally:
+            for block in held:
+                block.close()
 
     def _log_call(self, request: GenerationRequest) -> None:
         if not self.calls_log:

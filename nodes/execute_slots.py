@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 
 from experts.breaker import Admission, BreakerPolicy, breakers
 from experts.catalog import GENERAL_EXPERT, load_catalog
-from experts.pool import ExpertBackend, get_backend
+from experts.pool import ExpertBackend, get_backend, preload
 from nodes.scheduler import Finished, release, scheduler_for
 from nodes.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
 from state.context import RunContext
@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 NODE = "execute_slots"
 FINAL = (SlotStatus.DONE, SlotStatus.FAILED, SlotStatus.BLOCKED)
+MAX_EVICTIONS = 3
+"""A slot stopped this many times under memory pressure fails instead of queueing again."""
 
 
 def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -92,6 +94,7 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
         statuses[spec.id] = changed[spec.id] = new
         write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
 
+    _preload_next(fw, statuses, state, settings)
     results: dict[str, Any] = {}
     assists: dict[str, Any] = {}
     if sched.running() or any(statuses[s.id].status == SlotStatus.IN_PROGRESS for s in fw.slots):
@@ -111,6 +114,29 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
     if notices:
         update["notices"] = notices
     return update
+
+
+def _preload_next(fw: Framework, statuses: dict[str, SlotState], state: Passport, settings: Settings) -> None:
+    """Preload the models of the slots that come next.
+
+    Those are pending slots whose unfinished dependencies are all running. The pool loads their models in the
+    background while reservations stay under the preload threshold.
+    """
+    if not settings.preload:
+        return
+    wanted: list[str | None] = []
+    for spec in fw.slots:
+        if statuses[spec.id].status != SlotStatus.PENDING:
+            continue
+        deps = [statuses[d].status for d in spec.deps]
+        if deps and all(d in (SlotStatus.DONE, SlotStatus.IN_PROGRESS) for d in deps):
+            decision = state.routing.get(spec.id)
+            model = decision.model if decision is not None else None
+            if model not in wanted:
+                wanted.append(model)
+    for model in wanted:
+        if preload(settings, model):
+            logger.info("preloading %s for the next slots", model or "the base model")
 
 
 def _admit(
@@ -155,7 +181,9 @@ def _run_guarded(
     verdict = False
     try:
         outcome = run_slot(job, backend, settings, emit)
-        if outcome.result is None:
+        if outcome.requeue:
+            pass  # stopped for memory, not the expert's fault: the slot runs again
+        elif outcome.result is None:
             if breakers.record_failure(job.expert, policy, outcome.error or "", trial=trial):
                 logger.warning("expert %s: circuit breaker opened after: %s", job.expert, outcome.error)
         else:
@@ -196,6 +224,24 @@ def _record(
                 "error": None,
             }
         )
+    elif outcome.requeue and prev.evictions < MAX_EVICTIONS:
+        new = prev.model_copy(update={"status": SlotStatus.PENDING, "evictions": prev.evictions + 1, "error": None})
+        message = f"stopped under memory pressure ({outcome.error}); queued to run again from scratch"
+        notices.append(Notice(level="warning", source=NODE, slot_id=finished.slot_id, message=message))
+    elif outcome.requeue:
+        error = (
+            f"stopped under memory pressure {prev.evictions + 1} times; raise --memory-limit or pick a larger "
+            f"--profile (last: {outcome.error})"
+        )
+        new = prev.model_copy(
+            update={
+                "status": SlotStatus.FAILED,
+                "evictions": prev.evictions + 1,
+                "error": error,
+                "finished_at": utcnow(),
+            }
+        )
+        notices.append(Notice(level="error", source=NODE, slot_id=finished.slot_id, message=error))
     else:
         new = prev.model_copy(
             update={

@@ -17,7 +17,7 @@ from nodes import prompts
 from nodes.assist import AssistResolver
 from state.assist import AssistRecord
 from state.enums import Mode
-from state.errors import CoeError, RunFailure
+from state.errors import CoeError, GenerationStopped, RunFailure
 from state.framework import OUTLINE_REFERENCE, SlotSpec
 from state.outline import parse_output, retry_feedback
 from state.passport import LedgerEntry, Notice, Settings, utcnow
@@ -41,6 +41,8 @@ class SlotOutcome:
     notices: list[Notice] = field(default_factory=list)
     assists: list[AssistRecord] = field(default_factory=list)
     """Every assist request of the answer and how it was resolved."""
+    requeue: bool = False
+    """The model pool stopped the slot to free memory: run it again from scratch (nothing of it was kept)."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,16 @@ def run_slot(
                     slot_title=job.spec.title,
                     attempt=attempt,
                 )
+            )
+        except GenerationStopped as exc:
+            if exc.reason != "evicted":
+                return _failed(job, str(exc), attempt, started, ledger, notices, emit)
+            emit({"event": "slot_evicted", "slot": slot_id, "attempt": attempt, "error": str(exc)})
+            ledger.append(
+                LedgerEntry(agent="harness", action="evicted", slot_id=slot_id, outputs_summary=str(exc)[:500])
+            )
+            return SlotOutcome(
+                slot_id, job.expert, None, str(exc), attempt, started, utcnow(), ledger, notices, requeue=True
             )
         except CoeError as exc:
             return _failed(job, str(exc), attempt, started, ledger, notices, emit)

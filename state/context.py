@@ -48,6 +48,11 @@ DEFAULTS: dict[str, Any] = {
     "breaker_failures": 5,
     "breaker_window_s": 60.0,
     "breaker_cooldown_s": 30.0,
+    # The memory budget (experts/hardware.py, experts/residency.py): a profile from config/hardware_profiles.yaml
+    # (auto: detected) sets the budget and the defaults of max_parallel and n_ctx; memory_limit_mb replaces
+    # the profile's budget.
+    "profile": "auto",
+    "memory_limit_mb": None,
 }
 
 ENV_VARS: dict[str, str] = {
@@ -77,7 +82,12 @@ ENV_VARS: dict[str, str] = {
     "breaker_failures": "COE_BREAKER_FAILURES",
     "breaker_window_s": "COE_BREAKER_WINDOW_S",
     "breaker_cooldown_s": "COE_BREAKER_COOLDOWN_S",
+    "profile": "COE_PROFILE",
+    "memory_limit_mb": "COE_MEMORY_LIMIT_MB",
 }
+
+PROFILE_DEFAULTS = ("max_parallel", "n_ctx")
+"""Settings whose default comes from the hardware profile when nobody set them."""
 
 
 class RunContext(BaseModel):
@@ -142,6 +152,14 @@ class RunContext(BaseModel):
     breaker_cooldown_s: float | None = Field(
         default=None, ge=0.0, le=86400.0, description="Seconds an open breaker waits before one trial slot."
     )
+    profile: str | None = Field(
+        default=None, description="Hardware profile from config/hardware_profiles.yaml, or auto (detect)."
+    )
+    memory_limit_mb: int | None = Field(
+        default=None,
+        ge=64,
+        description="Memory the process may use for models and runtime, in MB (replaces the profile's).",
+    )
 
 
 def resolve_settings(context: RunContext | dict[str, Any] | None, env: dict[str, str] | None = None) -> Settings:
@@ -181,9 +199,46 @@ def resolve_settings(context: RunContext | dict[str, Any] | None, env: dict[str,
         raise ConfigError(origin["remote_url"], f"{values['remote_url']!r} is not an http(s) URL")
     if values["backend"] == "fake" and not values["fake_script"]:
         values["fake_script"] = None
+    _apply_profile(values, origin)
     try:
         return Settings.model_validate(values)
     except ValidationError as exc:
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "settings"
         raise ConfigError(origin.get(name, "settings"), f"{first['msg']} (got {values.get(name)!r})") from None
+
+
+def _apply_profile(values: dict[str, Any], origin: dict[str, str]) -> None:
+    """Resolve the hardware profile into the budget settings, and the defaults it sets."""
+    from experts.hardware import load_profiles, select_profile
+
+    try:
+        profile, how = select_profile(str(values["profile"]), load_profiles())
+    except ConfigError as exc:
+        if exc.source != "profile":
+            raise
+        raise ConfigError(origin["profile"], str(exc).split(": ", 1)[1]) from None
+    for name in PROFILE_DEFAULTS:
+        if origin[name].startswith("default"):
+            values[name], origin[name] = getattr(profile, name), f"hardware profile {profile.name}"
+    limit = values["memory_limit_mb"]
+    if limit not in (None, ""):
+        try:
+            limit = int(limit)
+        except (TypeError, ValueError):
+            raise ConfigError(origin["memory_limit_mb"], f"{limit!r} is not a whole number of MB") from None
+        if limit <= profile.overhead_mb:
+            raise ConfigError(
+                origin["memory_limit_mb"],
+                f"{limit} MB leaves nothing for the models: profile {profile.name} keeps {profile.overhead_mb} MB "
+                "for the runtime and the embedder (raise the limit, or pick a profile with less overhead)",
+            )
+    values["memory_limit_mb"] = limit if limit not in (None, "") else None
+    values["profile"] = profile.name
+    values["profile_source"] = how
+    values["memory_mb"] = values["memory_limit_mb"] or profile.memory_mb
+    values["memory_overhead_mb"] = profile.overhead_mb
+    values["preload"] = profile.preload
+    values["preload_threshold"] = profile.preload_threshold
+    values["emergency_threshold"] = profile.emergency_threshold
+    values["gpu_offload"] = profile.device == "gpu"

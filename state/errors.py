@@ -62,3 +62,19 @@ class RunFailure(CoeError):
 
 class BackendError(RunFailure):
     """An expert backend failed to generate."""
+
+
+class GenerationStopped(BackendError):
+    """The model pool stopped a generation before it finished.
+
+    ``reason`` is ``evicted`` (memory pressure: the slot is run again from scratch once memory frees) or
+    ``cancelled`` (the process is stopping, e.g. Ctrl+C: the run is resumed from its checkpoint).
+    """
+
+    def __init__(self, node: str, message: str, reason: str, slot_id: str | None = None) -> None:
+        self.reason = reason
+        super().__init__(node, message, slot_id=slot_id)
+
+
+class MemoryBudgetError(UserError):
+    """A model can never fit the configured memory budget; the message says how to raise it."""

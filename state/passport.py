@@ -91,6 +91,21 @@ class Settings(_Model):
     breaker_window_s: float = Field(default=60.0, gt=0.0, le=86400.0)
     breaker_cooldown_s: float = Field(default=30.0, ge=0.0, le=86400.0)
     """Seconds an open breaker waits before it lets one trial slot run on the expert (half-open)."""
+    profile: str = "auto"
+    """The hardware profile in effect (config/hardware_profiles.yaml), resolved from ``auto`` when detected."""
+    profile_source: str = ""
+    """How the profile was chosen (what auto-detection found)."""
+    memory_limit_mb: int | None = Field(default=None, ge=64)
+    """The user's limit on the process's memory for models and runtime (replaces the profile's memory_mb)."""
+    memory_mb: int | None = Field(default=None, ge=64)
+    """The memory budget in effect (limit or profile); None: no budget (checkpoints from before budgets)."""
+    memory_overhead_mb: int = Field(default=0, ge=0)
+    """The part of ``memory_mb`` kept for the runtime and embedder; the models' pool gets the rest."""
+    preload: bool = False
+    preload_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    emergency_threshold: float = Field(default=0.95, gt=0.0, le=1.0)
+    gpu_offload: bool = False
+    """Offload every layer to the GPU (a GPU profile on a llama.cpp built with GPU support)."""
     explicit: list[str] = Field(default_factory=list)
     """Settings given by the run context or the environment (not defaults); they win over expert defaults."""
 
@@ -106,6 +121,8 @@ class SlotState(_Model):
     finished_at: datetime | None = None
     error: str | None = None
     blocked_by: list[str] = Field(default_factory=list)
+    evictions: int = Field(default=0, ge=0)
+    """Times the model pool stopped this slot under memory pressure and queued it again."""
 
 
 class RoutingDecision(_Model):

@@ -24,7 +24,7 @@ def test_default_model_adapts_a_retrieved_template_to_a_valid_framework() -> Non
     hit = load_or_build(library, get_embedder()).search(task, 3)
     assert hit[0].template_id in {"legacy_modernisation_migration", "database_migration_plan"}
     backend = get_backend(resolve_settings({"backend": "llama"}, env={}))
-    assert isinstance(backend, LlamaBackend) and backend.supports_grammar()
+    assert isinstance(backend.backend, LlamaBackend) and backend.supports_grammar()
     template = library[hit[0].template_id]
     fw, record = adapt(template, hit[0].similarity, task, backend, list(catalog.ids))
     assert validation_errors(fw) == []

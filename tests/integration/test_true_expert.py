@@ -51,8 +51,8 @@ def test_python_coder_loads_its_own_model_and_the_generalist_the_base_model(tmp_
     assert summary.expert == "general_reasoning" and summary.binding == "faux" and summary.model is None
     assert state.slot_states["code"].status.value == "done" and state.slot_states["summary"].status.value == "done"
 
-    own = get_backend(state.settings, "qwen2.5-coder-1.5b")
-    base = get_backend(state.settings)
+    own = get_backend(state.settings, "qwen2.5-coder-1.5b").backend
+    base = get_backend(state.settings).backend
     assert isinstance(own, LlamaBackend) and isinstance(base, LlamaBackend) and own is not base
     assert own.loaded and base.loaded
     assert own.model_path == resolve_model_path("qwen2.5-coder-1.5b")

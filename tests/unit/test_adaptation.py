@@ -242,7 +242,8 @@ def test_the_planner_model_adapts_templates_and_falls_back_to_the_base_model() -
         )
 
     missing, notices = _planner(state_with(planner_model="/nowhere/planner.gguf"))
+    missing = missing.backend  # type: ignore[attr-defined]  # the pooled handle's backend
     assert isinstance(missing, LlamaBackend) and missing.model_path.name.startswith("qwen2.5-coder-0.5b")
     assert "the planner model is unavailable" in notices[0].message
     base, notices = _planner(state_with(planner_model=""))
-    assert notices == [] and base.model_path.name.startswith("qwen2.5-coder-0.5b")  # type: ignore[attr-defined]
+    assert notices == [] and base.backend.model_path.name.startswith("qwen2.5-coder-0.5b")  # type: ignore[attr-defined]

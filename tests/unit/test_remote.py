@@ -260,12 +260,12 @@ def test_pool_caches_remote_backends_by_url_and_model(monkeypatch: pytest.Monkey
     s = resolve_settings(RunContext(backend="remote", remote_url="http://h:1/v1", remote_model="base"), env={})
     clear_backends()
     try:
-        base = get_backend(s)
+        base = get_backend(s).backend
         assert isinstance(base, RemoteBackend) and base.model == "base"
-        assert get_backend(s) is base
-        coder = get_backend(s, "qwen2.5-coder-1.5b")
+        assert get_backend(s).backend is base
+        coder = get_backend(s, "qwen2.5-coder-1.5b").backend
         assert isinstance(coder, RemoteBackend) and coder.model == "qwen2.5-coder-1.5b" and coder is not base
-        other = get_backend(s.model_copy(update={"remote_url": "http://h:2/v1"}))
+        other = get_backend(s.model_copy(update={"remote_url": "http://h:2/v1"})).backend
         assert other is not base
         assert base._client.headers["authorization"] == "Bearer sk-env"
     finally:
