@@ -7,13 +7,17 @@ Exit codes: 0 the run completed; 1 the run ended partial, failed or rejected; 2 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -266,16 +270,13 @@ def _drive(
         print(f"thread {thread_id}  (resume with: coe resume {thread_id})", file=sys.stderr)
         while True:  # a pending question without an answer is asked again by re-running its node
             try:
-                with Progress() as progress:
+                with Progress() as progress, _stop_models_on_ctrl_c():
                     for mode, chunk in graph.stream(
                         todo, config, context=context, stream_mode=["custom"], durability="sync"
                     ):
                         if mode == "custom" and isinstance(chunk, dict):
                             progress.event(chunk)
             except KeyboardInterrupt:
-                from experts.residency import pool
-
-                pool().shutdown()  # stop generations within a token and free the models
                 print(f"\ninterrupted; resume with: coe resume {thread_id}", file=sys.stderr)
                 return EXIT_INTERRUPTED
             snapshot = graph.get_state(config)
@@ -286,6 +287,30 @@ def _drive(
             todo = Command(resume=ask_in_terminal(snapshot.interrupts))
         state = Passport.model_validate(snapshot.values)
     return _report(state, out, as_json, ledger)
+
+
+@contextlib.contextmanager
+def _stop_models_on_ctrl_c() -> Iterator[None]:
+    """On Ctrl+C, stop every generation within a token and free the models, then interrupt as usual.
+
+    Without this, the interrupt would wait in LangGraph for the running slot's node, which waits for the slot's
+    generation to end. Stopped slots go back to pending (not failed), so ``coe resume`` runs them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        from experts.residency import pool
+
+        pool().shutdown()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _waiting(thread_id: str, interrupts: Sequence[Interrupt], as_json: bool) -> int:

@@ -68,6 +68,9 @@ class Progress:
         elif kind == "slot_failed":
             row["status"] = "failed"
             detail = str(event.get("error", ""))
+        elif kind == "slot_evicted":
+            row["status"] = "evicted, queued again"
+            detail = str(event.get("error", ""))
         else:
             return
         if self._live is not None:

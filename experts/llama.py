@@ -202,7 +202,8 @@ class LlamaBackend:
         with self._lock:
             self._check_stop(request)
             llm = self._ensure_loaded()
-            options: dict[str, Any] = {"stopping_criteria": _import_llama_cpp().StoppingCriteriaList([self._stopped])}
+            options: dict[str, Any] = {}
+            processors: list[Any] = []
             mask: _GrammarMask | None = None
             if request.grammar is not None:
                 compiled = self._compiled(llm, request.grammar, slot_id=request.slot_id)
@@ -218,7 +219,10 @@ class LlamaBackend:
                         greedy=request.temperature == 0,
                         follow_outline=follow_outline_bounds(request.grammar),
                     )
-                    options["logits_processor"] = llama_cpp.LogitsProcessorList([mask])
+                    processors.append(mask)
+            # Last, so a stop overrides the grammar (which may not allow end-of-text mid-section).
+            processors.append(_StopSwitch(self._stop, llm.token_eos()))
+            options["logits_processor"] = _import_llama_cpp().LogitsProcessorList(processors)
             started = time.perf_counter()
             try:
                 llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
@@ -260,10 +264,6 @@ class LlamaBackend:
         )
 
     # --- internals (called with the lock held) -----------------------------------------------------------
-
-    def _stopped(self, input_ids: Any, logits: Any) -> bool:
-        """llama-cpp-python's stopping criterion: checked after every token."""
-        return self._stop.is_set()
 
     def _check_stop(self, request: GenerationRequest) -> None:
         if self._stop.is_set():
@@ -334,6 +334,26 @@ class LlamaBackend:
             buffer["id"] = np.arange(llm.n_vocab(), dtype=np.int32)
             self._mask_buffer = buffer
         return self._mask_buffer
+
+
+class _StopSwitch:
+    """A logits processor that ends the generation at the next token once the pool asks it to stop.
+
+    ``create_chat_completion`` takes no stopping criteria, so stopping works like the grammar mask does:
+    every token but end-of-text is masked (later processors see only end-of-text allowed and leave it).
+    """
+
+    def __init__(self, stop: threading.Event, eos: int) -> None:
+        self._stop = stop
+        self._eos = eos
+
+    def __call__(self, input_ids: npt.NDArray[np.intc], scores: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        if not self._stop.is_set():
+            return scores
+        stopped = scores.copy()
+        stopped[:] = float("-inf")
+        stopped[self._eos] = 0.0
+        return stopped
 
 
 class _CompiledGrammar:

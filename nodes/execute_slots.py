@@ -224,6 +224,8 @@ def _record(
                 "error": None,
             }
         )
+    elif outcome.requeue == "cancelled":  # the process is stopping (Ctrl+C): a resumed run runs it
+        new = prev.model_copy(update={"status": SlotStatus.PENDING, "error": None})
     elif outcome.requeue and prev.evictions < MAX_EVICTIONS:
         new = prev.model_copy(update={"status": SlotStatus.PENDING, "evictions": prev.evictions + 1, "error": None})
         message = f"stopped under memory pressure ({outcome.error}); queued to run again from scratch"

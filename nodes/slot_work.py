@@ -41,8 +41,9 @@ class SlotOutcome:
     notices: list[Notice] = field(default_factory=list)
     assists: list[AssistRecord] = field(default_factory=list)
     """Every assist request of the answer and how it was resolved."""
-    requeue: bool = False
-    """The model pool stopped the slot to free memory: run it again from scratch (nothing of it was kept)."""
+    requeue: str | None = None
+    """The model pool stopped the slot (nothing of it is kept): ``evicted`` to free memory, run it again from
+    scratch; ``cancelled`` because the process is stopping, run it when the run is resumed."""
 
 
 @dataclass(frozen=True)
@@ -162,14 +163,13 @@ def run_slot(
                 )
             )
         except GenerationStopped as exc:
-            if exc.reason != "evicted":
-                return _failed(job, str(exc), attempt, started, ledger, notices, emit)
-            emit({"event": "slot_evicted", "slot": slot_id, "attempt": attempt, "error": str(exc)})
+            if exc.reason == "evicted":
+                emit({"event": "slot_evicted", "slot": slot_id, "attempt": attempt, "error": str(exc)})
             ledger.append(
-                LedgerEntry(agent="harness", action="evicted", slot_id=slot_id, outputs_summary=str(exc)[:500])
+                LedgerEntry(agent="harness", action=exc.reason, slot_id=slot_id, outputs_summary=str(exc)[:500])
             )
             return SlotOutcome(
-                slot_id, job.expert, None, str(exc), attempt, started, utcnow(), ledger, notices, requeue=True
+                slot_id, job.expert, None, str(exc), attempt, started, utcnow(), ledger, notices, requeue=exc.reason
             )
         except CoeError as exc:
             return _failed(job, str(exc), attempt, started, ledger, notices, emit)
