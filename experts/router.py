@@ -3,7 +3,12 @@
 Each expert's capability scope and exclusion scope are embedded line by line (one concrete task or boundary
 per line) and kept in two FAISS inner-product indexes. A text's affinity to an expert is the mean of its
 ``cap_top_k`` best capability-line similarities; its overlap with the expert's exclusions is the mean of its
-``exc_top_k`` best exclusion-line similarities. The net score is ``capability - lambda * exclusion``.
+``exc_top_k`` best exclusion-line similarities. The net score is
+``capability - lambda * exclusion + example_weight * learned``, where ``learned`` (at most 0) is how far the
+expert's score falls below the favourite's in a linear probe trained, when the index is built, on the
+capability lines and the labelled routing examples beside the scope documents
+(``config/expert_scopes/routing_examples.tsv``; see :class:`experts.router_cache.LinearProbe`). It is a learned
+penalty: the probe's favourite keeps ``cap - lambda * exc``. Without examples the learned term is absent.
 
 A close call (the two best net scores within ``head_gap``) gets a second look: the instruction's head (the
 words before its first modifier, "Write a sonnet" of "Write a sonnet about a Kubernetes outage") is embedded
@@ -53,14 +58,16 @@ class RouterParams:
     """Below this net score the generalist takes the slot."""
     tie_margin: float = DEFAULTS["routing_tie_margin"]
     """Top-two gap under which a task-type specialist is preferred over a domain specialist."""
-    cap_top_k: int = 3
+    cap_top_k: int = 2
     """Capability affinity: the mean of this many best capability-line similarities."""
     exc_top_k: int = 1
     """Exclusion affinity: the mean of this many best exclusion-line similarities."""
-    head_weight: float = 0.15
+    head_weight: float = 0.0
     """Second look: weight of the instruction head's scores, blended in for close calls (0 turns it off)."""
     head_gap: float = 0.05
     """Second look: a text whose two best net scores are closer than this gets it."""
+    example_weight: float = 0.3
+    """Weight of the learned term (the probe's centred logits; 0 turns it off)."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -71,6 +78,7 @@ class RouterParams:
             "exc_top_k": self.exc_top_k >= 1,
             "head_weight": 0.0 <= self.head_weight <= 1.0,
             "head_gap": 0.0 <= self.head_gap <= 1.0,
+            "example_weight": 0.0 <= self.example_weight <= 1.0,
         }
         for name, ok in checks.items():
             if not ok:
@@ -105,13 +113,15 @@ class RouteResult:
     """The expert with the highest net score, before the rules."""
     capability: dict[str, float] = field(default_factory=dict)
     exclusion: dict[str, float] = field(default_factory=dict)
+    learned: dict[str, float] = field(default_factory=dict)
+    """The learned term per expert, before its weight (empty without routing examples)."""
     head: str | None = None
     """The instruction head whose scores were blended in (the second look at a close call), if any."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``coe route --json`` shape (plus the rule and raw winner)."""
         data = asdict(self)
-        for key in ("capability", "exclusion"):
+        for key in ("capability", "exclusion", "learned"):
             data.pop(key)
         return data
 
@@ -129,7 +139,11 @@ class RouteResult:
         return "; ".join(parts)
 
 
-_HEAD_END = re.compile(r"\s(?:about|for|that|from|of|on|in|with|using|which|where|so)\s|[,:;.?!()\u2014-]", re.I)
+_HEAD_END = re.compile(
+    r"\s(?:about|for|that|from|of|on|in|with|using|which|where|so)\s|[,:;?!()\u2014]|\.(?!\w)|\s[-\u2013]\s", re.I
+)
+"""Where an instruction's head ends: a modifier word, or punctuation (a hyphen or dot inside a word, as in
+"stand-up" or "settings.py", does not end it)."""
 
 
 def instruction_head(text: str) -> str | None:
@@ -180,10 +194,10 @@ class ExpertRouter:
             if not isinstance(text, str) or not text.strip():
                 raise ConfigError("route", "text to route is empty", field=f"texts[{i}]")
         vectors = check_vectors(self.embedder.encode([t.strip() for t in texts]), self.index.dim, "router query")
-        cap, exc = self.affinities(vectors)
+        cap, exc, learned = self.affinities(vectors)
         heads: dict[int, str] = {}
         if self.params.head_weight > 0:
-            for row in self._close_calls(cap - self.params.lam * exc):
+            for row in self._close_calls(self._net(cap, exc, learned)):
                 head = instruction_head(texts[row])
                 if head is not None:
                     heads[row] = head
@@ -192,7 +206,7 @@ class ExpertRouter:
             rows = sorted(heads)
             head_vectors = np.zeros_like(vectors)
             head_vectors[rows] = self.embedder.encode([heads[r] for r in rows])
-        return self._route(vectors, cap, exc, head_vectors, heads)
+        return self._route(vectors, cap, exc, learned, head_vectors, heads)
 
     def route_vectors(self, vectors: Vectors, head_vectors: Vectors | None = None) -> list[RouteResult]:
         """Route already embedded texts (unit vectors of the index's dimension).
@@ -203,12 +217,18 @@ class ExpertRouter:
                 texts that are close calls (as :meth:`route_many` does).
         """
         queries = check_vectors(vectors, self.index.dim, "router query vectors")
-        cap, exc = self.affinities(queries)
+        cap, exc, learned = self.affinities(queries)
         heads: dict[int, str] = {}
         if head_vectors is not None and self.params.head_weight > 0:
             head_vectors = check_vectors(head_vectors, self.index.dim, "router head vectors")
-            heads = dict.fromkeys(self._close_calls(cap - self.params.lam * exc), "(given)")
-        return self._route(queries, cap, exc, head_vectors, heads)
+            heads = dict.fromkeys(self._close_calls(self._net(cap, exc, learned)), "(given)")
+        return self._route(queries, cap, exc, learned, head_vectors, heads)
+
+    def _net(self, cap: Vectors, exc: Vectors, learned: Vectors | None) -> Vectors:
+        net = cap - self.params.lam * exc
+        if learned is not None:
+            net = net + self.params.example_weight * learned
+        return net
 
     def _close_calls(self, net: Vectors) -> list[int]:
         if net.shape[1] < 2:
@@ -217,25 +237,43 @@ class ExpertRouter:
         return [int(r) for r in np.flatnonzero(top2[:, 1] - top2[:, 0] < self.params.head_gap)]
 
     def _route(
-        self, queries: Vectors, cap: Vectors, exc: Vectors, head_vectors: Vectors | None, heads: dict[int, str]
+        self,
+        queries: Vectors,
+        cap: Vectors,
+        exc: Vectors,
+        learned: Vectors | None,
+        head_vectors: Vectors | None,
+        heads: dict[int, str],
     ) -> list[RouteResult]:
         if heads and head_vectors is not None:
             rows = sorted(heads)
-            head_cap, head_exc = self.affinities(head_vectors[rows])
+            head_cap, head_exc, head_learned = self.affinities(head_vectors[rows])
             w = self.params.head_weight
             cap, exc = cap.copy(), exc.copy()
             cap[rows] = (1 - w) * cap[rows] + w * head_cap
             exc[rows] = (1 - w) * exc[rows] + w * head_exc
-        net = cap - self.params.lam * exc
-        return [self._decide(net[r], cap[r], exc[r], heads.get(r)) for r in range(queries.shape[0])]
+            if learned is not None and head_learned is not None:
+                learned = learned.copy()
+                learned[rows] = (1 - w) * learned[rows] + w * head_learned
+        net = self._net(cap, exc, learned)
+        return [
+            self._decide(net[r], cap[r], exc[r], None if learned is None else learned[r], heads.get(r))
+            for r in range(queries.shape[0])
+        ]
 
-    def affinities(self, queries: Vectors) -> tuple[Vectors, Vectors]:
-        """Capability and exclusion affinity per (query, expert), as two (n, experts) matrices."""
+    def affinities(self, queries: Vectors) -> tuple[Vectors, Vectors, Vectors | None]:
+        """Capability affinity, exclusion affinity and the learned term per (query, expert).
+
+        Each is an (n, experts) matrix; the learned term is None when the index has no probe.
+        """
         cap = self.index.aggregate(self.index.capability, queries, self.params.cap_top_k)
         exc = self.index.aggregate(self.index.exclusion, queries, self.params.exc_top_k)
-        return cap, exc
+        learned = self.index.probe.logits(queries) if self.index.probe is not None else None
+        return cap, exc, learned
 
-    def _decide(self, net: Vectors, cap: Vectors, exc: Vectors, head: str | None) -> RouteResult:
+    def _decide(
+        self, net: Vectors, cap: Vectors, exc: Vectors, learned: Vectors | None, head: str | None
+    ) -> RouteResult:
         ids = self.index.expert_ids
         order = np.argsort(-net, kind="stable")
         scores = {ids[i]: round(float(net[i]), 4) for i in order}
@@ -261,6 +299,7 @@ class ExpertRouter:
             raw_best=best,
             capability={ids[i]: round(float(cap[i]), 4) for i in order},
             exclusion={ids[i]: round(float(exc[i]), 4) for i in order},
+            learned={} if learned is None else {ids[i]: round(float(learned[i]), 4) for i in order},
             head=head,
         )
 

@@ -7,12 +7,14 @@ directory is read-only, the user cache directory):
 * ``capability.index`` / ``exclusion.index``: FAISS ``IndexFlatIP`` over those vectors;
 * ``lines.json``: for every row, the expert it belongs to and the line's text;
 * ``expert_ids.json``: expert ids in catalog order;
+* ``probe_weights.npy`` / ``probe_bias.npy``: the learned linear term (see :class:`LinearProbe`), when the
+  catalog has routing examples;
 * ``metadata.json``: content hash, embedding model id, dimension, counts, build time. Written last.
 
-The content hash covers every embedded line, the experts' kinds, the embedding model id and the cache
-format, so editing a scope document (or switching models) rebuilds the index on the next use; nothing is
-built at import time. Every file is replaced atomically, and a reader that finds files that do not agree
-with the metadata rebuilds instead of trusting them.
+The content hash covers every embedded line, the experts' kinds, the routing examples, the embedding model id
+and the cache format, so editing a scope document or the examples (or switching models) rebuilds the index on
+the next use; nothing is built at import time. Every file is replaced atomically, and a reader that finds files
+that do not agree with the metadata rebuilds instead of trusting them.
 """
 
 from __future__ import annotations
@@ -33,13 +35,90 @@ import numpy.typing as npt
 from experts.catalog import Catalog, config_dir
 from experts.embedding import Embedder, VectorInvariantError, Vectors, check_vectors
 from experts.files import atomic_write
+from state.errors import ConfigError
 
-__all__ = ["CACHE_ENV", "ExpertIndex", "LineIndex", "cache_dir", "load_or_build_index"]
+__all__ = [
+    "CACHE_ENV",
+    "EXAMPLES_FILE",
+    "ExpertIndex",
+    "LineIndex",
+    "LinearProbe",
+    "cache_dir",
+    "load_examples",
+    "load_or_build_index",
+    "train_probe",
+]
 
 logger = logging.getLogger(__name__)
 
 CACHE_ENV = "COE_EXPERT_EMBEDDINGS"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+EXAMPLES_FILE = "routing_examples.tsv"
+"""Labelled example requests beside the scope documents (``expert<TAB>text`` a line; ``#`` comments)."""
+PROBE_RIDGE = 1.0
+"""L2 penalty of the probe's least-squares fit (chosen by cross-validation in ``bench/bench_routing.py``)."""
+
+
+@dataclass(frozen=True)
+class LinearProbe:
+    """A linear classifier over the embedding: one weight vector per expert (a ridge-regression classifier).
+
+    Trained when the index is built, on every capability line (labelled with its expert) and every routing
+    example, by regularised least squares onto the centred one-hot labels: one (dim x dim) solve, milliseconds,
+    deterministic. Where top-k line similarity asks "which expert has a line like this text", the probe learns
+    which directions of the embedding separate the experts' work, and so discounts subject words that appear
+    in several experts' examples.
+    """
+
+    weights: Vectors
+    """(dim, experts)."""
+    bias: Vectors
+    """(experts,): zero for the least-squares fit (kept for other fits)."""
+
+    def logits(self, queries: Vectors) -> Vectors:
+        """Per (query, expert): the expert's score minus the best expert's score, so 0 for the probe's favourite.
+
+        Only differences between experts matter for the choice; anchoring at the favourite makes the learned term
+        a penalty (like the exclusion term), so the router's net score keeps its scale (``cap - lambda * exc``
+        for the expert the probe prefers), which the scope decision and the low-confidence threshold compare.
+        """
+        z = queries @ self.weights + self.bias
+        out: Vectors = (z - z.max(axis=1, keepdims=True)).astype(np.float32)
+        return out
+
+
+def train_probe(vectors: Vectors, labels: npt.NDArray[np.int64], n_experts: int) -> LinearProbe:
+    """Fit the probe on unit vectors and their experts' positions (ridge regression onto centred one-hot labels)."""
+    x = vectors.astype(np.float64)
+    targets = np.eye(n_experts)[labels] - 1.0 / n_experts
+    gram = x.T @ x + PROBE_RIDGE * np.eye(x.shape[1])
+    weights = np.linalg.solve(gram, x.T @ targets)
+    return LinearProbe(weights=weights.astype(np.float32), bias=np.zeros(n_experts, dtype=np.float32))
+
+
+def load_examples(catalog: Catalog) -> list[tuple[str, str]]:
+    """The catalog's routing examples as ``(expert, text)``; none when the file is absent.
+
+    Raises:
+        ConfigError: naming the file and line of a malformed row or an unknown expert.
+    """
+    path = catalog.directory / EXAMPLES_FILE
+    if not path.is_file():
+        return []
+    rows, errors = [], []
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        expert, sep, text = raw.partition("\t")
+        if not sep or not text.strip():
+            errors.append(f"line {number}: expected expert<TAB>text")
+        elif expert.strip() not in catalog.ids:
+            errors.append(f"line {number}: unknown expert {expert.strip()!r}")
+        else:
+            rows.append((expert.strip(), " ".join(text.split())))
+    if errors:
+        raise ConfigError(str(path), "invalid routing examples:\n" + "\n".join(f"  - {e}" for e in errors))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -80,13 +159,22 @@ class ExpertIndex:
     built: bool
     """Whether this load built the index (cold cache) rather than reading it."""
     seconds: float
+    probe: LinearProbe | None = None
+    """The learned term; None when the catalog has no routing examples."""
+    examples: int = 0
+    """How many routing examples the probe was trained on (besides the capability lines)."""
 
     def aggregate(self, lines: LineIndex, queries: Vectors, top_k: int) -> Vectors:
-        """Per (query, expert): the mean of the ``top_k`` best line similarities (FAISS search)."""
+        """Per (query, expert): the mean of the ``top_k`` best line similarities.
+
+        Every line is scored, so the similarities are one matrix product: the same numbers an exhaustive FAISS
+        search returns, without the full sort by similarity that it adds and this aggregation throws away
+        (about half of the routing time outside the embedding).
+        """
         n, n_lines = queries.shape[0], lines.vectors.shape[0]
-        sims, rows = lines.faiss_index.search(queries, n_lines)
-        full = np.full((n, n_lines + 1), -np.inf, dtype=np.float32)  # the last column pads short experts
-        np.put_along_axis(full, rows, sims, axis=1)
+        full = np.empty((n, n_lines + 1), dtype=np.float32)  # the last column pads short experts
+        np.matmul(queries, lines.vectors.T, out=full[:, :n_lines])
+        full[:, n_lines] = -np.inf
         grid = lines.padded(len(self.expert_ids))  # (experts, most lines), padded with n_lines
         block = full[:, grid]  # (n, experts, most lines)
         k = max(1, min(top_k, grid.shape[1]))
@@ -110,9 +198,14 @@ def _fallback_dir() -> Path:
     return Path(platformdirs.user_cache_dir("coe")) / "expert_embeddings"
 
 
-def content_hash(catalog: Catalog, embedder: Embedder) -> str:
-    """The cache key: catalog routing content + embedding model + cache format."""
-    payload = f"{FORMAT_VERSION}\n{embedder.model_id}\n{embedder.dim}\n{catalog.routing_hash()}"
+def content_hash(catalog: Catalog, embedder: Embedder, examples: list[tuple[str, str]] | None = None) -> str:
+    """The cache key: catalog routing content + routing examples + embedding model + cache format."""
+    rows = examples if examples is not None else load_examples(catalog)
+    examples_hash = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
+    probe = f"ridge:{PROBE_RIDGE}"
+    payload = (
+        f"{FORMAT_VERSION}\n{embedder.model_id}\n{embedder.dim}\n{catalog.routing_hash()}\n{examples_hash}\n{probe}"
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -145,19 +238,28 @@ def build_index(catalog: Catalog, embedder: Embedder) -> ExpertIndex:
         for line in scope.exclusions:
             exc_owners.append(pos)
             exc_texts.append(line)
-    vectors = embedder.encode(cap_texts + exc_texts)
+    examples = load_examples(catalog)
+    n_lines = len(cap_texts) + len(exc_texts)
+    vectors = embedder.encode(cap_texts + exc_texts + [text for _, text in examples])
     cap_vecs = check_vectors(vectors[: len(cap_texts)], embedder.dim, "expert capability vectors")
-    exc_vecs = check_vectors(vectors[len(cap_texts) :], embedder.dim, "expert exclusion vectors")
+    exc_vecs = check_vectors(vectors[len(cap_texts) : n_lines], embedder.dim, "expert exclusion vectors")
+    probe = None
+    if examples:
+        example_vecs = check_vectors(vectors[n_lines:], embedder.dim, "routing example vectors")
+        labels = np.asarray(cap_owners + [ids.index(e) for e, _ in examples], dtype=np.int64)
+        probe = train_probe(np.vstack([cap_vecs, example_vecs]), labels, len(ids))
     return ExpertIndex(
         expert_ids=ids,
         capability=_line_index(cap_vecs, cap_owners, cap_texts),
         exclusion=_line_index(exc_vecs, exc_owners, exc_texts),
         dim=embedder.dim,
         model_id=embedder.model_id,
-        content_hash=content_hash(catalog, embedder),
+        content_hash=content_hash(catalog, embedder, examples),
         directory=None,
         built=True,
         seconds=time.perf_counter() - t0,
+        probe=probe,
+        examples=len(examples),
     )
 
 
@@ -223,6 +325,16 @@ def _try_load(path: Path, wanted: str, embedder: Embedder) -> ExpertIndex | None
                 logger.warning("expert index files in %s disagree with its metadata; rebuilding", path)
                 return None
             parts[kind] = _line_index(vectors, owners, texts, index)
+        probe = None
+        if meta["counts"].get("examples", 0):
+            weights = np.load(path / "probe_weights.npy", allow_pickle=False)
+            bias = np.load(path / "probe_bias.npy", allow_pickle=False)
+            if weights.shape != (embedder.dim, len(ids)) or bias.shape != (len(ids),):
+                logger.warning("expert index probe in %s disagrees with its metadata; rebuilding", path)
+                return None
+            if not (np.isfinite(weights).all() and np.isfinite(bias).all()):
+                raise VectorInvariantError(f"{path}/probe_weights.npy", "the probe has a NaN or infinite weight")
+            probe = LinearProbe(weights=weights.astype(np.float32), bias=bias.astype(np.float32))
     except VectorInvariantError as exc:
         logger.warning("expert index in %s is damaged (%s); rebuilding", path, exc)
         return None
@@ -239,6 +351,8 @@ def _try_load(path: Path, wanted: str, embedder: Embedder) -> ExpertIndex | None
         directory=path,
         built=False,
         seconds=0.0,
+        probe=probe,
+        examples=int(meta["counts"].get("examples", 0)),
     )
 
 
@@ -261,6 +375,14 @@ def _write(path: Path, index: ExpertIndex) -> None:
         atomic_write(path / f"{kind}_vectors.npy", save_npy)
         atomic_write(path / f"{kind}.index", save_index)
         lines[kind] = [[int(o), t] for o, t in zip(part.owners.tolist(), part.texts, strict=True)]
+    if index.probe is not None:
+        for name, array in (("probe_weights", index.probe.weights), ("probe_bias", index.probe.bias)):
+
+            def save_probe(tmp: Path, values: Vectors = array) -> None:
+                with tmp.open("wb") as handle:
+                    np.save(handle, values, allow_pickle=False)
+
+            atomic_write(path / f"{name}.npy", save_probe)
     atomic_write(path / "lines.json", lambda tmp: tmp.write_text(json.dumps(lines, indent=0), encoding="utf-8"))
     atomic_write(
         path / "expert_ids.json", lambda tmp: tmp.write_text(json.dumps(list(index.expert_ids)), encoding="utf-8")
@@ -271,7 +393,11 @@ def _write(path: Path, index: ExpertIndex) -> None:
         "model_id": index.model_id,
         "dim": index.dim,
         "experts": len(index.expert_ids),
-        "counts": {"capability": len(index.capability.texts), "exclusion": len(index.exclusion.texts)},
+        "counts": {
+            "capability": len(index.capability.texts),
+            "exclusion": len(index.exclusion.texts),
+            "examples": index.examples if index.probe is not None else 0,
+        },
         "index_type": "IndexFlatIP",
         "build_seconds": round(index.seconds, 3),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

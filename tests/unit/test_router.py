@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -241,3 +242,69 @@ def test_a_close_call_gets_a_second_look_at_the_instruction_head(small) -> None:
     assert clear.head is None
     for expert_id, net in looked.scores.items():
         assert net == pytest.approx(looked.capability[expert_id], abs=1e-3)
+
+
+# --- routing examples and the learned term ----------------------------------------------------------------
+
+
+def _write_examples(scopes: Path, rows: list[str]) -> None:
+    (scopes / "routing_examples.tsv").write_text("# expert<TAB>text\n" + "\n".join(rows) + "\n", encoding="utf-8")
+
+
+def test_without_examples_there_is_no_learned_term(small) -> None:  # type: ignore[no-untyped-def]
+    router = _router(small, lam=0.3, threshold=-1.0, tie_margin=0.0, example_weight=0.5)
+    assert router.index.probe is None and router.index.examples == 0
+    result = router.route("code medical")
+    assert result.learned == {}
+    assert "learned" not in result.to_json()
+
+
+def test_the_learned_term_is_a_penalty_below_the_probes_favourite(tmp_path: Path) -> None:
+    scopes = write_catalog(tmp_path / "scopes")
+    _write_examples(scopes, ["python_coder\tcode medical", "python_coder\tcode code medical", "legal_drafting\tlegal"])
+    catalog, embedder = load_catalog(scopes), KeywordEmbedder()
+    index = load_or_build_index(catalog, embedder, tmp_path / "cache")
+    assert index.probe is not None and index.examples == 3
+    params = RouterParams(lam=0.3, threshold=-1.0, tie_margin=0.0, head_weight=0.0, example_weight=0.5)
+    result = ExpertRouter(catalog, embedder, index, params).route("code medical")
+    assert max(result.learned.values()) == pytest.approx(0.0, abs=1e-6)
+    assert all(v <= 1e-6 for v in result.learned.values())
+    for expert_id, net in result.scores.items():
+        expected = result.capability[expert_id] - 0.3 * result.exclusion[expert_id] + 0.5 * result.learned[expert_id]
+        assert net == pytest.approx(expected, abs=1e-3)
+    # weight 0 is the plain dual-embedding score
+    plain_params = dataclasses.replace(params, example_weight=0.0)
+    plain = ExpertRouter(catalog, embedder, index, plain_params).route("code medical")
+    for expert_id, net in plain.scores.items():
+        assert net == pytest.approx(plain.capability[expert_id] - 0.3 * plain.exclusion[expert_id], abs=1e-3)
+
+
+def test_examples_are_cached_with_the_index_and_a_change_rebuilds_it(tmp_path: Path) -> None:
+    scopes = write_catalog(tmp_path / "scopes")
+    _write_examples(scopes, ["python_coder\tcode medical"])
+    cache, embedder = tmp_path / "cache", KeywordEmbedder()
+    first = load_or_build_index(load_catalog(scopes), embedder, cache)
+    assert first.built and {"probe_weights.npy", "probe_bias.npy"} <= {p.name for p in cache.iterdir()}
+    again = load_or_build_index(load_catalog(scopes), embedder, cache)
+    assert not again.built and again.probe is not None and first.probe is not None
+    assert np.array_equal(again.probe.weights, first.probe.weights)
+    assert json.loads((cache / "metadata.json").read_text())["counts"]["examples"] == 1
+    _write_examples(scopes, ["python_coder\tcode medical", "medical_clinical\tmedical"])
+    changed = load_or_build_index(load_catalog(scopes), embedder, cache)
+    assert changed.built and changed.examples == 2 and changed.content_hash != first.content_hash
+
+
+def test_malformed_routing_examples_name_the_file_and_line(tmp_path: Path) -> None:
+    scopes = write_catalog(tmp_path / "scopes")
+    _write_examples(scopes, ["python_coder\tcode", "no tab here", "astrologer\tread the stars"])
+    with pytest.raises(ConfigError, match="routing_examples.tsv") as info:
+        load_or_build_index(load_catalog(scopes), KeywordEmbedder(), tmp_path / "cache")
+    assert "line 3: expected expert<TAB>text" in str(info.value)
+    assert "line 4: unknown expert 'astrologer'" in str(info.value)
+
+
+def test_a_hyphen_or_dot_inside_a_word_does_not_end_the_head() -> None:
+    assert instruction_head("Write a stand-up comedy bit about a cluster that will not scale") == (
+        "Write a stand-up comedy bit"
+    )
+    assert instruction_head("Fix settings.py so that the keys come from the environment") == "Fix settings.py"
