@@ -277,16 +277,26 @@ def _drive(
                         if mode == "custom" and isinstance(chunk, dict):
                             progress.event(chunk)
             except KeyboardInterrupt:
+                _settle_models()
                 print(f"\ninterrupted; resume with: coe resume {thread_id}", file=sys.stderr)
                 return EXIT_INTERRUPTED
             snapshot = graph.get_state(config)
             if not snapshot.interrupts:
                 break
             if as_json or not sys.stdin.isatty():
+                _settle_models()
                 return _waiting(thread_id, snapshot.interrupts, as_json)
             todo = Command(resume=ask_in_terminal(snapshot.interrupts))
         state = Passport.model_validate(snapshot.values)
+    _settle_models()
     return _report(state, out, as_json, ledger)
+
+
+def _settle_models() -> None:
+    """Let a preload still loading finish first: during a load, the process's output goes to /dev/null."""
+    from experts.residency import pool
+
+    pool().settle()
 
 
 @contextlib.contextmanager

@@ -58,6 +58,17 @@ _INSTALL_HINT = (
 )
 
 
+_LOAD_LOCK = threading.Lock()
+"""Loads and frees of models, one at a time in the process: two ``Llama()`` constructions in two threads at
+once ended the process silently (exit status 0, no error) with llama-cpp-python 0.3.36."""
+
+
+_LOAD_LOCK = threading.Lock()
+"""Loads and frees of models happen one at a time in the process. llama-cpp-python (0.3.36) silences a load by
+pointing the process's stdout and stderr (file descriptors 1 and 2) at /dev/null and back; two loads at once in
+two threads restored them in the wrong order, and everything the process printed afterwards was lost."""
+
+
 def _import_llama_cpp() -> Any:
     try:
         import llama_cpp
@@ -105,6 +116,8 @@ class LlamaBackend:
         self.use_mmap = use_mmap
         self.load_seconds: float | None = None
         """How long loading the weights took, once loaded."""
+        self.last_first_token_s: float | None = None
+        """How long the last generation took to its first token (reading the prompt), for benchmarks."""
         self._llm: Llama | None = None
         self._grammars: dict[str, _CompiledGrammar] = {}
         self._mask_buffer: npt.NDArray[Any] | None = None
@@ -162,7 +175,8 @@ class LlamaBackend:
             self._mask_buffer = None
             self._stop.clear()
         if llm is not None:
-            llm.close()
+            with _LOAD_LOCK:
+                llm.close()
             logger.info("unloaded %s", self.model_path.name)
 
     def cancel(self) -> None:
@@ -221,7 +235,8 @@ class LlamaBackend:
                     )
                     processors.append(mask)
             # Last, so a stop overrides the grammar (which may not allow end-of-text mid-section).
-            processors.append(_StopSwitch(self._stop, llm.token_eos()))
+            switch = _StopSwitch(self._stop, llm.token_eos())
+            processors.append(switch)
             options["logits_processor"] = _import_llama_cpp().LogitsProcessorList(processors)
             started = time.perf_counter()
             try:
@@ -250,6 +265,9 @@ class LlamaBackend:
         usage = completion["usage"]
         completion_tokens = usage["completion_tokens"]
         extra = {"tokens_per_second": completion_tokens / seconds if seconds > 0 else 0.0}
+        if switch.first_at is not None:
+            extra["first_token_seconds"] = switch.first_at - started
+            self.last_first_token_s = extra["first_token_seconds"]
         if mask is not None:
             extra["grammar_full_masks"] = float(mask.full_masks)
             extra["followed_outline"] = float(mask.followed_outline)
@@ -277,14 +295,15 @@ class LlamaBackend:
         llama_cpp = _import_llama_cpp()
         started = time.perf_counter()
         try:
-            llm: Llama = llama_cpp.Llama(
-                model_path=str(self.model_path),
-                n_ctx=self.n_ctx,
-                n_threads=self.n_threads,
-                n_gpu_layers=self.n_gpu_layers,
-                use_mmap=self.use_mmap,
-                verbose=False,
-            )
+            with _LOAD_LOCK:
+                llm: Llama = llama_cpp.Llama(
+                    model_path=str(self.model_path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    n_gpu_layers=self.n_gpu_layers,
+                    use_mmap=self.use_mmap,
+                    verbose=False,
+                )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelUnavailableError(
                 f"llama.cpp cannot load {self.model_path}: {exc}; check that it is a complete GGUF model "
@@ -346,8 +365,12 @@ class _StopSwitch:
     def __init__(self, stop: threading.Event, eos: int) -> None:
         self._stop = stop
         self._eos = eos
+        self.first_at: float | None = None
+        """When the first token's logits were ready (``time.perf_counter``): the prompt has been read."""
 
     def __call__(self, input_ids: npt.NDArray[np.intc], scores: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
         if not self._stop.is_set():
             return scores
         stopped = scores.copy()

@@ -269,6 +269,21 @@ class ModelPool:
                 entry.backend.cancel()
         self.unload_idle()
 
+    def settle(self, timeout: float = 60.0) -> bool:
+        """Wait until no model is loading (a preload may outlive its run); returns False on timeout.
+
+        The CLI calls this before printing its result: llama-cpp-python silences a load by pointing the process's
+        stdout and stderr at /dev/null for its duration.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while any(e.state == "loading" for e in self._entries.values()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(timeout=min(1.0, remaining))
+        return True
+
     def unload_idle(self) -> int:
         """Unload every model no generation holds; returns how many were unloaded."""
         count = 0

@@ -237,3 +237,39 @@ def test_the_fast_grammar_path_matches_llama_cpp_python(backend: LlamaBackend, m
     request = GenerationRequest(messages=REQUEST.messages, max_tokens=60, grammar=STATIC_GRAMMAR)
     builtin = LlamaBackend(model_path, n_ctx=2048, grammar_mode="builtin")
     assert builtin.generate(request).text == backend.generate(request).text
+
+
+LOAD_TWO_AT_ONCE = """
+import threading
+from experts.llama import LlamaBackend
+from experts.models import resolve_model_path
+
+path = resolve_model_path(None)
+backends = [LlamaBackend(path, n_ctx=1024), LlamaBackend(path, n_ctx=2048)]
+for round in range(3):
+    threads = [threading.Thread(target=b.load, daemon=True) for b in backends]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    loaded = all(b.loaded for b in backends)
+    for b in backends:
+        b.unload()
+    print(f"round {round}: both loaded {loaded}", flush=True)
+"""
+
+
+def test_two_models_loading_at_once_keep_the_process_output() -> None:
+    """Regression: llama-cpp-python silences llama.cpp during a load by pointing the process's stdout and stderr
+    at /dev/null and back; two loads at once (a preload beside a slot's own load) restored them in the wrong
+    order and every later line the process printed was lost (the CLI's document included). Loads are
+    serialised now. Run in a child process, whose output is what is at stake."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD_TWO_AT_ONCE], cwd=root, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == [f"round {i}: both loaded True" for i in range(3)], out.stdout

@@ -168,6 +168,16 @@ def test_preload_loads_in_the_background_below_the_threshold_only() -> None:
     assert {m["model"]: m["preloads"] for m in pool.status()["models"]} == {"a": 1, "b": 1, "c": 0}
 
 
+def test_settle_waits_for_a_preload_in_flight() -> None:
+    pool = ModelPool(1000 * MIB)
+    a = Model("a", 100, load_s=0.3)
+    assert pool.preload(_entry(pool, a))
+    assert pool.settle(timeout=5) and a.loaded
+    slow = Model("slow", 100, load_s=2.0)
+    assert pool.preload(_entry(pool, slow))
+    assert not pool.settle(timeout=0.1)
+
+
 def test_preload_off_does_nothing() -> None:
     pool = ModelPool(1000 * MIB, preload=False)
     assert not pool.preload(_entry(pool, Model("a", 100)))
