@@ -159,7 +159,6 @@ class ModelPool:
             self.preload_enabled = preload
             self.preload_threshold = preload_threshold
             self.emergency_threshold = emergency_threshold
-            self._closed = False
             if changed:
                 self._cond.notify_all()
 
@@ -258,8 +257,18 @@ class ModelPool:
         thread.start()
         return True
 
+    def reopen(self) -> None:
+        """Accept generations again after :meth:`shutdown` (a new run in the same process does this)."""
+        with self._cond:
+            self._closed = False
+
     def shutdown(self) -> None:
-        """Stop every generation (they raise GenerationStopped ``cancelled``) and unload idle models."""
+        """Stop every generation (they raise GenerationStopped ``cancelled``) and unload idle models.
+
+        The pool stays closed (every acquisition fails at once, so queued slots end quickly) until
+        :meth:`reopen`: a new run's ``guard`` node reopens it; resuming a run in the same process after a
+        shutdown needs ``pool().reopen()`` first.
+        """
         with self._cond:
             self._closed = True
             busy = [e for e in self._entries.values() if e.refs > 0]

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 NODE = "execute_slots"
 FINAL = (SlotStatus.DONE, SlotStatus.FAILED, SlotStatus.BLOCKED)
 MAX_EVICTIONS = 3
-"""A slot stopped this many times under memory pressure fails instead of queueing again."""
+"""A slot stopped under memory pressure is queued again at most this many times; the next stop fails it."""
 
 
 def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:

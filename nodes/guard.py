@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from experts.catalog import Catalog, load_catalog
+from experts.residency import pool
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
 from state.errors import InputError
@@ -62,6 +63,7 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     mode = check_mode(state.mode)
     framework = check_framework(state.options, load_catalog())
     settings = resolve_settings(runtime.context)
+    pool().reopen()  # a new run: generations are accepted again after an earlier run's shutdown (Ctrl+C)
     info = runtime.execution_info
     thread_id = info.thread_id if info is not None and info.thread_id else str(uuid.uuid4())
     run = RunInfo(thread_id=thread_id, run_id=str(uuid.uuid4()), created_at=utcnow())

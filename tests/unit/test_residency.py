@@ -239,7 +239,10 @@ def test_shutdown_cancels_generations_and_unloads() -> None:
     assert not a.loaded
     with pytest.raises(GenerationStopped, match="stopping"):
         _handle(pool, Model("b", 100)).generate(REQUEST)
-    pool.configure(1000 * MIB, preload=True, preload_threshold=0.8, emergency_threshold=0.95)  # a new run
+    pool.configure(1000 * MIB, preload=True, preload_threshold=0.8, emergency_threshold=0.95)
+    with pytest.raises(GenerationStopped):  # configuring does not reopen: queued slots of the stopped run end
+        _handle(pool, Model("c", 100)).generate(REQUEST)
+    pool.reopen()  # a new run
     a.release.set()
     assert _handle(pool, a).generate(REQUEST).text == "from a"
 
