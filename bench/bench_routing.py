@@ -1,20 +1,27 @@
-"""Routing benchmark: calibration on the dev split, accuracy on the test split, latency and start-up.
+"""Routing benchmark: cross-validated calibration, accuracy on two held-out sets, latency and start-up.
 
 Run: ``python -m bench.bench_routing`` (``--skip-startup`` for the accuracy part only). Writes
-``bench/results/routing.{json,md}``.
+``bench/results/routing.{json,md}``. ``--write-examples`` regenerates ``config/expert_scopes/routing_examples.tsv``
+from the calibration texts (the run refuses to start when that file and the calibration texts disagree).
 
-1. **Calibration** on the dev split of ``bench/data/routing_eval.yaml`` plus the scope authors' probe sentences
-   (``bench/data/routing_probes.tsv``): a grid over lambda, the tie margin and the capability and exclusion
-   top-k; the best calibration accuracy wins (ties: more dev trap accuracy, then lambda nearest the seed's
-   0.3, then the tie margin nearest 0.15). Then the low-confidence threshold: the middle of the widest interval
-   of thresholds that keep that accuracy.
-2. **Accuracy** (test split, never used for calibration): top-1 overall and on keyword traps, for lambda = 0
-   (capability only) and for the chosen lambda with the other settings equal; also for the seed's defaults
-   (lambda 0.3, tie margin 0.15); confusion pairs and every miss.
+1. **Calibration texts**: the dev split of ``bench/data/routing_eval.yaml``, the scope authors' probe sentences
+   (``bench/data/routing_probes.tsv``), ``bench/data/routing_dev2.yaml`` and ``bench/data/routing_dev3.yaml``.
+   They are also the routing examples the router's learned term is trained on, so every setting is judged by
+   5-fold cross-validation: each text is routed by a probe trained without its fold. A grid over lambda, the
+   example weight, the tie margin and the capability and exclusion top-k; the objective is the worse of
+   accuracy and trap accuracy, then accuracy (ties: lambda nearest the seed's 0.3, then the tie margin nearest
+   0.15). Then the second look (only if it gains 1% accuracy: it costs a second embedding), then the
+   low-confidence threshold: the middle of the widest interval of thresholds that keep that accuracy.
+2. **Accuracy** on two held-out sets, never used for calibration or as examples (checked): the test split of
+   ``routing_eval.yaml`` and ``bench/data/routing_heldout2.yaml`` (frozen before the second tuning round).
+   Top-1 overall and on keyword traps, for lambda = 0 and for the chosen lambda with the other settings equal;
+   also without the learned term, without the tie rule or the second look, and the shipped defaults;
+   confusion pairs and every miss.
 3. **Latency**: routing one chunk including its embedding (p50/p99 over the test texts, repeated), and a batch
    of 8 (p50/p99 per batch and per chunk), on the CPU.
 4. **Start-up** (fresh processes): importing and loading the router with a warm cache and with a cold cache
-   (an empty cache directory: every scope line is embedded), and ``coe route TEXT`` as a whole process (warm).
+   (an empty cache directory: every scope line and routing example is embedded), and ``coe route TEXT`` as a
+   whole process (warm).
 5. **Embedding backends**: the NumPy encoder vs sentence-transformers (when installed, ``pip install -e
    ".[reference]"``): import + load time in a fresh process, one-query latency, and the largest difference
    between their vectors on the evaluation texts.
