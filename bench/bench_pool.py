@@ -11,7 +11,7 @@ Parts:
 * **estimates**: each model's estimated footprint (experts/footprint.py) next to the memory it really took
   (process RSS after loading it and generating 64 tokens, minus before), and what unloading gave back.
 * **dispatch**: the pool's warm dispatch overhead: the time an acquisition of a loaded model takes to hand it
-  over (request to the model's own generation starting), over 200 one-token generations; cross-checked as the
+  over (request to the model's own generation starting), over 50 one-token generations; cross-checked as the
   median difference between a pooled and a direct one-token generation. Goal <= 1 ms.
 * **cold**: per model, the file's pages are dropped from the page cache (``posix_fadvise(DONTNEED)``; whether
   that worked is checked by timing a read right after it against a warm read), then it is read once, dropped
@@ -95,7 +95,7 @@ def part_estimates() -> dict[str, Any]:
 # --- dispatch ------------------------------------------------------------------------------------------------
 
 
-def part_dispatch(n: int = 200) -> dict[str, Any]:
+def part_dispatch(n: int = 50) -> dict[str, Any]:
     clear_backends()
     settings = _settings()
     handle = get_backend(settings)
@@ -442,6 +442,7 @@ def _markdown(payload: dict[str, Any]) -> str:
                 ", ".join(f"{k} {v}" for k, v in r["slots"].items()),
             ]
             for shape, r in payload["peak"].items()
+            if isinstance(r, dict)
         ]
         out.append(
             md_table(

@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 from experts.breaker import Admission, BreakerPolicy, breakers
 from experts.catalog import GENERAL_EXPERT, load_catalog
 from experts.pool import ExpertBackend, get_backend, preload
+from experts.residency import trim_heap
 from nodes.scheduler import Finished, release, scheduler_for
 from nodes.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
 from state.context import RunContext
@@ -104,6 +105,7 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
 
     if all(statuses[s.id].status in FINAL for s in fw.slots):
         release(state.run.run_id)
+        trim_heap()  # a long-running process would otherwise keep the generations' freed heap memory
     update: dict[str, Any] = {"slot_states": changed, "updated_at": utcnow()}
     if results:
         update["results"] = results
