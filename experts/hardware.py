@@ -123,8 +123,14 @@ def _load(path: str) -> dict[str, Profile]:
 
 @functools.lru_cache(maxsize=1)
 def detect() -> Detected:
-    """Measure this machine once per process: RAM, and GPU memory where llama.cpp can offload."""
+    """Measure this machine once per process: RAM, and GPU memory where llama.cpp can offload.
+
+    Without ``nvidia-smi`` there is no GPU to size, so llama.cpp is not asked (importing it costs 0.2 s, which
+    every command that resolves settings, ``coe route`` included, would pay).
+    """
     ram_mb = _ram_mb()
+    if shutil.which("nvidia-smi") is None:
+        return Detected(ram_mb=ram_mb, gpu_mb=None, gpu_offload=False)
     offload = _gpu_offload()
     return Detected(ram_mb=ram_mb, gpu_mb=_nvidia_gpu_mb() if offload else None, gpu_offload=offload)
 
