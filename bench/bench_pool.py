@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import md_table, median, percentile, write_results
+from bench.common import md_table, median, percentile, run_input, write_results
 from experts.footprint import MIB, estimate
 from experts.models import resolve_model_path
 from experts.pool import ChatMessage, GenerationRequest, clear_backends, get_backend
@@ -243,13 +243,11 @@ def _run_graph(fw: dict[str, Any], context: dict[str, Any]) -> Any:
     from graph.persistence import serializer
     from state import Passport
     from state.framework import Framework
-    from state.io import RunInput, RunOptions
 
     framework = Framework.model_validate({**fw, "source": "bench"})
     graph = build_graph(InMemorySaver(serde=serializer()))
     config = {"configurable": {"thread_id": str(uuid.uuid4())}}
-    options = RunOptions(framework=framework.model_dump(mode="json"), framework_source="bench")
-    graph.invoke(RunInput(task="A small command-line tool", options=options), config, context=context)
+    graph.invoke(run_input(framework, task="A small command-line tool"), config, context=context)
     return Passport.model_validate(graph.get_state(config).values)
 
 
