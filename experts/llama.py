@@ -59,11 +59,6 @@ _INSTALL_HINT = (
 
 
 _LOAD_LOCK = threading.Lock()
-"""Loads and frees of models, one at a time in the process: two ``Llama()`` constructions in two threads at
-once ended the process silently (exit status 0, no error) with llama-cpp-python 0.3.36."""
-
-
-_LOAD_LOCK = threading.Lock()
 """Loads and frees of models happen one at a time in the process. llama-cpp-python (0.3.36) silences a load by
 pointing the process's stdout and stderr (file descriptors 1 and 2) at /dev/null and back; two loads at once in
 two threads restored them in the wrong order, and everything the process printed afterwards was lost."""
@@ -355,6 +350,14 @@ class LlamaBackend:
         return self._mask_buffer
 
 
+def _only_end_of_text(scores: npt.NDArray[np.single], eos: int) -> npt.NDArray[np.single]:
+    """Logits that allow end-of-text only: the generation ends at the next token."""
+    stopped = scores.copy()
+    stopped[:] = float("-inf")
+    stopped[eos] = 0.0
+    return stopped
+
+
 class _StopSwitch:
     """A logits processor that ends the generation at the next token once the pool asks it to stop.
 
@@ -373,10 +376,7 @@ class _StopSwitch:
             self.first_at = time.perf_counter()
         if not self._stop.is_set():
             return scores
-        stopped = scores.copy()
-        stopped[:] = float("-inf")
-        stopped[self._eos] = 0.0
-        return stopped
+        return _only_end_of_text(scores, self._eos)
 
 
 class _CompiledGrammar:
@@ -481,10 +481,7 @@ class _GrammarMask:
         return all(self._accept(t) for t in self._llm.tokenize(rest, add_bos=False, special=False))
 
     def _stop(self, scores: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
-        stopped = scores.copy()
-        stopped[:] = float("-inf")
-        stopped[self._eos] = 0.0
-        return stopped
+        return _only_end_of_text(scores, self._eos)
 
     def __call__(self, input_ids: npt.NDArray[np.intc], scores: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
         if self.error is not None or not self._sampler:
