@@ -24,11 +24,13 @@ keeps the general grammar.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -36,6 +38,7 @@ from experts.footprint import estimate
 from experts.grammar import follow_outline_bounds, sections_grammar
 from experts.models import resolve_model_path
 from experts.pool import Generation, GenerationRequest
+from experts.prefetch import Prefetch
 from state.errors import BackendError, GenerationStopped, ModelUnavailableError
 from state.passport import Settings
 
@@ -59,9 +62,96 @@ _INSTALL_HINT = (
 
 
 _LOAD_LOCK = threading.Lock()
-"""Loads and frees of models happen one at a time in the process. llama-cpp-python (0.3.36) silences a load by
-pointing the process's stdout and stderr (file descriptors 1 and 2) at /dev/null and back; two loads at once in
-two threads restored them in the wrong order, and everything the process printed afterwards was lost."""
+"""Loads and frees of models happen one at a time in the process (which also keeps two loads' peaks apart), and
+:func:`_output_left_alone` is only entered under it."""
+
+
+@contextlib.contextmanager
+def _output_left_alone(llama_cpp: Any) -> Iterator[None]:
+    """Load without pointing the process's stdout and stderr at /dev/null.
+
+    With ``verbose=False`` llama-cpp-python (0.3.36) silences a load by ``dup2``-ing file descriptors 1 and 2 to
+    /dev/null and back. That silences every thread of the process, not just the loading one: a progress line or
+    a log record another thread wrote during the second or two of a load was lost, and two loads at once
+    restored the descriptors in the wrong order so that everything printed afterwards was lost. The silencing
+    is not needed once llama.cpp's log goes to ``logging`` (:func:`_route_llama_log`), so for the length of a
+    load its ``suppress_stdout_stderr`` is replaced by a no-op (if a later version moves it, nothing is replaced
+    and the old behaviour stays). Only entered under :data:`_LOAD_LOCK`.
+    """
+    _route_llama_log(llama_cpp)
+    modules = [m for m in (getattr(llama_cpp, "llama", None), getattr(llama_cpp, "_internals", None)) if m]
+    saved = [(m, m.suppress_stdout_stderr) for m in modules if hasattr(m, "suppress_stdout_stderr")]
+    for module, _ in saved:
+        module.suppress_stdout_stderr = _no_suppression
+    try:
+        yield
+    finally:
+        for module, original in saved:
+            module.suppress_stdout_stderr = original
+
+
+def _no_suppression(disable: bool = True) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
+_GGML_LOG_ERROR = 4
+_llama_logger = logging.getLogger("llama.cpp")
+_log_callbacks: list[Any] = []  # the ctypes callback must outlive every call llama.cpp makes to it
+
+
+def _route_llama_log(llama_cpp: Any) -> None:
+    """Send what llama.cpp logs, process-wide, to the ``llama.cpp`` logger: errors as warnings, the rest as debug.
+
+    llama-cpp-python's own callback maps an older ggml's log levels: it prints warnings on stderr (the bundled
+    model's "control-looking token" notice at every load, "removing memory module entries" after a stopped
+    generation) and drops errors. Errors are warnings here because the failure they explain is raised anyway.
+    """
+    if _log_callbacks:
+        return
+
+    def forward(level: int, text: bytes, user_data: Any) -> None:
+        line = text.decode("utf-8", "replace").rstrip()
+        if line:
+            _llama_logger.log(logging.WARNING if level == _GGML_LOG_ERROR else logging.DEBUG, "%s", line)
+
+    _log_callbacks.append(llama_cpp.llama_log_callback(forward))
+    llama_cpp.llama_log_set(_log_callbacks[0], None)
+
+
+_abort_callbacks: list[Any] = []
+
+
+def _native_abort_callback(llama_cpp: Any) -> Any | None:
+    """A ggml abort callback that runs no Python: the C library's ``strlen``, given a two-byte flag buffer.
+
+    llama.cpp asks its abort callback between the operations of every compute graph, from its own threads. A
+    Python callback would take the GIL hundreds of times a token: measured with another Python thread busy,
+    40 tokens took 153 s instead of 10 s. ``strlen`` of the buffer ``{flag, 0}`` is 0 or 1, which is the bool
+    the callback returns (x86-64 and AArch64 return a bool in the low byte of the same register). None where
+    the C library cannot be opened this way (then a stop waits for the next token).
+    """
+    if not _abort_callbacks:
+        try:
+            strlen = ctypes.CDLL(None).strlen
+            callback = llama_cpp.ggml_abort_callback(ctypes.cast(strlen, ctypes.c_void_p).value)
+        except (OSError, AttributeError, TypeError) as exc:
+            logger.debug("no native abort callback: %s", exc)
+            callback = None
+        _abort_callbacks.append(callback)
+    return _abort_callbacks[0]
+
+
+def _install_abort(llama_cpp: Any, llm: Llama, flag: ctypes.Array[ctypes.c_char]) -> None:
+    """Make llama.cpp stop ``llm``'s computation as soon as ``flag[0]`` is set (not exposed by ``Llama``)."""
+    callback = _native_abort_callback(llama_cpp)
+    setter = getattr(getattr(llama_cpp.llama_cpp, "_lib", None), "llama_set_abort_callback", None)
+    ctx = getattr(getattr(llm, "_ctx", None), "ctx", None)
+    if callback is None or setter is None or ctx is None:
+        logger.debug("llama.cpp's abort callback is not reachable; stops wait for the next token")
+        return
+    setter.argtypes = [ctypes.c_void_p, llama_cpp.ggml_abort_callback, ctypes.c_void_p]
+    setter.restype = None
+    setter(ctx, callback, ctypes.cast(flag, ctypes.c_void_p))
 
 
 def _import_llama_cpp() -> Any:
@@ -89,6 +179,7 @@ class LlamaBackend:
         grammar_mode: GrammarMode = "fast",
         n_gpu_layers: int = 0,
         use_mmap: bool = False,
+        prefetch: bool = True,
     ) -> None:
         """Prepare a backend for ``model_path``; nothing is loaded until it is needed.
 
@@ -102,6 +193,9 @@ class LlamaBackend:
             use_mmap: Map the file instead of reading it. Off by default: a mapped model's pages count in the
                 process's memory on top of llama.cpp's repacked copy of the weights (1.8 GiB instead of 1.2 GiB
                 for the 1.5B model here), stay cached after unloading, and would escape the pool's estimate.
+            prefetch: Read the file ahead of llama.cpp in a background thread while loading
+                (:mod:`experts.prefetch`): llama.cpp alone alternates reading and computing, so a load from a
+                cold page cache took 1.7x as long as a warm one for the 1.5B model.
         """
         self.model_path = model_path
         self.n_ctx = n_ctx
@@ -109,6 +203,7 @@ class LlamaBackend:
         self.grammar_mode: GrammarMode = grammar_mode
         self.n_gpu_layers = n_gpu_layers
         self.use_mmap = use_mmap
+        self.prefetch = prefetch
         self.load_seconds: float | None = None
         """How long loading the weights took, once loaded."""
         self.last_first_token_s: float | None = None
@@ -118,6 +213,7 @@ class LlamaBackend:
         self._mask_buffer: npt.NDArray[Any] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._abort = ctypes.create_string_buffer(2)  # byte 0 set: llama.cpp stops its computation (see _AbortSwitch)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LlamaBackend:
@@ -169,14 +265,21 @@ class LlamaBackend:
             self._grammars.clear()
             self._mask_buffer = None
             self._stop.clear()
+            self._abort[0] = b"\x00"
         if llm is not None:
             with _LOAD_LOCK:
                 llm.close()
             logger.info("unloaded %s", self.model_path.name)
 
     def cancel(self) -> None:
-        """Stop the generation in progress within a token, and fail the ones that start before ``unload``."""
+        """Stop the generation in progress, and fail the ones that start before ``unload``.
+
+        llama.cpp stops within one operation of its compute graph (milliseconds, even in the middle of reading a
+        long prompt) where the native abort callback could be installed (:func:`_native_abort_callback`), and
+        at the next token otherwise.
+        """
         self._stop.set()
+        self._abort[0] = b"\x01"
 
     def check_grammar(self, grammar: str) -> None:
         """Compile a GBNF grammar with llama.cpp (loading the model if needed) and cache it.
@@ -245,6 +348,7 @@ class LlamaBackend:
                     **options,
                 )
             except (ValueError, RuntimeError, OSError) as exc:
+                self._check_stop(request)  # an aborted decode ("llama_decode returned 2") is a stop, not a failure
                 raise BackendError(
                     _NODE, f"llama.cpp failed with {self.model_path.name}: {exc}", slot_id=request.slot_id
                 ) from exc
@@ -290,7 +394,12 @@ class LlamaBackend:
         llama_cpp = _import_llama_cpp()
         started = time.perf_counter()
         try:
-            with _LOAD_LOCK:
+            # The reader starts before the lock: waiting for another model's load overlaps with the disk too.
+            with (
+                Prefetch(self.model_path) if self.prefetch else contextlib.nullcontext(),
+                _LOAD_LOCK,
+                _output_left_alone(llama_cpp),
+            ):
                 llm: Llama = llama_cpp.Llama(
                     model_path=str(self.model_path),
                     n_ctx=self.n_ctx,
@@ -305,6 +414,7 @@ class LlamaBackend:
                 "supported by the installed llama-cpp-python"
             ) from exc
         self.load_seconds = time.perf_counter() - started
+        _install_abort(llama_cpp, llm, self._abort)
         logger.info(
             "loaded %s in %.2f s (n_ctx=%d, n_threads=%d)",
             self.model_path.name,

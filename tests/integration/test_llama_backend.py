@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ from experts.grammar import (
 from experts.llama import LlamaBackend
 from experts.models import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_path, resolve_model_path
 from experts.pool import ChatMessage, GenerationRequest
-from state.errors import BackendError
+from experts.prefetch import Prefetch
+from state.errors import BackendError, GenerationStopped
 from state.passport import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
@@ -144,6 +146,62 @@ def test_from_settings_loads_nothing_until_the_first_generation(model_path: Path
         backend.generate(too_long)
     assert info.value.node == "execute_slots"
     assert backend.loaded
+
+
+def test_loading_reads_the_file_ahead_of_llama_cpp(model_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readers: list[Prefetch] = []
+
+    class Recorded(Prefetch):
+        def __init__(self, path: Path) -> None:
+            super().__init__(path)
+            readers.append(self)
+
+    monkeypatch.setattr("experts.llama.Prefetch", Recorded)
+    backend = LlamaBackend(model_path, n_ctx=512, n_threads=1)
+    backend.load()
+    try:
+        assert [r.path for r in readers] == [model_path]
+        assert readers[0].done and readers[0].error is None and readers[0].bytes_read > 0
+        one = GenerationRequest(messages=(ChatMessage("user", "Say hello."),), max_tokens=1)
+        assert backend.generate(one).completion_tokens == 1
+    finally:
+        backend.unload()
+    without = LlamaBackend(model_path, n_ctx=512, n_threads=1, prefetch=False)
+    without.load()
+    without.unload()
+    assert len(readers) == 1
+
+
+def test_a_stop_interrupts_llama_cpp_in_the_middle_of_reading_the_prompt(model_path: Path) -> None:
+    """Ctrl+C and the pool's emergency stop must not wait for a long prompt to be read (tens of seconds with the
+    1.5B model): llama.cpp's abort callback stops it between two operations of the compute graph."""
+    backend = LlamaBackend(model_path, n_ctx=4096, n_threads=2)
+    long = GenerationRequest(messages=(ChatMessage("user", "word " * 3500),), max_tokens=4, slot_id="s1")
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            backend.generate(long)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            errors.append(exc)
+
+    backend.load()
+    try:
+        worker = threading.Thread(target=run)
+        worker.start()
+        time.sleep(0.5)  # reading 3,500 tokens takes seconds even on a fast CPU
+        backend.cancel()
+        worker.join(timeout=60)
+        assert not worker.is_alive()
+        assert len(errors) == 1 and isinstance(errors[0], GenerationStopped), errors
+        assert errors[0].slot_id == "s1"
+        llm = backend._llm
+        assert llm is not None and llm.n_tokens < 3500, "the whole prompt was read before stopping"
+    finally:
+        backend.unload()
+    one = GenerationRequest(messages=(ChatMessage("user", "Say hello."),), max_tokens=1)
+    assert backend.generate(one).completion_tokens == 1  # unloading cleared the stop; the model loads again
+    backend.unload()
 
 
 @pytest.mark.parametrize(
@@ -273,3 +331,46 @@ def test_two_models_loading_at_once_keep_the_process_output() -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.splitlines() == [f"round {i}: both loaded True" for i in range(3)], out.stdout
+
+
+PRINT_DURING_A_LOAD = """
+import threading, time
+from experts.llama import LlamaBackend
+from experts.models import resolve_model_path
+
+backend = LlamaBackend(resolve_model_path(None), n_ctx=512)
+done = threading.Event()
+
+def tick():
+    n = 0
+    while not done.is_set() or n < 10:
+        print(f"tick {n}", flush=True)
+        n += 1
+        time.sleep(0.005)
+
+ticker = threading.Thread(target=tick)
+ticker.start()
+backend.load()
+done.set()
+ticker.join()
+print("loaded", backend.loaded, "in", backend.load_seconds, flush=True)
+"""
+
+
+def test_lines_printed_by_other_threads_during_a_load_are_kept() -> None:
+    """Regression: the silencing of a load (file descriptors 1 and 2 pointed at /dev/null) swallowed what other
+    threads printed meanwhile, e.g. the CLI's progress lines while a model was preloaded."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", PRINT_DURING_A_LOAD], cwd=root, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[-1].startswith("loaded True"), out.stdout[-500:]
+    ticks = lines[:-1]
+    assert len(ticks) >= 10
+    assert ticks == [f"tick {n}" for n in range(len(ticks))], "lines are missing"
+    assert out.stderr == ""
