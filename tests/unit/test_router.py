@@ -179,6 +179,20 @@ def test_index_cache_is_reused_and_rebuilt_when_a_scope_changes(tmp_path: Path) 
     assert load_or_build_index(load_catalog(scopes), Other(), cache).built  # another model: rebuilt
 
 
+def test_switching_to_the_int8_encoder_rebuilds_the_index(small) -> None:  # type: ignore[no-untyped-def]
+    from experts.embedding import get_embedder
+
+    catalog, _, cache = small
+    float32, int8 = get_embedder("onnx"), get_embedder("onnx-int8")
+    first = load_or_build_index(catalog, float32, cache)
+    assert load_or_build_index(catalog, float32, cache).built is False
+    switched = load_or_build_index(catalog, int8, cache)
+    assert switched.built is True and switched.model_id == int8.model_id != first.model_id
+    assert switched.content_hash != first.content_hash
+    with pytest.raises(ConfigError, match="the same model must embed index and query"):
+        ExpertRouter(catalog, float32, switched, RouterParams())
+
+
 def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     scopes = write_catalog(tmp_path / "scopes")
     cache = tmp_path / "cache"
