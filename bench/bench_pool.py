@@ -13,9 +13,12 @@ Parts:
 * **dispatch**: the pool's warm dispatch overhead: the time an acquisition of a loaded model takes to hand it
   over (request to the model's own generation starting), over 50 one-token generations; cross-checked as the
   median difference between a pooled and a direct one-token generation. Goal <= 1 ms.
-* **cold**: per model, the file's pages are dropped from the page cache (``posix_fadvise(DONTNEED)``; whether
-  that worked is checked by timing a read right after it against a warm read), then it is read once, dropped
-  again, and loaded by the pool. Goal: cold load / cold read <= 1.2.
+* **cold**: per model, three interleaved rounds (medians reported): the file's pages are dropped from the page
+  cache (``posix_fadvise(DONTNEED)``; whether that worked is checked by timing a read right after it against a
+  warm read), it is read once, dropped again and loaded by the pool (the shipped path, which reads the file
+  ahead of llama.cpp: experts/prefetch.py); then loaded again with the file cached (the warm load: llama.cpp's
+  own work with no disk, a floor for any loader built on it), loaded cold without the prefetch, and its
+  vocabulary alone is loaded. Goal: cold load / cold read <= 1.2.
 * **start**: a three-slot chain (general_reasoning on the 0.5B base model -> python_coder on the 1.5B model ->
   technical_writer bound, in a copy of the catalog, to SmolLM2-135M) run through the graph three times: preload
   off (every model loaded on demand), preload on (a fresh pool: later slots' models preloaded while earlier
@@ -44,6 +47,7 @@ import yaml
 
 from bench.common import md_table, median, percentile, run_input, write_results
 from experts.footprint import MIB, estimate
+from experts.llama import LlamaBackend
 from experts.models import resolve_model_path
 from experts.pool import ChatMessage, GenerationRequest, clear_backends, get_backend
 from experts.residency import pool, process_rss_bytes
@@ -143,37 +147,79 @@ def _read(path: Path) -> float:
     return time.perf_counter() - t0
 
 
-def part_cold() -> dict[str, Any]:
+def _vocab_only_load(path: Path) -> float:
+    """llama.cpp's fixed set-up: loading the vocabulary and metadata alone, reading no weights, no context."""
+    import llama_cpp
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    with suppress_stdout_stderr(disable=False):  # llama.cpp prints the metadata it reads
+        t0 = time.perf_counter()
+        model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        elapsed = time.perf_counter() - t0
+    if not model:
+        raise RuntimeError(f"llama.cpp could not load the vocabulary of {path}")
+    llama_cpp.llama_model_free(model)
+    return elapsed
+
+
+def _cold_load(path: Path, *, prefetch: bool) -> float:
+    _drop(path)
+    backend = LlamaBackend(path, n_threads=os.cpu_count() or 1, prefetch=prefetch)
+    backend.load()
+    backend.unload()
+    return backend.load_seconds or 0.0
+
+
+def part_cold(repeats: int = 3) -> dict[str, Any]:
     clear_backends()
     settings = _settings()
     rows = []
     for name in MODELS:
         path = resolve_model_path(name)
-        warm_read = min(_read(path) for _ in range(2))
-        _drop(path)
-        cold_read = _read(path)
-        _drop(path)
-        handle = get_backend(settings, name)
-        handle.load()
-        cold_load = handle.entry.load_seconds or 0.0
-        pool().unload_idle()
-        handle.load()  # file now in the page cache
-        warm_load = handle.entry.load_seconds or 0.0
-        pool().unload_idle()
+        samples: dict[str, list[float]] = {k: [] for k in ("warm_read", "cold_read", "cold", "cold_alone", "warm")}
+        vocab = []
+        for _ in range(repeats):  # interleaved, so that a noisy moment touches every kind alike
+            samples["warm_read"].append(min(_read(path) for _ in range(2)))
+            _drop(path)
+            samples["cold_read"].append(_read(path))
+            _drop(path)
+            handle = get_backend(settings, name)
+            handle.load()
+            samples["cold"].append(handle.entry.load_seconds or 0.0)
+            pool().unload_idle()
+            handle.load()  # the file is now in the page cache: llama.cpp's own work, no disk
+            samples["warm"].append(handle.entry.load_seconds or 0.0)
+            pool().unload_idle()
+            samples["cold_alone"].append(_cold_load(path, prefetch=False))
+            vocab.append(_vocab_only_load(path))
+        m = {k: median(v) for k, v in samples.items()}
         rows.append(
             {
                 "model": name,
                 "file_mib": round(path.stat().st_size / MIB),
-                "warm_read_s": round(warm_read, 3),
-                "cold_read_s": round(cold_read, 3),
-                "page_cache_dropped": cold_read > 1.5 * warm_read,
-                "cold_load_s": round(cold_load, 3),
-                "warm_load_s": round(warm_load, 3),
-                "cold_load_over_cold_read": round(cold_load / cold_read, 2),
+                "warm_read_s": round(m["warm_read"], 3),
+                "cold_read_s": round(m["cold_read"], 3),
+                "page_cache_dropped": m["cold_read"] > 1.5 * m["warm_read"],
+                "cold_load_s": round(m["cold"], 3),
+                "cold_load_without_prefetch_s": round(m["cold_alone"], 3),
+                "warm_load_s": round(m["warm"], 3),
+                "vocab_only_load_s": round(median(vocab), 3),
+                "cold_load_over_cold_read": round(m["cold"] / m["cold_read"], 2),
+                "without_prefetch_over_cold_read": round(m["cold_alone"] / m["cold_read"], 2),
+                "warm_load_over_cold_read": round(m["warm"] / m["cold_read"], 2),
+                "vocab_only_over_cold_read": round(median(vocab) / m["cold_read"], 2),
             }
         )
     clear_backends()
-    return {"rows": rows, "goal": 1.2, "met": all(r["cold_load_over_cold_read"] <= 1.2 for r in rows)}
+    return {
+        "repeats": repeats,
+        "rows": rows,
+        "goal": 1.2,
+        "met": all(r["cold_load_over_cold_read"] <= 1.2 for r in rows),
+        "attainable_with_llama_cpp": [r["model"] for r in rows if r["warm_load_over_cold_read"] <= 1.2],
+    }
 
 
 # --- slot start latency and peak memory through the graph ----------------------------------------------------
@@ -383,7 +429,7 @@ def _markdown(payload: dict[str, Any]) -> str:
         )
     if "cold" in payload:
         c = payload["cold"]
-        out.append("\n## Cold load vs reading the file once\n")
+        out.append(f"\n## Cold load vs reading the file once (medians of {c['repeats']}, interleaved)\n")
         out.append(
             md_table(
                 [
@@ -392,9 +438,14 @@ def _markdown(payload: dict[str, Any]) -> str:
                     "warm read s",
                     "cold read s",
                     "cache dropped",
-                    "cold load s",
-                    "warm load s",
-                    "ratio",
+                    "cold load s (shipped, prefetch)",
+                    "cold load s without prefetch",
+                    "warm load s (no disk)",
+                    "vocabulary only s",
+                    "ratio shipped",
+                    "ratio without prefetch",
+                    "ratio warm load",
+                    "ratio vocabulary only",
                 ],
                 [
                     [
@@ -404,14 +455,29 @@ def _markdown(payload: dict[str, Any]) -> str:
                         r["cold_read_s"],
                         r["page_cache_dropped"],
                         r["cold_load_s"],
+                        r["cold_load_without_prefetch_s"],
                         r["warm_load_s"],
+                        r["vocab_only_load_s"],
                         r["cold_load_over_cold_read"],
+                        r["without_prefetch_over_cold_read"],
+                        r["warm_load_over_cold_read"],
+                        r["vocab_only_over_cold_read"],
                     ]
                     for r in c["rows"]
                 ],
             )
         )
-        out.append(f"\nGoal cold load / cold read <= {c['goal']}: " + ("met" if c["met"] else "NOT met"))
+        out.append(
+            "\nRatios are over the cold read. The warm load has no disk in it: it is llama.cpp's own work (vocabulary "
+            "set-up, copying and repacking the weights, the context), a floor for any loader built on llama.cpp; "
+            "'vocabulary only' is the part of it that reads no weights at all."
+        )
+        out.append(
+            f"\nGoal cold load / cold read <= {c['goal']}: "
+            + ("met" if c["met"] else "NOT met")
+            + "; reachable with llama.cpp on this machine (warm load <= goal) for: "
+            + (", ".join(c["attainable_with_llama_cpp"]) or "none")
+        )
     if "start" in payload:
         s = payload["start"]
         out.append("\n## Slot start latency (hand-over + time to first token), three GGUF files\n")
