@@ -195,7 +195,7 @@ class LlamaBackend:
                 for the 1.5B model here), stay cached after unloading, and would escape the pool's estimate.
             prefetch: Read the file ahead of llama.cpp in a background thread while loading
                 (:mod:`experts.prefetch`): llama.cpp alone alternates reading and computing, so a load from a
-                cold page cache took 1.7x as long as a warm one for the 1.5B model.
+                cold page cache took 1.25-1.7x as long as a warm one for the 1.5B model.
         """
         self.model_path = model_path
         self.n_ctx = n_ctx
@@ -213,7 +213,7 @@ class LlamaBackend:
         self._mask_buffer: npt.NDArray[Any] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._abort = ctypes.create_string_buffer(2)  # byte 0 set: llama.cpp stops its computation (see _AbortSwitch)
+        self._abort = ctypes.create_string_buffer(2)  # byte 0 set: llama.cpp stops computing (_install_abort)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LlamaBackend:

@@ -2,10 +2,10 @@
 
 llama.cpp loads a GGUF file tensor by tensor: it reads one, repacks it for the CPU's vector instructions, then
 reads the next, so on a cold page cache the disk and the CPU take turns instead of working together. Measured
-on this project's 2-core machine (see ``bench/results/pool.md``): the 1.5B model loaded in 5.9 s from a cold
-cache against 3.4 s from a warm one, while reading the whole file cold took 0.95 s. A thread that reads the
-file ahead of llama.cpp, in the order llama.cpp reads it, keeps the disk busy while llama.cpp computes, and the
-cold load comes down to about the warm one.
+on this project's 2-core machine (``bench/results/pool.md``): the 1.5B model loaded in 3.6 s from a cold cache
+against 2.9 s from a warm one, while reading the whole file cold took 1.2 s. A thread that reads the file
+ahead of llama.cpp, in the order llama.cpp reads it, keeps the disk busy while llama.cpp computes: the cold
+load came down to 3.1 s, within 7% of the warm one.
 
 The thread reads into one reused buffer (the data itself is thrown away: what matters is that the kernel now
 holds the pages), so it costs no memory of its own, and a file that is already cached costs a memory copy on
