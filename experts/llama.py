@@ -24,6 +24,7 @@ keeps the general grammar.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import logging
@@ -97,14 +98,18 @@ def _no_suppression(disable: bool = True) -> contextlib.AbstractContextManager[N
 _GGML_LOG_ERROR = 4
 _llama_logger = logging.getLogger("llama.cpp")
 _log_callbacks: list[Any] = []  # the ctypes callback must outlive every call llama.cpp makes to it
+_llama_errors: collections.deque[str] = collections.deque(maxlen=8)
+"""llama.cpp's latest error lines, for the message of a failed load (cleared before each load)."""
 
 
 def _route_llama_log(llama_cpp: Any) -> None:
-    """Send what llama.cpp logs, process-wide, to the ``llama.cpp`` logger: errors as warnings, the rest as debug.
+    """Send what llama.cpp logs, process-wide, to the ``llama.cpp`` logger at debug level.
 
     llama-cpp-python's own callback maps an older ggml's log levels: it prints warnings on stderr (the bundled
     model's "control-looking token" notice at every load, "removing memory module entries" after a stopped
-    generation) and drops errors. Errors are warnings here because the failure they explain is raised anyway.
+    generation) and drops errors. Error lines are kept too (:data:`_llama_errors`): a failed load's error
+    message quotes them. They are not warnings, because the failures they explain are raised anyway, and a
+    stopped computation logs three of them ("llama_decode: failed to decode, ret = 2") that are no failure.
     """
     if _log_callbacks:
         return
@@ -112,7 +117,9 @@ def _route_llama_log(llama_cpp: Any) -> None:
     def forward(level: int, text: bytes, user_data: Any) -> None:
         line = text.decode("utf-8", "replace").rstrip()
         if line:
-            _llama_logger.log(logging.WARNING if level == _GGML_LOG_ERROR else logging.DEBUG, "%s", line)
+            if level == _GGML_LOG_ERROR:
+                _llama_errors.append(line)
+            _llama_logger.debug("%s", line)
 
     _log_callbacks.append(llama_cpp.llama_log_callback(forward))
     llama_cpp.llama_log_set(_log_callbacks[0], None)
@@ -400,6 +407,7 @@ class LlamaBackend:
                 _LOAD_LOCK,
                 _output_left_alone(llama_cpp),
             ):
+                _llama_errors.clear()
                 llm: Llama = llama_cpp.Llama(
                     model_path=str(self.model_path),
                     n_ctx=self.n_ctx,
@@ -409,9 +417,10 @@ class LlamaBackend:
                     verbose=False,
                 )
         except (ValueError, RuntimeError, OSError) as exc:
+            said = "; ".join(_llama_errors)
             raise ModelUnavailableError(
-                f"llama.cpp cannot load {self.model_path}: {exc}; check that it is a complete GGUF model "
-                "supported by the installed llama-cpp-python"
+                f"llama.cpp cannot load {self.model_path}: {exc}" + (f" (llama.cpp: {said})" if said else "") + "; "
+                "check that it is a complete GGUF model supported by the installed llama-cpp-python"
             ) from exc
         self.load_seconds = time.perf_counter() - started
         _install_abort(llama_cpp, llm, self._abort)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from experts.llama import LlamaBackend
 from experts.models import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_path, resolve_model_path
 from experts.pool import ChatMessage, GenerationRequest
 from experts.prefetch import Prefetch
-from state.errors import BackendError, GenerationStopped
+from state.errors import BackendError, GenerationStopped, ModelUnavailableError
 from state.passport import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
@@ -172,9 +173,20 @@ def test_loading_reads_the_file_ahead_of_llama_cpp(model_path: Path, monkeypatch
     assert len(readers) == 1
 
 
-def test_a_stop_interrupts_llama_cpp_in_the_middle_of_reading_the_prompt(model_path: Path) -> None:
+def test_a_truncated_model_is_refused_with_llama_cpps_reason(model_path: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "truncated.gguf"
+    with model_path.open("rb") as fh:
+        broken.write_bytes(fh.read(3_000_000))
+    with pytest.raises(ModelUnavailableError, match=r"cannot load .*truncated\.gguf.*\(llama\.cpp: .*failed"):
+        LlamaBackend(broken, n_ctx=512).load()
+
+
+def test_a_stop_interrupts_llama_cpp_in_the_middle_of_reading_the_prompt(
+    model_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Ctrl+C and the pool's emergency stop must not wait for a long prompt to be read (tens of seconds with the
     1.5B model): llama.cpp's abort callback stops it between two operations of the compute graph."""
+    caplog.set_level(logging.DEBUG, logger="llama.cpp")
     backend = LlamaBackend(model_path, n_ctx=4096, n_threads=2)
     long = GenerationRequest(messages=(ChatMessage("user", "word " * 3500),), max_tokens=4, slot_id="s1")
     errors: list[BaseException] = []
@@ -197,6 +209,8 @@ def test_a_stop_interrupts_llama_cpp_in_the_middle_of_reading_the_prompt(model_p
         assert errors[0].slot_id == "s1"
         llm = backend._llm
         assert llm is not None and llm.n_tokens < 3500, "the whole prompt was read before stopping"
+        # llama.cpp logs the aborted decode as three errors; a stop is no failure, so nothing reaches a user
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
     finally:
         backend.unload()
     one = GenerationRequest(messages=(ChatMessage("user", "Say hello."),), max_tokens=1)
