@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -120,7 +119,7 @@ def part_dispatch(n: int = 50) -> dict[str, Any]:
         "n": n,
         "hand_over_ms_p50": median(hand_over_ms),
         "hand_over_ms_p99": percentile(hand_over_ms, 99),
-        "pooled_minus_direct_ms_median": statistics.median(diffs_ms),
+        "pooled_minus_direct_ms_median": median(diffs_ms),
         "one_token_generation_ms_median": 1e3 * median(direct),
         "goal_ms": 1.0,
         "met": percentile(hand_over_ms, 99) <= 1.0,
@@ -164,9 +163,10 @@ def _vocab_only_load(path: Path) -> float:
     return elapsed
 
 
-def _cold_load(path: Path, *, prefetch: bool) -> float:
+def _cold_load(path: Path, settings: Any, *, prefetch: bool) -> float:
+    """A cold load of ``path`` by a backend of its own, outside the pool, with the run's context and threads."""
     _drop(path)
-    backend = LlamaBackend(path, n_threads=os.cpu_count() or 1, prefetch=prefetch)
+    backend = LlamaBackend(path, n_ctx=settings.n_ctx, n_threads=settings.n_threads, prefetch=prefetch)
     backend.load()
     backend.unload()
     return backend.load_seconds or 0.0
@@ -192,7 +192,7 @@ def part_cold(repeats: int = 3) -> dict[str, Any]:
             handle.load()  # the file is now in the page cache: llama.cpp's own work, no disk
             samples["warm"].append(handle.entry.load_seconds or 0.0)
             pool().unload_idle()
-            samples["cold_alone"].append(_cold_load(path, prefetch=False))
+            samples["cold_alone"].append(_cold_load(path, settings, prefetch=False))
             vocab.append(_vocab_only_load(path))
         m = {k: median(v) for k, v in samples.items()}
         rows.append(

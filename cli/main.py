@@ -293,7 +293,7 @@ def _drive(
 
 
 def _settle_models() -> None:
-    """Let a preload still loading finish first: during a load, the process's output goes to /dev/null."""
+    """Let a preload still loading finish before reporting and exiting (see ``ModelPool.settle``)."""
     from experts.residency import pool
 
     pool().settle()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import threading
@@ -97,22 +98,21 @@ def _no_suppression(disable: bool = True) -> contextlib.AbstractContextManager[N
 
 _GGML_LOG_ERROR = 4
 _llama_logger = logging.getLogger("llama.cpp")
-_log_callbacks: list[Any] = []  # the ctypes callback must outlive every call llama.cpp makes to it
 _llama_errors: collections.deque[str] = collections.deque(maxlen=8)
 """llama.cpp's latest error lines, for the message of a failed load (cleared before each load)."""
 
 
-def _route_llama_log(llama_cpp: Any) -> None:
-    """Send what llama.cpp logs, process-wide, to the ``llama.cpp`` logger at debug level.
+@functools.cache
+def _route_llama_log(llama_cpp: Any) -> Any:
+    """Send what llama.cpp logs, process-wide, to the ``llama.cpp`` logger at debug level; once per process.
 
     llama-cpp-python's own callback maps an older ggml's log levels: it prints warnings on stderr (the bundled
     model's "control-looking token" notice at every load, "removing memory module entries" after a stopped
     generation) and drops errors. Error lines are kept too (:data:`_llama_errors`): a failed load's error
     message quotes them. They are not warnings, because the failures they explain are raised anyway, and a
     stopped computation logs three of them ("llama_decode: failed to decode, ret = 2") that are no failure.
+    Returns the ctypes callback, which the cache keeps alive for as long as llama.cpp may call it.
     """
-    if _log_callbacks:
-        return
 
     def forward(level: int, text: bytes, user_data: Any) -> None:
         line = text.decode("utf-8", "replace").rstrip()
@@ -121,13 +121,12 @@ def _route_llama_log(llama_cpp: Any) -> None:
                 _llama_errors.append(line)
             _llama_logger.debug("%s", line)
 
-    _log_callbacks.append(llama_cpp.llama_log_callback(forward))
-    llama_cpp.llama_log_set(_log_callbacks[0], None)
+    callback = llama_cpp.llama_log_callback(forward)
+    llama_cpp.llama_log_set(callback, None)
+    return callback
 
 
-_abort_callbacks: list[Any] = []
-
-
+@functools.cache
 def _native_abort_callback(llama_cpp: Any) -> Any | None:
     """A ggml abort callback that runs no Python: the C library's ``strlen``, given a two-byte flag buffer.
 
@@ -135,17 +134,14 @@ def _native_abort_callback(llama_cpp: Any) -> Any | None:
     Python callback would take the GIL hundreds of times a token: measured with another Python thread busy,
     40 tokens took 153 s instead of 10 s. ``strlen`` of the buffer ``{flag, 0}`` is 0 or 1, which is the bool
     the callback returns (x86-64 and AArch64 return a bool in the low byte of the same register). None where
-    the C library cannot be opened this way (then a stop waits for the next token).
+    the C library cannot be opened this way (then a stop waits for the next token). Made once per process.
     """
-    if not _abort_callbacks:
-        try:
-            strlen = ctypes.CDLL(None).strlen
-            callback = llama_cpp.ggml_abort_callback(ctypes.cast(strlen, ctypes.c_void_p).value)
-        except (OSError, AttributeError, TypeError) as exc:
-            logger.debug("no native abort callback: %s", exc)
-            callback = None
-        _abort_callbacks.append(callback)
-    return _abort_callbacks[0]
+    try:
+        strlen = ctypes.CDLL(None).strlen
+        return llama_cpp.ggml_abort_callback(ctypes.cast(strlen, ctypes.c_void_p).value)
+    except (OSError, AttributeError, TypeError) as exc:
+        logger.debug("no native abort callback: %s", exc)
+        return None
 
 
 def _install_abort(llama_cpp: Any, llm: Llama, flag: ctypes.Array[ctypes.c_char]) -> None:

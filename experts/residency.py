@@ -304,8 +304,8 @@ class ModelPool:
     def settle(self, timeout: float = 60.0) -> bool:
         """Wait until no model is loading (a preload may outlive its run); returns False on timeout.
 
-        The CLI calls this before printing its result: llama-cpp-python silences a load by pointing the process's
-        stdout and stderr at /dev/null for its duration.
+        The CLI calls this before it reports and exits, so that the process does not end while a background
+        thread is inside llama.cpp's loader (its daemon thread would be cut off during interpreter shutdown).
         """
         deadline = time.monotonic() + timeout
         with self._cond:
