@@ -188,6 +188,16 @@ def verify_model_files(model_dir: Path, names: tuple[str, ...] = ("model.safeten
             )
 
 
+def weights_key(model_dir: Path) -> bytes:
+    """What identifies a model directory's weights for files derived from them.
+
+    The path, size and modification time of ``model.safetensors``, and the bytes of ``config.json``.
+    """
+    weights = model_dir / "model.safetensors"
+    stat = weights.stat()
+    return f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode() + (model_dir / "config.json").read_bytes()
+
+
 def _layer_norm(x: Vectors, weight: Vectors, bias: Vectors, eps: float) -> Vectors:
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
@@ -262,6 +272,37 @@ class BertSentenceEncoder:
         self._tokenizer.enable_truncation(max_length=self.max_len)
         self._tokenizer.no_padding()
         self._lock = threading.Lock()
+        self.model_dir = model_dir
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's own ``tokenizers.Tokenizer`` (truncating at :attr:`max_len`, no padding)."""
+        return self._tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        """Tokens in the model's vocabulary."""
+        return int(self._tokenizer.get_vocab_size())
+
+    def special_ids(self) -> tuple[int, int]:
+        """The ids of ``[CLS]`` and ``[SEP]``, which open and close every encoded text."""
+        ids = (self._tokenizer.token_to_id("[CLS]"), self._tokenizer.token_to_id("[SEP]"))
+        if ids[0] is None or ids[1] is None:
+            raise ConfigError(str(self.model_dir / "tokenizer.json"), "the vocabulary has no [CLS] or [SEP] token")
+        return int(ids[0]), int(ids[1])
+
+    def unk_id(self) -> int:
+        """The id of ``[UNK]`` (0 if the vocabulary has none)."""
+        found = self._tokenizer.token_to_id("[UNK]")
+        return int(found) if found is not None else 0
+
+    def weights_fingerprint(self) -> str:
+        """Changes when the weights file or the config changes (see :func:`weights_key`)."""
+        return hashlib.sha256(weights_key(self.model_dir)).hexdigest()[:16]
+
+    def embed_ids(self, tokens: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Vectors:
+        """Pooled, normalised vectors of already tokenised rows (``tokens`` and ``mask`` of one shape)."""
+        return check_vectors(self._embed(tokens, mask), self.dim, f"embedding backend {self.backend}")
 
     @staticmethod
     def max_length(model_dir: Path, config: dict[str, Any]) -> int:

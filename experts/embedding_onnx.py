@@ -35,6 +35,7 @@ import logging
 import math
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from experts.embedding import BertSentenceEncoder, Vectors, bert_config, verify_model_files
+from experts.embedding import BertSentenceEncoder, Vectors, bert_config, verify_model_files, weights_key
 from state.errors import ConfigError
 
 __all__ = ["PRECISIONS", "OnnxMiniLM", "build_model", "quantize_model"]
@@ -57,11 +58,7 @@ _INT8_SETTINGS = "dynamic:qint8:per-channel:reduce-range:MatMul"
 
 
 def _fingerprint(model_dir: Path) -> str:
-    weights = model_dir / "model.safetensors"
-    stat = weights.stat()
-    config = (model_dir / "config.json").read_bytes()
-    key = f"{_BUILD_VERSION}:{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode() + config
-    return hashlib.sha256(key).hexdigest()[:16]
+    return hashlib.sha256(f"{_BUILD_VERSION}:".encode() + weights_key(model_dir)).hexdigest()[:16]
 
 
 def build_model(model_dir: Path) -> Any:
@@ -272,8 +269,6 @@ class OnnxMiniLM(BertSentenceEncoder):
     backend = "onnx"
 
     def __init__(self, model_dir: Path, precision: str = "float32") -> None:
-        import onnxruntime as ort
-
         if precision not in PRECISIONS:
             raise ConfigError(
                 "argument precision", f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}"
@@ -287,21 +282,35 @@ class OnnxMiniLM(BertSentenceEncoder):
             # activations are quantised with one range per call: in a batch, a text's vector would depend on the
             # other texts and on the padding (cosine 0.98 to its own vector alone), so texts go one at a time
             self.batch_size = 1
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
-        options.inter_op_num_threads = 1
-        # ONNX Runtime's default short spin-wait between parallel sections is kept: turning it off made a
-        # 29-token query 30% slower (4.4 vs 3.3 ms); routing runs before the slots' generation, not during it.
-        path = _cached_model(model_dir, precision)
-        try:
-            self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # a damaged cache file: rebuild once
-            logger.warning("the cached ONNX encoder %s cannot be loaded (%s); rebuilding it", path, exc)
-            path.unlink(missing_ok=True)
-            path = _cached_model(model_dir, precision)
-            self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._path = _cached_model(model_dir, precision)
+        self._session: Any = None
+        self._session_lock = threading.Lock()
+
+    def _get_session(self) -> Any:
+        """The ONNX Runtime session, created on the first embedding.
+
+        Creating it takes about a quarter of a second, which ``coe route`` skips when the router's static first
+        stage decides.
+        """
+        with self._session_lock:
+            if self._session is None:
+                import onnxruntime as ort
+
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
+                options.inter_op_num_threads = 1
+                # ONNX Runtime's default short spin-wait between parallel sections is kept: turning it off made a
+                # 29-token query 30% slower (4.4 vs 3.3 ms); routing runs before the slots' generation.
+                try:
+                    self._session = ort.InferenceSession(str(self._path), options, providers=["CPUExecutionProvider"])
+                except Exception as exc:  # a damaged cache file: rebuild once
+                    logger.warning("the cached ONNX encoder %s cannot be loaded (%s); rebuilding it", self._path, exc)
+                    self._path.unlink(missing_ok=True)
+                    self._path = _cached_model(self.model_dir, self.precision)
+                    self._session = ort.InferenceSession(str(self._path), options, providers=["CPUExecutionProvider"])
+            return self._session
 
     def _embed(self, tokens: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Vectors:
-        (vectors,) = self._session.run(["embedding"], {"input_ids": tokens, "attention_mask": mask})
+        (vectors,) = self._get_session().run(["embedding"], {"input_ids": tokens, "attention_mask": mask})
         out: Vectors = vectors
         return out
