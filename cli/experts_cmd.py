@@ -35,13 +35,25 @@ def route(
             "--tie-margin", help="Top-two gap under which a task-type specialist wins over a domain specialist."
         ),
     ] = None,
+    fast_gap: Annotated[
+        float | None,
+        typer.Option(
+            "--fast-gap",
+            help="Top-two gap from which the static first stage decides without the encoder (1: always the encoder).",
+        ),
+    ] = None,
 ) -> None:
     """Show which expert a text is routed to, with every expert's score."""
     from experts.router import RouterParams, get_router
     from state.context import resolve_settings
 
     with user_errors():
-        given = {"routing_lambda": lam, "routing_threshold": threshold, "routing_tie_margin": tie_margin}
+        given = {
+            "routing_lambda": lam,
+            "routing_threshold": threshold,
+            "routing_tie_margin": tie_margin,
+            "routing_fast_gap": fast_gap,
+        }
         settings = resolve_settings({k: v for k, v in given.items() if v is not None})
         params = RouterParams.from_settings(settings)
         if not text.strip():
@@ -53,6 +65,7 @@ def route(
     print(
         f"expert: {result.expert}  score {result.score:.3f}"
         + ("  (low-confidence fallback)" if result.fallback else "")
+        + ("  (decided by the static first stage)" if result.stage == "static" else "")
     )
     if result.rule == "tie_prefers_task_type":
         print(f"tie rule: task-type specialist preferred over {result.raw_best}")

@@ -23,6 +23,14 @@ Then two autonomous defaults, both recorded on the decision:
 * **low-confidence fallback**: when the chosen expert's net score is below ``threshold``, the slot goes to
   the generalist (``general_reasoning``).
 
+**Two stages.** :meth:`ExpertRouter.route_many` first scores the texts with static vectors (a token table
+distilled from the same encoder, :mod:`experts.embedding_static`; its own index, same scoring), which costs a
+fraction of a millisecond. Where that stage is decisive (its top two at least ``fast_gap`` apart, no rule
+applied, no fallback) its decision stands, recorded as ``stage="static"``; every other text is embedded by the
+encoder and routed as above (``stage="encoder"``). The gap is calibrated by cross-validation so that the
+two stages together are as accurate as the encoder alone; ``fast_gap=1`` turns the first stage off. Vectors
+given by the caller (:meth:`ExpertRouter.route_vectors`) are the encoder's and skip it.
+
 The vectors are built once per catalog content and embedding model and cached on disk (see
 :mod:`experts.router_cache`); loading a warm cache costs milliseconds. Defaults for lambda, the threshold
 and the top-k values come from the calibration in ``bench/bench_routing.py`` on the dev split of the
@@ -31,21 +39,26 @@ routing evaluation set (``bench/results/routing.md``).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from experts.catalog import GENERAL_EXPERT, Catalog, load_catalog
-from experts.embedding import Embedder, Vectors, check_vectors, get_embedder
+from experts.embedding import BertSentenceEncoder, Embedder, Vectors, check_vectors, get_embedder
 from experts.router_cache import ExpertIndex, load_or_build_index
 from state.context import DEFAULTS
-from state.errors import ConfigError
+from state.errors import CoeError, ConfigError
 from state.passport import Settings
 
-__all__ = ["DEFAULT_PARAMS", "ExpertRouter", "RouteResult", "RouterParams", "get_router"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_PARAMS", "ExpertRouter", "FastStage", "RouteResult", "RouterParams", "get_router"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,8 @@ class RouterParams:
     """Second look: a text whose two best net scores are closer than this gets it."""
     example_weight: float = 0.3
     """Weight of the learned term (the probe's centred logits; 0 turns it off)."""
+    fast_gap: float = DEFAULTS["routing_fast_gap"]
+    """Two stages: the static stage's decision stands from this top-two gap on (1 sends every text to the encoder)."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -79,6 +94,7 @@ class RouterParams:
             "head_weight": 0.0 <= self.head_weight <= 1.0,
             "head_gap": 0.0 <= self.head_gap <= 1.0,
             "example_weight": 0.0 <= self.example_weight <= 1.0,
+            "fast_gap": 0.0 <= self.fast_gap <= 1.0,
         }
         for name, ok in checks.items():
             if not ok:
@@ -86,9 +102,12 @@ class RouterParams:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RouterParams:
-        """The run's routing settings (lambda, threshold, tie margin); the other knobs keep their defaults."""
+        """The run's routing settings (lambda, threshold, tie margin, fast gap); the other knobs keep their defaults."""
         return cls(
-            lam=settings.routing_lambda, threshold=settings.routing_threshold, tie_margin=settings.routing_tie_margin
+            lam=settings.routing_lambda,
+            threshold=settings.routing_threshold,
+            tie_margin=settings.routing_tie_margin,
+            fast_gap=settings.routing_fast_gap,
         )
 
 
@@ -117,6 +136,13 @@ class RouteResult:
     """The learned term per expert, before its weight (empty without routing examples)."""
     head: str | None = None
     """The instruction head whose scores were blended in (the second look at a close call), if any."""
+    stage: str = "encoder"
+    """Which vectors decided: ``static`` (the first stage, decisive) or ``encoder`` (the sentence encoder)."""
+
+    @property
+    def gap(self) -> float:
+        """How far the chosen expert's score is above the runner-up's (0 without a runner-up)."""
+        return self.score - self.runner_up_score if self.runner_up_score is not None else 0.0
 
     def to_json(self) -> dict[str, Any]:
         """The ``coe route --json`` shape (plus the rule and raw winner)."""
@@ -136,6 +162,8 @@ class RouteResult:
             parts.append(f"low confidence: best was {self.raw_best} {self.scores[self.raw_best]:.3f}")
         if self.head is not None:
             parts.append(f"close call: second look at {self.head!r}")
+        if self.stage == "static":
+            parts.append("decided by the static first stage")
         return "; ".join(parts)
 
 
@@ -162,10 +190,46 @@ def instruction_head(text: str) -> str | None:
     return head if 2 <= words < len(stripped.split()) else None
 
 
-class ExpertRouter:
-    """Routes texts to experts of a catalog with a cached dual-embedding index."""
+class FastStage:
+    """The static first stage, built on first use and shared by every parameter variant of one router.
 
-    def __init__(self, catalog: Catalog, embedder: Embedder, index: ExpertIndex, params: RouterParams) -> None:
+    Args:
+        build: Makes the first-stage router (static embedder and its own index). It runs at most once; if it
+            fails with a :class:`CoeError`, the failure is logged and every text goes to the encoder.
+    """
+
+    def __init__(self, build: Callable[[], ExpertRouter]) -> None:
+        self._build: Callable[[], ExpertRouter] | None = build
+        self._router: ExpertRouter | None = None
+        self._lock = threading.Lock()
+
+    def router(self) -> ExpertRouter | None:
+        """The first-stage router (built on the first call), or None if it could not be built."""
+        with self._lock:
+            if self._build is not None:
+                build, self._build = self._build, None
+                try:
+                    self._router = build()
+                except CoeError as exc:
+                    logger.warning("the router's static first stage is off: %s", exc)
+        return self._router
+
+
+class ExpertRouter:
+    """Routes texts to experts of a catalog with a cached dual-embedding index.
+
+    Args:
+        fast: The static first stage (see the module docstring); None routes every text with ``embedder``.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        embedder: Embedder,
+        index: ExpertIndex,
+        params: RouterParams,
+        fast: FastStage | None = None,
+    ) -> None:
         if embedder.dim != index.dim or embedder.model_id != index.model_id:
             raise ConfigError(
                 "expert index",
@@ -176,23 +240,52 @@ class ExpertRouter:
         self.embedder = embedder
         self.index = index
         self.params = params
+        self.fast = fast
         self._kinds = {s.id: s.kind for s in catalog}
 
     def with_params(self, params: RouterParams) -> ExpertRouter:
-        """The same index and embedder with other scoring parameters."""
-        return ExpertRouter(self.catalog, self.embedder, self.index, params)
+        """The same index, embedder and first stage with other scoring parameters."""
+        return ExpertRouter(self.catalog, self.embedder, self.index, params, self.fast)
+
+    def first_stage(self) -> ExpertRouter | None:
+        """The static first stage with this router's parameters, or None when it is off or unavailable."""
+        if self.fast is None or self.params.fast_gap >= 1.0:
+            return None
+        router = self.fast.router()
+        return None if router is None else router.with_params(self.params)
 
     def route(self, text: str) -> RouteResult:
         """Route one text."""
         return self.route_many([text])[0]
 
     def route_many(self, texts: list[str]) -> list[RouteResult]:
-        """Route a batch of texts with one batched embedding (e.g. all slots of a framework)."""
+        """Route a batch of texts: the static first stage, then one batched encoder embedding for the rest."""
         if not texts:
             return []
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
                 raise ConfigError("route", "text to route is empty", field=f"texts[{i}]")
+        first = self.first_stage()
+        if first is None:
+            return self._route_texts(texts)
+        out = first.route_many(texts)
+        rest = []
+        for i, result in enumerate(out):
+            if self.decisive(result):
+                out[i] = dataclasses.replace(result, stage="static")
+            else:
+                rest.append(i)
+        if rest:
+            for i, result in zip(rest, self._route_texts([texts[i] for i in rest]), strict=True):
+                out[i] = result
+        return out
+
+    def decisive(self, first: RouteResult) -> bool:
+        """Whether a first-stage result stands: no rule applied (no near-tie, no fallback), gap >= ``fast_gap``."""
+        return first.rule is None and first.gap >= self.params.fast_gap
+
+    def _route_texts(self, texts: list[str]) -> list[RouteResult]:
+        """Route with the sentence encoder (the second stage, or the only one)."""
         vectors = check_vectors(self.embedder.encode([t.strip() for t in texts]), self.index.dim, "router query")
         cap, exc, learned = self.affinities(vectors)
         heads: dict[int, str] = {}
@@ -321,6 +414,25 @@ def get_router(params: RouterParams | None = None, catalog: Catalog | None = Non
         router = _routers.get(key)
         if router is None:
             index = load_or_build_index(catalog, embedder)
-            router = ExpertRouter(catalog, embedder, index, DEFAULT_PARAMS)
+            router = ExpertRouter(catalog, embedder, index, DEFAULT_PARAMS, _fast_stage(catalog, embedder))
             _routers[key] = router
     return router if params is None or params == router.params else router.with_params(params)
+
+
+FAST_STAGE_BACKENDS = ("onnx", "numpy")
+"""Encoders the static table is distilled from: float encoders that embed a batch of texts like one text each
+(the int8 graph quantises activations per call; sentence-transformers exposes no token-level call)."""
+
+
+def _fast_stage(catalog: Catalog, embedder: Embedder) -> FastStage | None:
+    if not isinstance(embedder, BertSentenceEncoder) or embedder.backend not in FAST_STAGE_BACKENDS:
+        return None
+    encoder = embedder
+
+    def build() -> ExpertRouter:
+        from experts.embedding_static import StaticEmbedder
+
+        static = StaticEmbedder(encoder)
+        return ExpertRouter(catalog, static, load_or_build_index(catalog, static, part="static"), DEFAULT_PARAMS)
+
+    return FastStage(build)

@@ -263,16 +263,27 @@ def build_index(catalog: Catalog, embedder: Embedder) -> ExpertIndex:
     )
 
 
-def load_or_build_index(catalog: Catalog, embedder: Embedder, directory: Path | None = None) -> ExpertIndex:
+def load_or_build_index(
+    catalog: Catalog, embedder: Embedder, directory: Path | None = None, part: str | None = None
+) -> ExpertIndex:
     """Load the cached index if it matches the catalog and embedder, else build it and write the cache.
 
     A cache that cannot be written (read-only install) is written to the user cache directory instead;
     if neither can be written, the index is used from memory and a warning is logged.
+
+    Args:
+        catalog: The expert catalog whose scope lines (and routing examples) are embedded.
+        embedder: The model that embeds them; queries must come from the same model.
+        directory: The cache directory (default: :func:`cache_dir`).
+        part: A subdirectory for a second index kept beside the main one (the router's static first stage):
+            a directory holds one index, and two embedders sharing one would rebuild each other's.
     """
     t0 = time.perf_counter()
     wanted = content_hash(catalog, embedder)
     primary = directory if directory is not None else cache_dir()
     candidates = [primary] if directory is not None or os.environ.get(CACHE_ENV) else [primary, _fallback_dir()]
+    if part is not None:
+        candidates = [path / part for path in candidates]
     for path in candidates:
         loaded = _try_load(path, wanted, embedder)
         if loaded is not None:

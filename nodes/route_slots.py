@@ -57,6 +57,7 @@ def route_slots(state: Passport) -> dict[str, Any]:
                 scores=res.scores,
                 fallback=res.fallback,
                 rule=res.rule,
+                stage=res.stage,
                 reason=res.explain(),
             )
     for spec in state.framework.slots:

@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "routing_lambda": 0.3,
     "routing_threshold": 0.17,
     "routing_tie_margin": 0.01,
+    "routing_fast_gap": 0.16,
     "true_experts": True,
     "use_templates": True,
     "planner_model": "qwen2.5-coder-1.5b",
@@ -74,6 +75,7 @@ ENV_VARS: dict[str, str] = {
     "routing_lambda": "COE_ROUTING_LAMBDA",
     "routing_threshold": "COE_ROUTING_THRESHOLD",
     "routing_tie_margin": "COE_ROUTING_TIE_MARGIN",
+    "routing_fast_gap": "COE_ROUTING_FAST_GAP",
     "true_experts": "COE_TRUE_EXPERTS",
     "use_templates": "COE_USE_TEMPLATES",
     "planner_model": "COE_PLANNER_MODEL",
@@ -126,6 +128,12 @@ class RunContext(BaseModel):
     )
     routing_tie_margin: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Top-two gap under which a task-type specialist is preferred."
+    )
+    routing_fast_gap: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Top-two gap from which the router's static first stage decides (1: the encoder routes all).",
     )
     true_experts: bool | None = Field(
         default=None, description="Run true experts on their own models (false: every expert on the base model)."

@@ -79,6 +79,8 @@ class Settings(_Model):
     routing_lambda: float = Field(default=0.3, ge=0.0, le=5.0)
     routing_threshold: float = Field(default=0.17, ge=-1.0, le=1.0)
     routing_tie_margin: float = Field(default=0.01, ge=0.0, le=1.0)
+    routing_fast_gap: float = Field(default=0.16, ge=0.0, le=1.0)
+    """The router's static first stage decides a slot when its top two are at least this far apart (1: never)."""
     true_experts: bool = True
     use_templates: bool = True
     planner_model: str | None = "qwen2.5-coder-1.5b"
@@ -140,6 +142,8 @@ class RoutingDecision(_Model):
     """The generalist took the slot because the best score was below the threshold."""
     rule: str | None = None
     """The autonomous default that changed the raw winner, if any (tie_prefers_task_type, low_confidence)."""
+    stage: str | None = None
+    """Which router stage decided: ``static`` (the first stage) or ``encoder``; None when the framework named it."""
     model: str | None = None
     """The model the expert runs on: None for the base model (faux expert), else a bundled name or GGUF path."""
     binding: str = "faux"

@@ -34,6 +34,17 @@ def test_route_json_has_the_documented_shape() -> None:
     assert legal["expert"] == "legal_drafting"
 
 
+def test_route_says_which_stage_decided() -> None:
+    text = "Write a Python script that analyses medical records"
+    fast = json.loads(runner.invoke(app, ["route", text, "--json"]).stdout)
+    assert fast["stage"] == "static" and fast["expert"] == "python_coder"  # a clear case: no encoder needed
+    assert "decided by the static first stage" in runner.invoke(app, ["route", text]).stdout.splitlines()[0]
+    slow = json.loads(runner.invoke(app, ["route", text, "--json", "--fast-gap", "1"]).stdout)
+    assert slow["stage"] == "encoder" and slow["expert"] == "python_coder"
+    result = runner.invoke(app, ["route", text, "--fast-gap", "2"])
+    assert result.exit_code == 2 and "routing_fast_gap" in result.stderr
+
+
 def test_route_table_and_parameters() -> None:
     result = runner.invoke(app, ["route", "Prove that the square root of 2 is irrational"])
     assert result.exit_code == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import yaml
 
 from experts.catalog import Catalog, load_catalog
 from experts.embedding import VectorInvariantError
-from experts.router import ExpertRouter, RouterParams, get_router, instruction_head
+from experts.router import ExpertRouter, FastStage, RouterParams, get_router, instruction_head
 from experts.router_cache import load_or_build_index
 from state.errors import ConfigError
 
@@ -146,11 +147,99 @@ def test_router_refuses_vectors_and_indexes_that_break_invariants(small) -> None
         ExpertRouter(small[0], Other(), router.index, RouterParams())
 
 
+class StaticKeywordEmbedder(KeywordEmbedder):
+    """The first stage's stand-in: the same keyword axes, another model (its own index)."""
+
+    model_id = "keyword-static:4d"
+
+
+def _two_stage(
+    small: tuple[Catalog, KeywordEmbedder, Path], fast_gap: float = 0.5
+) -> tuple[ExpertRouter, StaticKeywordEmbedder, list[int]]:
+    catalog, embedder, cache = small
+    static = StaticKeywordEmbedder()
+    builds: list[int] = []
+
+    def build() -> ExpertRouter:
+        builds.append(1)
+        index = load_or_build_index(catalog, static, cache, part="static")
+        return ExpertRouter(catalog, static, index, RouterParams())
+
+    params = RouterParams(lam=0.0, threshold=-1.0, tie_margin=0.0, fast_gap=fast_gap)
+    router = ExpertRouter(catalog, embedder, load_or_build_index(catalog, embedder, cache), params, FastStage(build))
+    return router, static, builds
+
+
+def test_the_static_stage_decides_clear_texts_and_the_encoder_the_rest(small) -> None:  # type: ignore[no-untyped-def]
+    router, static, builds = _two_stage(small)
+    encoder = small[1]
+    texts = ["legal legal legal", "medical medical medical code code", "code code"]
+    before = encoder.calls
+    results = router.route_many(texts)
+    assert builds == [1] and static.calls >= 1
+    assert [r.stage for r in results] == ["static", "encoder", "static"]
+    assert encoder.calls == before + 1  # one batch, with only the close call in it
+    assert [r.expert for r in results] == ["legal_drafting", "medical_clinical", "python_coder"]
+    assert results[0].gap >= 0.5 > results[1].gap
+    assert "decided by the static first stage" in results[0].explain()
+    assert results[0].to_json()["stage"] == "static" and results[1].to_json()["stage"] == "encoder"
+    # Same decisions as the encoder alone on these texts; the first stage is built once and shared.
+    alone = router.with_params(dataclasses.replace(router.params, fast_gap=1.0))
+    assert [r.expert for r in alone.route_many(texts)] == [r.expert for r in results]
+    router.with_params(dataclasses.replace(router.params, lam=0.1)).route("code")
+    assert builds == [1]
+
+
+def test_fast_gap_one_turns_the_first_stage_off_without_building_it(small) -> None:  # type: ignore[no-untyped-def]
+    router, static, builds = _two_stage(small, fast_gap=1.0)
+    assert [r.stage for r in router.route_many(["legal legal", "code"])] == ["encoder", "encoder"]
+    assert builds == [] and static.calls == 0 and router.first_stage() is None
+
+
+def test_a_first_stage_fallback_or_tie_goes_to_the_encoder(small) -> None:  # type: ignore[no-untyped-def]
+    router, _, _ = _two_stage(small, fast_gap=0.0)
+    low = router.with_params(dataclasses.replace(router.params, threshold=0.99)).route("legal code medical")
+    assert low.stage == "encoder" and low.fallback
+    tied = router.with_params(dataclasses.replace(router.params, tie_margin=0.3)).route(
+        "medical medical medical code code"
+    )
+    assert tied.stage == "encoder" and tied.rule == "tie_prefers_task_type"
+
+
+def test_a_first_stage_that_cannot_be_built_is_logged_and_skipped(  # type: ignore[no-untyped-def]
+    small, caplog: pytest.LogCaptureFixture
+) -> None:
+    catalog, embedder, cache = small
+
+    def broken() -> ExpertRouter:
+        raise ConfigError("static token table", "distilling gave non-finite values")
+
+    router = ExpertRouter(
+        catalog, embedder, load_or_build_index(catalog, embedder, cache), RouterParams(fast_gap=0.0), FastStage(broken)
+    )
+    with caplog.at_level(logging.WARNING, logger="experts.router"):
+        assert router.route("legal legal").stage == "encoder"
+        assert router.route("code").stage == "encoder"
+    assert caplog.text.count("the router's static first stage is off") == 1
+
+
+def test_both_stages_keep_their_own_index_cache(small) -> None:  # type: ignore[no-untyped-def]
+    catalog, embedder, cache = small
+    router, static, _ = _two_stage(small)
+    router.route("legal legal")
+    # Reloading either index must not rebuild it: one directory holds one index, so the first stage has its own.
+    assert load_or_build_index(catalog, embedder, cache).built is False
+    assert load_or_build_index(catalog, static, cache, part="static").built is False
+    assert (cache / "static" / "metadata.json").is_file()
+
+
 def test_router_params_are_range_checked() -> None:
     with pytest.raises(ConfigError, match="lam"):
         RouterParams(lam=-1.0)
     with pytest.raises(ConfigError, match="cap_top_k"):
         RouterParams(cap_top_k=0)
+    with pytest.raises(ConfigError, match="fast_gap"):
+        RouterParams(fast_gap=1.5)
 
 
 def test_index_cache_is_reused_and_rebuilt_when_a_scope_changes(tmp_path: Path) -> None:

@@ -74,9 +74,14 @@ def _run(tmp_path: Path, framework: dict[str, Any], **context: Any) -> tuple[Pas
     return state, [json.loads(line) for line in calls.read_text().splitlines()]
 
 
-def test_hipaa_task_slots_reach_the_right_experts_with_their_personas_and_models(tmp_path: Path) -> None:
-    state, calls = _run(tmp_path, HIPAA_FRAMEWORK)
+@pytest.mark.parametrize("fast_gap", [None, 1.0], ids=["two-stages", "encoder-alone"])
+def test_hipaa_task_slots_reach_the_right_experts_with_their_personas_and_models(
+    tmp_path: Path, fast_gap: float | None
+) -> None:
+    state, calls = _run(tmp_path, HIPAA_FRAMEWORK, **({} if fast_gap is None else {"routing_fast_gap": fast_gap}))
     assert {sid: d.expert for sid, d in state.routing.items()} == WANT
+    stages = {d.stage for d in state.routing.values()}
+    assert stages == {"encoder"} if fast_gap == 1.0 else stages <= {"static", "encoder"}
     assert all(d.expert != "medical_clinical" for d in state.routing.values())
     catalog = load_catalog()
     by_slot = {c["slot"]: c for c in calls}
@@ -96,6 +101,7 @@ def test_hipaa_task_slots_reach_the_right_experts_with_their_personas_and_models
         assert (
             entries[0].outputs_summary.startswith(f"{decision.expert} ") and "runner-up" in entries[0].outputs_summary
         )
+        assert ("decided by the static first stage" in entries[0].outputs_summary) == (decision.stage == "static")
     assert [s.expert for s in state.summary.slots] == [WANT[s.id] for s in state.summary.slots]  # type: ignore[union-attr]
 
 
@@ -104,6 +110,7 @@ def test_an_expert_named_by_the_framework_is_kept(tmp_path: Path) -> None:
     state, _ = _run(tmp_path, fw)
     decision = state.routing["disclaimer"]
     assert decision.expert == "technical_writer" and decision.reason == "set by the framework" and not decision.scores
+    assert decision.stage is None
 
 
 def test_true_experts_can_be_switched_off(tmp_path: Path) -> None:
