@@ -21,7 +21,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
 from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_WAITING, user_errors
@@ -38,6 +37,7 @@ from state.io import RunInput, RunOptions
 from state.passport import Passport
 
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
     from langgraph.types import Interrupt
 
 app = typer.Typer(
