@@ -11,21 +11,26 @@ from the calibration texts (the run refuses to start when that file and the cali
    example weight, the tie margin and the capability and exclusion top-k; the objective is the worse of
    accuracy and trap accuracy, then accuracy (ties: lambda nearest the seed's 0.3, then the tie margin nearest
    0.15). Then the second look (only if it gains 1% accuracy: it costs a second embedding), then the
-   low-confidence threshold: the middle of the widest interval of thresholds that keep that accuracy.
+   low-confidence threshold: the middle of the widest interval of thresholds that keep that accuracy. Last, the
+   two-stage gap: the static first stage (``experts/embedding_static.py``) is cross-validated the same way, and
+   the gap is the smallest (the most texts decided without the encoder) at which the two stages together lose
+   at most one calibration text overall and one trap against the encoder alone.
 2. **Accuracy** on two held-out sets, never used for calibration or as examples (checked): the test split of
    ``routing_eval.yaml`` and ``bench/data/routing_heldout2.yaml`` (frozen before the second tuning round).
    Top-1 overall and on keyword traps, for lambda = 0 and for the chosen lambda with the other settings equal;
-   also without the learned term, without the tie rule or the second look, and the shipped defaults;
-   confusion pairs and every miss.
+   also the encoder alone (no static first stage), without the learned term, without the tie rule or the
+   second look, and the shipped defaults; how many texts the first stage decided; confusion pairs and every miss.
 3. **Latency**: routing one chunk including its embedding (p50/p99 over the test texts, repeated), and a batch
    of 8 (p50/p99 per batch and per chunk), on the CPU; batches and single texts alternate over the same texts.
+   Beside each single route, the same text routed by the encoder alone, and the encoder's embedding alone.
 4. **Start-up** (fresh processes): importing and loading the router with a warm cache and with a cold cache
    (an empty cache directory: every scope line and routing example is embedded), and ``coe route TEXT`` as a
    whole process (warm).
 5. **Embedding backends**: the ONNX encoder (float and int8) and the NumPy encoder vs sentence-transformers
    (when installed, ``pip install -e ".[reference]"``): import + load time in a fresh process, one-query
    latency, and the largest difference between their vectors on the evaluation texts.
-6. **The int8 variant** (``onnx-int8``): its own index, built in memory; cosine to the float vectors, accuracy on
+6. **The static table**: the time to distil it from the encoder (once per model; cached).
+7. **The int8 variant** (``onnx-int8``): its own index, built in memory; cosine to the float vectors, accuracy on
    both held-out sets with the float calibration's parameters and the shipped ones, and one-chunk latency in
    alternation with the float router.
 """
@@ -74,6 +79,8 @@ EXAMPLE_WEIGHTS = [0.0, 0.1, 0.2, 0.3, 0.5]
 FOLDS = 5
 HEAD_MIN_GAIN = 0.01
 """The second look doubles the embedding work of the texts it looks at; it is used only for this much accuracy."""
+FAST_GAPS = [round(0.03 + 0.01 * i, 2) for i in range(18)] + [1.0]
+"""Two-stage gaps tried; 1.0 sends every text to the encoder."""
 
 
 def load_items(path: Path = DATA) -> list[dict[str, Any]]:
@@ -139,15 +146,31 @@ def _summary(results: list[Any], items: list[dict[str, Any]], rows: list[int] | 
         "fallbacks": sum(r.fallback for r in results),
         "tie_rule_applied": sum(r.rule == "tie_prefers_task_type" for r in results),
         "second_looks": sum(r.head is not None for r in results),
+        "static_stage": sum(r.stage == "static" for r in results),
         "confusion": Counter(f"{m['want']} -> {m['got']}" for m in misses).most_common(),
         "misses": misses,
     }
 
 
+def two_stage(router: ExpertRouter, first: list[Any], second: list[Any]) -> list[Any]:
+    """What ``route_many`` returns: the first stage's result where it is decisive, else the encoder's."""
+    return [
+        dataclasses.replace(f, stage="static") if router.decisive(f) else s for f, s in zip(first, second, strict=True)
+    ]
+
+
 def accuracy(
-    router: ExpertRouter, vectors: tuple[np.ndarray, np.ndarray], items: list[dict[str, Any]]
+    router: ExpertRouter,
+    vectors: tuple[np.ndarray, np.ndarray],
+    items: list[dict[str, Any]],
+    static: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    return _summary(router.route_vectors(*vectors), items)
+    """Accuracy of the router on embedded texts; with their ``static`` vectors, of both stages as it runs them."""
+    second = router.route_vectors(*vectors)
+    first_stage = router.first_stage() if static is not None else None
+    if first_stage is None or static is None:
+        return _summary(second, items)
+    return _summary(two_stage(router, first_stage.route_vectors(static), second), items)
 
 
 Folds = list[tuple[ExpertRouter, np.ndarray]]
@@ -177,16 +200,62 @@ def cross_validation_folds(
     return out
 
 
-def cv_accuracy(
-    folds: Folds, params: RouterParams, vectors: tuple[np.ndarray, np.ndarray], items: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """Accuracy over all calibration texts, each routed by the router of its own fold."""
-    results: list[Any] = [None] * len(items)
+def cv_results(folds: Folds, params: RouterParams, vectors: tuple[np.ndarray, np.ndarray]) -> list[Any]:
+    """Every calibration text's result, each routed by the router of its own fold."""
+    results: list[Any] = [None] * sum(rows.size for _, rows in folds)
     for fold_router, rows in folds:
         routed = fold_router.with_params(params).route_vectors(vectors[0][rows], vectors[1][rows])
         for row, result in zip(rows, routed, strict=True):
             results[int(row)] = result
-    return _summary(results, items)
+    return results
+
+
+def cv_accuracy(
+    folds: Folds, params: RouterParams, vectors: tuple[np.ndarray, np.ndarray], items: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Accuracy over all calibration texts, each routed by the router of its own fold."""
+    return _summary(cv_results(folds, params, vectors), items)
+
+
+def calibrate_fast_gap(
+    router: ExpertRouter,
+    params: RouterParams,
+    vectors: tuple[np.ndarray, np.ndarray],
+    static: np.ndarray,
+    items: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The two-stage gap: the smallest at which both stages together lose at most one calibration text overall
+    and one trap against the encoder alone (both stages cross-validated with the same folds)."""
+    first_stage = router.first_stage()
+    assert first_stage is not None, "the router has no static first stage"
+    second = cv_results(cross_validation_folds(router, vectors[0], items), params, vectors)
+    first = cv_results(cross_validation_folds(first_stage, static, items), params, (static, static))
+    alone = _summary(second, items)
+    n, n_traps = len(items), sum(it["trap"] for it in items)
+    grid = []
+    for gap in FAST_GAPS:
+        both = _summary(two_stage(router.with_params(dataclasses.replace(params, fast_gap=gap)), first, second), items)
+        grid.append(
+            {
+                "fast_gap": gap,
+                "accuracy": both["accuracy"],
+                "trap_accuracy": both["trap_accuracy"],
+                "static_share": round(both["static_stage"] / n, 4),
+            }
+        )
+    slack = 1e-9
+    allowed = [
+        g
+        for g in grid
+        if g["accuracy"] >= alone["accuracy"] - 1 / n - slack
+        and g["trap_accuracy"] >= alone["trap_accuracy"] - 1 / n_traps - slack
+    ]
+    return {
+        "encoder_alone": {k: alone[k] for k in ("accuracy", "trap_accuracy")},
+        "static_alone": {k: _summary(first, items)[k] for k in ("accuracy", "trap_accuracy")},
+        "chosen": min(allowed, key=lambda g: g["fast_gap"]),
+        "grid": grid,
+    }
 
 
 def _grid_accuracy(
@@ -317,19 +386,27 @@ def latency(router: ExpertRouter, texts: list[str], reps: int) -> dict[str, Any]
 
     Each group of 8 texts is routed as one batch and as 8 single texts, in alternating order, so that load from
     other processes (this is a shared 2-core machine) falls on both ways alike; the per-chunk ratio of the two
-    is the comparison. The embedding alone is timed beside the single routes, text by text.
+    is the comparison. Beside each single route, text by text: the same text routed by the encoder alone (no
+    static first stage) and the encoder's embedding alone.
     """
+    encoder_only = router.with_params(dataclasses.replace(router.params, fast_gap=1.0))
     for t in texts[:5]:
         router.route(t)  # warm-up
+        encoder_only.route(t)
     router.route_many(texts[:8])
-    single, embed_only, batches = [], [], []
+    single, embed_only, batches, encoder_single = [], [], [], []
+    by_stage: dict[str, list[float]] = {"static": [], "encoder": []}
     groups = [texts[i : i + 8] for i in range(0, len(texts) - 7, 8)]
 
     def route_singly(group: list[str]) -> None:
         for t in group:
             t0 = time.perf_counter()
-            router.route(t)
+            stage = router.route(t).stage
             single.append((time.perf_counter() - t0) * 1000)
+            by_stage[stage].append(single[-1])
+            t0 = time.perf_counter()
+            encoder_only.route(t)
+            encoder_single.append((time.perf_counter() - t0) * 1000)
             t0 = time.perf_counter()
             router.embedder.encode([t])
             embed_only.append((time.perf_counter() - t0) * 1000)
@@ -348,6 +425,9 @@ def latency(router: ExpertRouter, texts: list[str], reps: int) -> dict[str, Any]
     return {
         "single_ms": {"p50": percentile(single, 50), "p99": percentile(single, 99), "n": len(single)},
         "single_embedding_only_ms_p50": percentile(embed_only, 50),
+        "single_encoder_alone_ms": {"p50": percentile(encoder_single, 50), "p99": percentile(encoder_single, 99)},
+        "single_by_stage_ms_p50": {k: percentile(v, 50) if v else None for k, v in by_stage.items()},
+        "static_share": len(by_stage["static"]) / len(single),
         "batch8_ms": {"p50": percentile(batches, 50), "p99": percentile(batches, 99), "n": len(batches)},
         "batch8_per_chunk_ms_p50": per_chunk,
         "batch8_per_chunk_over_single_p50": per_chunk / percentile(single, 50),
@@ -449,6 +529,20 @@ def backends(texts: list[str]) -> dict[str, Any]:
     return out
 
 
+def distil_time(router: ExpertRouter) -> dict[str, Any]:
+    """Distilling the static table from the encoder into an empty cache (done once per model)."""
+    from experts.embedding import BertSentenceEncoder
+    from experts.embedding_static import StaticEmbedder
+
+    assert isinstance(router.embedder, BertSentenceEncoder)
+    with tempfile.TemporaryDirectory() as empty:
+        t0 = time.perf_counter()
+        static = StaticEmbedder(router.embedder, cache=Path(empty))
+        seconds = time.perf_counter() - t0
+        size = static.path.stat().st_size
+    return {"seconds": seconds, "tokens": router.embedder.vocab_size, "file_mib": size / 2**20}
+
+
 def int8_variant(
     router: ExpertRouter,
     params: RouterParams,
@@ -479,7 +573,8 @@ def int8_variant(
             label: {k: v for k, v in accuracy(int8.with_params(p), pair, items).items() if k != "misses"}
             for label, p in (("chosen", params), ("shipped_defaults", router.params))
         }
-    float_router, int8_router = router.with_params(params), int8.with_params(params)
+    encoder_alone = dataclasses.replace(params, fast_gap=1.0)  # int8 has no first stage: compare encoders
+    float_router, int8_router = router.with_params(encoder_alone), int8.with_params(encoder_alone)
     for t in texts[:5]:
         float_router.route(t)
         int8_router.route(t)
@@ -530,6 +625,12 @@ def main() -> int:
     test_vecs = (test_full, head_vectors(router, test, test_full))
     test2_full = router.embedder.encode([i["text"] for i in test2])
     test2_vecs = (test2_full, head_vectors(router, test2, test2_full))
+    first_stage = router.first_stage()
+    if first_stage is None:
+        sys.exit("the router has no static first stage (COE_EMBED_BACKEND must be onnx or numpy)")
+    dev_static, test_static, test2_static = (
+        first_stage.embedder.encode([i["text"] for i in items]) for items in (dev, test, test2)
+    )
 
     cal = calibrate(router, dev_vecs, dev)
     c = cal["chosen"]
@@ -543,29 +644,28 @@ def main() -> int:
         head_gap=c["head_gap"],
         example_weight=c["example_weight"],
     )
-    lam0 = RouterParams(**{**chosen.__dict__, "lam": 0.0})
-    no_examples = RouterParams(**{**chosen.__dict__, "example_weight": 0.0})
-    no_head = RouterParams(**{**chosen.__dict__, "head_weight": 0.0})
-    seed = RouterParams(**{**chosen.__dict__, "lam": 0.3, "tie_margin": 0.15})
-    no_tie = RouterParams(**{**chosen.__dict__, "tie_margin": 0.0})
-    current = router.params
-    evaluation = {
-        "chosen": accuracy(router.with_params(chosen), test_vecs, test),
-        "lambda_0": accuracy(router.with_params(lam0), test_vecs, test),
-        "seed_defaults_lambda_0.3_margin_0.15": accuracy(router.with_params(seed), test_vecs, test),
-        "chosen_without_tie_rule": accuracy(router.with_params(no_tie), test_vecs, test),
-        "chosen_without_second_look": accuracy(router.with_params(no_head), test_vecs, test),
-        "chosen_without_examples": accuracy(router.with_params(no_examples), test_vecs, test),
-        "shipped_defaults": accuracy(router, test_vecs, test),
+    cal["two_stage"] = calibrate_fast_gap(router, chosen, dev_vecs, dev_static, dev)
+    chosen = dataclasses.replace(chosen, fast_gap=cal["two_stage"]["chosen"]["fast_gap"])
+    c["fast_gap"] = chosen.fast_gap
+    variants = {
+        "chosen": chosen,
+        "encoder_alone": dataclasses.replace(chosen, fast_gap=1.0),
+        "lambda_0": dataclasses.replace(chosen, lam=0.0),
+        "seed_defaults_lambda_0.3_margin_0.15": dataclasses.replace(chosen, lam=0.3, tie_margin=0.15),
+        "chosen_without_tie_rule": dataclasses.replace(chosen, tie_margin=0.0),
+        "chosen_without_second_look": dataclasses.replace(chosen, head_weight=0.0),
+        "chosen_without_examples": dataclasses.replace(chosen, example_weight=0.0),
+        "shipped_defaults": router.params,
     }
+    current = router.params
+    evaluation = {name: accuracy(router.with_params(p), test_vecs, test, test_static) for name, p in variants.items()}
     evaluation2 = {
-        "chosen": accuracy(router.with_params(chosen), test2_vecs, test2),
-        "lambda_0": accuracy(router.with_params(lam0), test2_vecs, test2),
-        "chosen_without_second_look": accuracy(router.with_params(no_head), test2_vecs, test2),
-        "chosen_without_examples": accuracy(router.with_params(no_examples), test2_vecs, test2),
-        "shipped_defaults": accuracy(router, test2_vecs, test2),
+        name: accuracy(router.with_params(p), test2_vecs, test2, test2_static)
+        for name, p in variants.items()
+        if name not in ("seed_defaults_lambda_0.3_margin_0.15", "chosen_without_tie_rule")
     }
     lat = latency(router.with_params(chosen), [i["text"] for i in test], args.reps)
+    distil = None if args.skip_startup else distil_time(router)
     start = None if args.skip_startup else startup(args.reps)
     emb = None if args.skip_startup else backends([i["text"] for i in items])
     int8 = (
@@ -606,6 +706,7 @@ def main() -> int:
         "startup": start,
         "embedding_backends": emb,
         "int8_variant": int8,
+        "static_table": distil,
     }
     md = [
         f"Calibration: {len(dev)} texts (dev split, scope authors' probes, routing_dev2/3.yaml); held-out: the test "
@@ -624,21 +725,34 @@ def main() -> int:
         f"without the learned term: {cal['chosen_without_examples']['accuracy']:.3f} / "
         f"{cal['chosen_without_examples']['trap_accuracy']:.3f}). Shipped defaults: {current.__dict__}.",
         "",
+        f"Two stages (cross-validated like the rest): the static first stage alone "
+        f"{cal['two_stage']['static_alone']['accuracy']:.3f} / {cal['two_stage']['static_alone']['trap_accuracy']:.3f}"
+        f", the encoder alone {cal['two_stage']['encoder_alone']['accuracy']:.3f} / "
+        f"{cal['two_stage']['encoder_alone']['trap_accuracy']:.3f}; chosen gap {c['fast_gap']}: "
+        f"{cal['two_stage']['chosen']['accuracy']:.3f} / {cal['two_stage']['chosen']['trap_accuracy']:.3f}, "
+        f"{cal['two_stage']['chosen']['static_share']:.0%} of the calibration texts decided by the static stage. "
+        "Gap: accuracy / on traps / static share: "
+        + ", ".join(
+            f"{g['fast_gap']}: {g['accuracy']:.3f} / {g['trap_accuracy']:.3f} / {g['static_share']:.2f}"
+            for g in cal["two_stage"]["grid"]
+        )
+        + ".",
+        "",
         f"Best calibration accuracy with lambda 0 (first stage): {cal['best_dev_at_lambda_0']['accuracy']:.3f} "
         f"({cal['best_dev_at_lambda_0']}).",
         "",
     ]
     for title, results in (("test split of routing_eval.yaml", evaluation), ("routing_heldout2.yaml", evaluation2)):
         md += [
-            f"| {title} | accuracy | on traps | fallbacks | tie rule applied | second looks |",
-            "|---|---|---|---|---|---|",
+            f"| {title} | accuracy | on traps | fallbacks | tie rule applied | second looks | static stage |",
+            "|---|---|---|---|---|---|---|",
         ]
         for name, acc in results.items():
             md.append(
                 f"| {name} | {acc['accuracy']:.3f} ({acc['n']}) | {acc['trap_accuracy']:.3f} ({acc['traps_n']}) | "
-                f"{acc['fallbacks']} | {acc['tie_rule_applied']} | {acc['second_looks']} |"
+                f"{acc['fallbacks']} | {acc['tie_rule_applied']} | {acc['second_looks']} | {acc['static_stage']} |"
             )
-        for name in ("chosen", "lambda_0"):
+        for name in ("chosen", "encoder_alone", "lambda_0"):
             pairs = ", ".join(f"{k} x{v}" for k, v in results[name]["confusion"]) or "none"
             md += ["", f"Confusion ({name}): {pairs}"]
         md.append("")
@@ -646,6 +760,11 @@ def main() -> int:
         "",
         f"Latency (chosen parameters, {lat['text_words']['min']}-{lat['text_words']['max']} words per text): "
         f"one chunk incl. embedding p50 {lat['single_ms']['p50']:.2f} ms, p99 {lat['single_ms']['p99']:.2f} ms "
+        f"({lat['static_share']:.0%} decided by the static stage, p50 "
+        f"{lat['single_by_stage_ms_p50']['static'] or float('nan'):.2f} ms; the others p50 "
+        f"{lat['single_by_stage_ms_p50']['encoder'] or float('nan'):.2f} ms); the encoder alone, same texts in "
+        f"alternation: p50 {lat['single_encoder_alone_ms']['p50']:.2f} ms, p99 "
+        f"{lat['single_encoder_alone_ms']['p99']:.2f} ms "
         f"(embedding alone p50 {lat['single_embedding_only_ms_p50']:.2f} ms); batch of 8 p50 "
         f"{lat['batch8_ms']['p50']:.2f} ms, p99 {lat['batch8_ms']['p99']:.2f} ms "
         f"({lat['batch8_per_chunk_ms_p50']:.2f} ms per chunk, {lat['batch8_per_chunk_over_single_p50']:.2f}x a "
@@ -661,6 +780,12 @@ def main() -> int:
             f"{start['coe_route_process_s']['median']:.2f} s (max {start['coe_route_process_s']['max']:.2f}).",
             "",
             f"Embedding backends: {json.dumps(emb)}",
+        ]
+    if distil is not None:
+        md += [
+            "",
+            f"Static table: distilled from the encoder in {distil['seconds']:.1f} s ({distil['tokens']} tokens, "
+            f"{distil['file_mib']:.0f} MiB; once per model, kept in the model cache).",
         ]
     if int8 is not None:
         acc8 = int8["accuracy"]
