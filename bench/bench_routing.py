@@ -12,7 +12,8 @@ from the calibration texts (the run refuses to start when that file and the cali
    accuracy and trap accuracy, then accuracy (ties: lambda nearest the seed's 0.3, then the tie margin nearest
    0.15). Then the second look (only if it gains 1% accuracy: it costs a second embedding), then the
    low-confidence threshold: the middle of the widest interval of thresholds that keep that accuracy. Last, the
-   two-stage gap: the static first stage (``experts/embedding_static.py``) is cross-validated the same way, and
+   two-stage gap: the static first stage (``experts/embedding_static.py``, with the instruction-head check of
+   ``ExpertRouter.decisive``) is cross-validated the same way, and
    the gap is the smallest (the most texts decided without the encoder) at which the two stages together lose
    at most one calibration text overall and one trap against the encoder alone.
 2. **Accuracy** on two held-out sets, never used for calibration or as examples (checked): the test split of
@@ -79,7 +80,7 @@ EXAMPLE_WEIGHTS = [0.0, 0.1, 0.2, 0.3, 0.5]
 FOLDS = 5
 HEAD_MIN_GAIN = 0.01
 """The second look doubles the embedding work of the texts it looks at; it is used only for this much accuracy."""
-FAST_GAPS = [round(0.03 + 0.01 * i, 2) for i in range(18)] + [1.0]
+FAST_GAPS = [round(0.01 * i, 2) for i in range(21)] + [1.0]
 """Two-stage gaps tried; 1.0 sends every text to the encoder."""
 
 
@@ -152,25 +153,49 @@ def _summary(results: list[Any], items: list[dict[str, Any]], rows: list[int] | 
     }
 
 
-def two_stage(router: ExpertRouter, first: list[Any], second: list[Any]) -> list[Any]:
-    """What ``route_many`` returns: the first stage's result where it is decisive, else the encoder's."""
+StaticInputs = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""Per text: its static vector, its instruction head's static vector (its own without a head), has a head."""
+
+
+def static_inputs(first_stage: ExpertRouter, items: list[dict[str, Any]]) -> StaticInputs:
+    texts = [i["text"] for i in items]
+    vectors = first_stage.embedder.encode(texts)
+    heads = [instruction_head(t) for t in texts]
+    has_head = np.array([h is not None for h in heads])
+    head_vectors = vectors.copy()
+    rows = np.flatnonzero(has_head)
+    if rows.size:
+        head_vectors[rows] = first_stage.embedder.encode([str(heads[r]) for r in rows])
+    return vectors, head_vectors, has_head
+
+
+def two_stage(router: ExpertRouter, first: list[Any], heads: list[Any], second: list[Any]) -> list[Any]:
+    """What ``route_many`` returns: the first stage's result where it is decisive (``heads``: the first stage's
+    result for each text's instruction head, None without one), else the encoder's."""
     return [
-        dataclasses.replace(f, stage="static") if router.decisive(f) else s for f, s in zip(first, second, strict=True)
+        dataclasses.replace(f, stage="static") if router.decisive(f, h) else s
+        for f, h, s in zip(first, heads, second, strict=True)
     ]
+
+
+def _heads(results: list[Any], has_head: np.ndarray) -> list[Any]:
+    return [r if has else None for r, has in zip(results, has_head, strict=True)]
 
 
 def accuracy(
     router: ExpertRouter,
     vectors: tuple[np.ndarray, np.ndarray],
     items: list[dict[str, Any]],
-    static: np.ndarray | None = None,
+    static: StaticInputs | None = None,
 ) -> dict[str, Any]:
-    """Accuracy of the router on embedded texts; with their ``static`` vectors, of both stages as it runs them."""
+    """Accuracy of the router on embedded texts; with their ``static`` inputs, of both stages as it runs them."""
     second = router.route_vectors(*vectors)
     first_stage = router.first_stage() if static is not None else None
     if first_stage is None or static is None:
         return _summary(second, items)
-    return _summary(two_stage(router, first_stage.route_vectors(static), second), items)
+    first = first_stage.route_vectors(static[0])
+    heads = _heads(first_stage.route_vectors(static[1]), static[2])
+    return _summary(two_stage(router, first, heads, second), items)
 
 
 Folds = list[tuple[ExpertRouter, np.ndarray]]
@@ -221,7 +246,7 @@ def calibrate_fast_gap(
     router: ExpertRouter,
     params: RouterParams,
     vectors: tuple[np.ndarray, np.ndarray],
-    static: np.ndarray,
+    static: StaticInputs,
     items: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """The two-stage gap: the smallest at which both stages together lose at most one calibration text overall
@@ -229,12 +254,15 @@ def calibrate_fast_gap(
     first_stage = router.first_stage()
     assert first_stage is not None, "the router has no static first stage"
     second = cv_results(cross_validation_folds(router, vectors[0], items), params, vectors)
-    first = cv_results(cross_validation_folds(first_stage, static, items), params, (static, static))
+    folds = cross_validation_folds(first_stage, static[0], items)
+    first = cv_results(folds, params, (static[0], static[0]))
+    heads = _heads(cv_results(folds, params, (static[1], static[1])), static[2])
     alone = _summary(second, items)
     n, n_traps = len(items), sum(it["trap"] for it in items)
     grid = []
     for gap in FAST_GAPS:
-        both = _summary(two_stage(router.with_params(dataclasses.replace(params, fast_gap=gap)), first, second), items)
+        gapped = router.with_params(dataclasses.replace(params, fast_gap=gap))
+        both = _summary(two_stage(gapped, first, heads, second), items)
         grid.append(
             {
                 "fast_gap": gap,
@@ -628,9 +656,7 @@ def main() -> int:
     first_stage = router.first_stage()
     if first_stage is None:
         sys.exit("the router has no static first stage (COE_EMBED_BACKEND must be onnx or numpy)")
-    dev_static, test_static, test2_static = (
-        first_stage.embedder.encode([i["text"] for i in items]) for items in (dev, test, test2)
-    )
+    dev_static, test_static, test2_static = (static_inputs(first_stage, items) for items in (dev, test, test2))
 
     cal = calibrate(router, dev_vecs, dev)
     c = cal["chosen"]

@@ -25,11 +25,12 @@ Then two autonomous defaults, both recorded on the decision:
 
 **Two stages.** :meth:`ExpertRouter.route_many` first scores the texts with static vectors (a token table
 distilled from the same encoder, :mod:`experts.embedding_static`; its own index, same scoring), which costs a
-fraction of a millisecond. Where that stage is decisive (its top two at least ``fast_gap`` apart, no rule
-applied, no fallback) its decision stands, recorded as ``stage="static"``; every other text is embedded by the
-encoder and routed as above (``stage="encoder"``). The gap is calibrated by cross-validation so that the
-two stages together are as accurate as the encoder alone; ``fast_gap=1`` turns the first stage off. Vectors
-given by the caller (:meth:`ExpertRouter.route_vectors`) are the encoder's and skip it.
+fraction of a millisecond. Where that stage is decisive (see :meth:`ExpertRouter.decisive`: its top two at
+least ``fast_gap`` apart, no rule applied, and the instruction head routed to the same expert) its decision
+stands, recorded as ``stage="static"``; every other text is embedded by the encoder and routed as above
+(``stage="encoder"``). The gap is calibrated by cross-validation so that the two stages together are as accurate
+as the encoder alone; ``fast_gap=1`` turns the first stage off. Vectors given by the caller
+(:meth:`ExpertRouter.route_vectors`) are the encoder's and skip it.
 
 The vectors are built once per catalog content and embedding model and cached on disk (see
 :mod:`experts.router_cache`); loading a warm cache costs milliseconds. Defaults for lambda, the threshold
@@ -269,9 +270,11 @@ class ExpertRouter:
         if first is None:
             return self._route_texts(texts)
         out = first.route_many(texts)
+        heads = {i: h for i, r in enumerate(out) if self.decisive(r) and (h := instruction_head(texts[i])) is not None}
+        head_results = dict(zip(heads, first.route_many(list(heads.values())), strict=True)) if heads else {}
         rest = []
         for i, result in enumerate(out):
-            if self.decisive(result):
+            if self.decisive(result, head_results.get(i)):
                 out[i] = dataclasses.replace(result, stage="static")
             else:
                 rest.append(i)
@@ -280,9 +283,17 @@ class ExpertRouter:
                 out[i] = result
         return out
 
-    def decisive(self, first: RouteResult) -> bool:
-        """Whether a first-stage result stands: no rule applied (no near-tie, no fallback), gap >= ``fast_gap``."""
-        return first.rule is None and first.gap >= self.params.fast_gap
+    def decisive(self, first: RouteResult, head: RouteResult | None = None) -> bool:
+        """Whether a first-stage result stands.
+
+        No rule applied (no near-tie, no fallback), its top two at least ``fast_gap`` apart, and, when the text
+        has an instruction head, the head routed alone by the first stage goes to the same expert: the kind of
+        work is said in the head, and a bag of tokens misses it when subject words outweigh it ("Write a limerick
+        about a SQL join").
+        """
+        return (
+            first.rule is None and first.gap >= self.params.fast_gap and (head is None or head.expert == first.expert)
+        )
 
     def _route_texts(self, texts: list[str]) -> list[RouteResult]:
         """Route with the sentence encoder (the second stage, or the only one)."""

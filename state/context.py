@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "routing_lambda": 0.3,
     "routing_threshold": 0.17,
     "routing_tie_margin": 0.01,
-    "routing_fast_gap": 0.16,
+    "routing_fast_gap": 0.04,
     "true_experts": True,
     "use_templates": True,
     "planner_model": "qwen2.5-coder-1.5b",

@@ -79,7 +79,7 @@ class Settings(_Model):
     routing_lambda: float = Field(default=0.3, ge=0.0, le=5.0)
     routing_threshold: float = Field(default=0.17, ge=-1.0, le=1.0)
     routing_tie_margin: float = Field(default=0.01, ge=0.0, le=1.0)
-    routing_fast_gap: float = Field(default=0.16, ge=0.0, le=1.0)
+    routing_fast_gap: float = Field(default=0.04, ge=0.0, le=1.0)
     """The router's static first stage decides a slot when its top two are at least this far apart (1: never)."""
     true_experts: bool = True
     use_templates: bool = True

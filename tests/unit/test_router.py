@@ -190,6 +190,20 @@ def test_the_static_stage_decides_clear_texts_and_the_encoder_the_rest(small) ->
     assert builds == [1]
 
 
+def test_the_static_stage_defers_when_the_instruction_head_disagrees(small) -> None:  # type: ignore[no-untyped-def]
+    router, _, _ = _two_stage(small, fast_gap=0.05)
+    first = router.first_stage()
+    assert first is not None
+    text = "legal legal legal about code code code code code code code"  # the head says legal, the words code
+    assert instruction_head(text) == "legal legal legal"
+    alone, head = first.route(text), first.route("legal legal legal")
+    assert alone.expert == "python_coder" and alone.gap >= 0.05 and head.expert == "legal_drafting"
+    assert not router.decisive(alone, head) and router.decisive(alone)
+    assert router.route(text).stage == "encoder"
+    agreeing = "code code code about legal legal code code"
+    assert instruction_head(agreeing) == "code code code" and router.route(agreeing).stage == "static"
+
+
 def test_fast_gap_one_turns_the_first_stage_off_without_building_it(small) -> None:  # type: ignore[no-untyped-def]
     router, static, builds = _two_stage(small, fast_gap=1.0)
     assert [r.stage for r in router.route_many(["legal legal", "code"])] == ["encoder", "encoder"]
