@@ -24,8 +24,8 @@ Then two autonomous defaults, both recorded on the decision:
   the generalist (``general_reasoning``).
 
 **Two stages.** :meth:`ExpertRouter.route_many` first scores the texts with static vectors (a token table
-distilled from the same encoder, :mod:`experts.embedding_static`; its own index, same scoring), which costs a
-fraction of a millisecond. Where that stage is decisive (see :meth:`ExpertRouter.decisive`: its top two at
+distilled from the same encoder, :mod:`experts.embedding_static`; its own index, same scoring), which costs one
+to two milliseconds a text. Where that stage is decisive (see :meth:`ExpertRouter.decisive`: its top two at
 least ``fast_gap`` apart, no rule applied, and the instruction head routed to the same expert) its decision
 stands, recorded as ``stage="static"``; every other text is embedded by the encoder and routed as above
 (``stage="encoder"``). The gap is calibrated by cross-validation so that the two stages together are as accurate
@@ -54,7 +54,7 @@ from experts.catalog import GENERAL_EXPERT, Catalog, load_catalog
 from experts.embedding import BertSentenceEncoder, Embedder, Vectors, check_vectors, get_embedder
 from experts.router_cache import ExpertIndex, load_or_build_index
 from state.context import DEFAULTS
-from state.errors import CoeError, ConfigError
+from state.errors import ConfigError
 from state.passport import Settings
 
 logger = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ class FastStage:
 
     Args:
         build: Makes the first-stage router (static embedder and its own index). It runs at most once; if it
-            fails with a :class:`CoeError`, the failure is logged and every text goes to the encoder.
+            fails, the failure is logged and every text goes to the encoder (the stage only saves time).
     """
 
     def __init__(self, build: Callable[[], ExpertRouter]) -> None:
@@ -211,8 +211,8 @@ class FastStage:
                 build, self._build = self._build, None
                 try:
                     self._router = build()
-                except CoeError as exc:
-                    logger.warning("the router's static first stage is off: %s", exc)
+                except Exception as exc:  # an optional speed-up must not stop routing; the encoder routes alone
+                    logger.warning("the router's static first stage is off: %s: %s", type(exc).__name__, exc)
         return self._router
 
 
