@@ -274,10 +274,14 @@ class BertSentenceEncoder:
         self._lock = threading.Lock()
         self.model_dir = model_dir
 
-    @property
-    def tokenizer(self) -> Any:
-        """The model's own ``tokenizers.Tokenizer`` (truncating at :attr:`max_len`, no padding)."""
-        return self._tokenizer
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's token ids with the model's own tokenizer (``[CLS] ... [SEP]``, truncated at :attr:`max_len`).
+
+        The tokenizer object is shared, so calls are serialised; the embedding work itself is thread-safe.
+        """
+        with self._lock:
+            encodings = self._tokenizer.encode_batch(list(texts))
+        return [e.ids for e in encodings]
 
     @property
     def vocab_size(self) -> int:
@@ -324,9 +328,7 @@ class BertSentenceEncoder:
         """Embed texts; batches are grouped by length so padding stays small."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:  # the tokenizer object is shared; the embedding work itself is thread-safe
-            encodings = self._tokenizer.encode_batch(list(texts))
-        ids = [e.ids for e in encodings]
+        ids = self.token_ids(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         for start in range(0, len(order), self.batch_size):

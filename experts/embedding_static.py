@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -85,9 +84,9 @@ class StaticEmbedder:
         self.dim = encoder.dim
         self.model_id = f"{encoder.model_id}:static-v{TABLE_VERSION}"
         self._cls, self._sep = encoder.special_ids()
+        self._unk = encoder.unk_id()
         self.path = (cache if cache is not None else model_cache_dir()) / f"static-table-{self._fingerprint()}.npy"
         self._table = self._load_or_build()
-        self._lock = threading.Lock()
 
     def _fingerprint(self) -> str:
         key = f"{TABLE_VERSION}:{self.encoder.model_id}:{self.encoder.weights_fingerprint()}"
@@ -127,12 +126,9 @@ class StaticEmbedder:
         """Embed texts: the normalised sum of their tokens' weighted, centred rows."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            encodings = self.encoder.tokenizer.encode_batch(list(texts))
         rows: list[list[int]] = []
-        for enc in encodings:
-            ids = [i for i in enc.ids if i != self._cls and i != self._sep]
-            rows.append(ids or [self.encoder.unk_id()])
+        for ids in self.encoder.token_ids(texts):
+            rows.append([i for i in ids if i != self._cls and i != self._sep] or [self._unk])
         flat = np.fromiter((i for r in rows for i in r), dtype=np.int64)
         starts = np.cumsum([0] + [len(r) for r in rows[:-1]])
         sums = np.add.reduceat(np.asarray(self._table[flat], dtype=np.float32), starts, axis=0)
