@@ -29,12 +29,10 @@ Two precisions (:data:`PRECISIONS`):
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import math
 import os
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from experts.embedding import BertSentenceEncoder, Vectors, bert_config, verify_model_files, weights_key
+from experts.files import atomic_write
 from state.errors import ConfigError
 
 __all__ = ["PRECISIONS", "OnnxMiniLM", "build_model", "quantize_model"]
@@ -210,19 +209,12 @@ def quantize_model(source: Path, target: Path) -> None:
     )
 
 
-def _write_atomically(path: Path, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp_name)`` and move the result to ``path``; a reader sees the old file or the whole new one."""
+def _write_atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """:func:`experts.files.atomic_write` into the model cache, whose failure is a configuration error."""
     cache = path.parent
     try:
         cache.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=cache, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            write(name)
-            os.replace(name, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
+        atomic_write(path, write)
     except OSError as exc:
         raise ConfigError(
             "embedding model",
@@ -234,8 +226,6 @@ def _write_atomically(path: Path, write: Callable[[str], object]) -> None:
 def _cached_model(model_dir: Path, precision: str = "float32") -> Path:
     from experts.models import model_cache_dir
 
-    if precision not in PRECISIONS:
-        raise ConfigError("argument precision", f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
     cache = model_cache_dir()
     path = cache / f"sentence-encoder-{model_dir.name}-{_fingerprint(model_dir)}.onnx"
     if not path.is_file():
@@ -243,7 +233,7 @@ def _cached_model(model_dir: Path, precision: str = "float32") -> Path:
 
         verify_model_files(model_dir, ("model.safetensors",))  # the weights the graph is built from
         model = build_model(model_dir)
-        _write_atomically(path, lambda name: onnx.save_model(model, name))
+        _write_atomically(path, lambda tmp: onnx.save_model(model, str(tmp)))
         logger.info("built the ONNX sentence encoder %s", path)
     if precision == "float32":
         return path
@@ -252,7 +242,7 @@ def _cached_model(model_dir: Path, precision: str = "float32") -> Path:
     settings = hashlib.sha256(f"{_INT8_SETTINGS}:{ort.__version__}".encode()).hexdigest()[:8]
     quantized = path.with_name(f"{path.stem}-int8-{settings}.onnx")
     if not quantized.is_file():
-        _write_atomically(quantized, lambda name: quantize_model(path, Path(name)))
+        _write_atomically(quantized, lambda tmp: quantize_model(path, tmp))
         logger.info("quantised the ONNX sentence encoder to int8: %s", quantized)
     return quantized
 
