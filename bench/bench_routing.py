@@ -158,15 +158,9 @@ StaticInputs = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def static_inputs(first_stage: ExpertRouter, items: list[dict[str, Any]]) -> StaticInputs:
-    texts = [i["text"] for i in items]
-    vectors = first_stage.embedder.encode(texts)
-    heads = [instruction_head(t) for t in texts]
-    has_head = np.array([h is not None for h in heads])
-    head_vectors = vectors.copy()
-    rows = np.flatnonzero(has_head)
-    if rows.size:
-        head_vectors[rows] = first_stage.embedder.encode([str(heads[r]) for r in rows])
-    return vectors, head_vectors, has_head
+    vectors = first_stage.embedder.encode([i["text"] for i in items])
+    has_head = np.array([instruction_head(i["text"]) is not None for i in items])
+    return vectors, head_vectors(first_stage, items, vectors), has_head
 
 
 def two_stage(router: ExpertRouter, first: list[Any], heads: list[Any], second: list[Any]) -> list[Any]:
