@@ -1,11 +1,12 @@
-"""Routing benchmark: cross-validated calibration, accuracy on two held-out sets, latency and start-up.
+"""Routing benchmark: cross-validated calibration, accuracy on three held-out sets, latency and start-up.
 
 Run: ``python -m bench.bench_routing`` (``--skip-startup`` for the accuracy part only). Writes
 ``bench/results/routing.{json,md}``. ``--write-examples`` regenerates ``config/expert_scopes/routing_examples.tsv``
 from the calibration texts (the run refuses to start when that file and the calibration texts disagree).
 
 1. **Calibration texts**: the dev split of ``bench/data/routing_eval.yaml``, the scope authors' probe sentences
-   (``bench/data/routing_probes.tsv``), ``bench/data/routing_dev2.yaml`` and ``bench/data/routing_dev3.yaml``.
+   (``bench/data/routing_probes.tsv``) and ``bench/data/routing_dev2.yaml``, ``routing_dev3.yaml`` and
+   ``routing_dev4.yaml``.
    They are also the routing examples the router's learned term is trained on, so every setting is judged by
    5-fold cross-validation: each text is routed by a probe trained without its fold. A grid over lambda, the
    example weight, the tie margin and the capability and exclusion top-k; the objective is the worse of
@@ -16,8 +17,9 @@ from the calibration texts (the run refuses to start when that file and the cali
    ``ExpertRouter.decisive``) is cross-validated the same way, and
    the gap is the smallest (the most texts decided without the encoder) at which the two stages together lose
    at most one calibration text overall and one trap against the encoder alone.
-2. **Accuracy** on two held-out sets, never used for calibration or as examples (checked): the test split of
-   ``routing_eval.yaml`` and ``bench/data/routing_heldout2.yaml`` (frozen before the second tuning round).
+2. **Accuracy** on three held-out sets, never used for calibration or as examples (checked): the test split of
+   ``routing_eval.yaml``, ``bench/data/routing_heldout2.yaml`` (frozen before the second tuning round) and
+   ``bench/data/routing_heldout3.yaml`` (frozen before the fourth).
    Top-1 overall and on keyword traps, for lambda = 0 and for the chosen lambda with the other settings equal;
    also the encoder alone (no static first stage), without the learned term, without the tie rule or the
    second look, and the shipped defaults; how many texts the first stage decided; confusion pairs and every miss.
@@ -25,14 +27,14 @@ from the calibration texts (the run refuses to start when that file and the cali
    of 8 (p50/p99 per batch and per chunk), on the CPU; batches and single texts alternate over the same texts.
    Beside each single route, the same text routed by the encoder alone, and the encoder's embedding alone.
 4. **Start-up** (fresh processes): importing and loading the router with a warm cache and with a cold cache
-   (an empty cache directory: every scope line and routing example is embedded), and ``coe route TEXT`` as a
+   (an empty cache directory: every scope line is embedded and the learned term trained), and ``coe route TEXT`` as a
    whole process (warm).
 5. **Embedding backends**: the ONNX encoder (float and int8) and the NumPy encoder vs sentence-transformers
    (when installed, ``pip install -e ".[reference]"``): import + load time in a fresh process, one-query
    latency, and the largest difference between their vectors on the evaluation texts.
 6. **The static table**: the time to distil it from the encoder (once per model; cached).
 7. **The int8 variant** (``onnx-int8``): its own index, built in memory; cosine to the float vectors, accuracy on
-   both held-out sets with the float calibration's parameters and the shipped ones, and one-chunk latency in
+   the held-out sets with the float calibration's parameters and the shipped ones, and one-chunk latency in
    alternation with the float router.
 """
 
@@ -56,16 +58,21 @@ import numpy as np
 import yaml
 
 from bench.common import write_results
+from experts.lexical import train_probe
 from experts.router import ExpertRouter, RouterParams, get_router, instruction_head
-from experts.router_cache import EXAMPLES_FILE, train_probe
+from experts.router_cache import EXAMPLES_FILE
 
 DATA = Path(__file__).resolve().parent / "data" / "routing_eval.yaml"
 DEV2 = Path(__file__).resolve().parent / "data" / "routing_dev2.yaml"
 """A second calibration set (all "dev"), written after the frozen held-out set 2, mostly keyword traps."""
 DEV3 = Path(__file__).resolve().parent / "data" / "routing_dev3.yaml"
 """A third calibration set (all "dev"), 8 texts per expert, written after the first results on held-out set 2."""
+DEV4 = Path(__file__).resolve().parent / "data" / "routing_dev4.yaml"
+"""A fourth calibration set (all "dev"), 184 texts, mostly keyword traps, written with held-out set 3."""
 HELDOUT2 = Path(__file__).resolve().parent / "data" / "routing_heldout2.yaml"
 """A second held-out set, written and frozen before the scopes and the scoring were tuned again (all "test")."""
+HELDOUT3 = Path(__file__).resolve().parent / "data" / "routing_heldout3.yaml"
+"""A third held-out set, written and frozen before the fourth round (the lexical learned term); all "test"."""
 PROBES = Path(__file__).resolve().parent / "data" / "routing_probes.tsv"
 """Calibration sentences written by the scopes' authors while writing them (expert<TAB>text; no trap labels)."""
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +83,7 @@ CAP_TOP_K = [2, 3, 4]
 HEAD_WEIGHTS = [0.0, 0.1, 0.15, 0.2, 0.3]
 HEAD_GAPS = [0.03, 0.05, 0.1, 1.0]
 EXC_TOP_K = [1, 2]
-EXAMPLE_WEIGHTS = [0.0, 0.1, 0.2, 0.3, 0.5]
+EXAMPLE_WEIGHTS = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0]
 FOLDS = 5
 HEAD_MIN_GAIN = 0.01
 """The second look doubles the embedding work of the texts it looks at; it is used only for this much accuracy."""
@@ -95,11 +102,17 @@ def examples_text(dev: list[dict[str, Any]]) -> str:
         "# Routing examples: labelled requests the router's learned term is trained on (expert<TAB>text).",
         "# Generated by `python -m bench.bench_routing --write-examples` from the calibration texts: the dev split of",
         "# bench/data/routing_eval.yaml, the scope authors' probes (bench/data/routing_probes.tsv),",
-        "# bench/data/routing_dev2.yaml and bench/data/routing_dev3.yaml. Held-out texts (the test split,",
-        "# bench/data/routing_heldout2.yaml) must never be added.",
+        "# bench/data/routing_dev2.yaml, routing_dev3.yaml and routing_dev4.yaml. Held-out texts (the test split,",
+        "# bench/data/routing_heldout2.yaml, routing_heldout3.yaml) must never be added.",
     ]
     lines += [f"{it['expert']}\t{' '.join(it['text'].split())}" for it in dev]
     return "\n".join(lines) + "\n"
+
+
+def calibration_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calibration texts: the dev split of ``items``, the scope authors' probes and the dev sets 2 to 4."""
+    dev = [i for i in items if i["split"] == "dev"] + load_probes()
+    return dev + load_items(DEV2) + load_items(DEV3) + load_items(DEV4)
 
 
 def load_probes() -> list[dict[str, Any]]:
@@ -109,6 +122,15 @@ def load_probes() -> list[dict[str, Any]]:
             expert, text = line.split("\t", 1)
             rows.append({"text": text.strip(), "expert": expert.strip(), "trap": False, "split": "probe"})
     return rows
+
+
+def texts_of(items: list[dict[str, Any]]) -> list[str]:
+    return [i["text"] for i in items]
+
+
+def head_texts(items: list[dict[str, Any]]) -> list[str]:
+    """Each text's instruction head (the text itself when it has none), as :func:`head_vectors` embeds them."""
+    return [instruction_head(i["text"]) or i["text"] for i in items]
 
 
 def head_vectors(router: ExpertRouter, items: list[dict[str, Any]], vectors: np.ndarray) -> np.ndarray:
@@ -183,21 +205,19 @@ def accuracy(
     static: StaticInputs | None = None,
 ) -> dict[str, Any]:
     """Accuracy of the router on embedded texts; with their ``static`` inputs, of both stages as it runs them."""
-    second = router.route_vectors(*vectors)
+    second = router.route_vectors(vectors[0], texts_of(items), vectors[1])
     first_stage = router.first_stage() if static is not None else None
     if first_stage is None or static is None:
         return _summary(second, items)
-    first = first_stage.route_vectors(static[0])
-    heads = _heads(first_stage.route_vectors(static[1]), static[2])
+    first = first_stage.route_vectors(static[0], texts_of(items))
+    heads = _heads(first_stage.route_vectors(static[1], head_texts(items)), static[2])
     return _summary(two_stage(router, first, heads, second), items)
 
 
 Folds = list[tuple[ExpertRouter, np.ndarray]]
 
 
-def cross_validation_folds(
-    router: ExpertRouter, vectors: np.ndarray, items: list[dict[str, Any]], folds: int = FOLDS
-) -> Folds:
+def cross_validation_folds(router: ExpertRouter, items: list[dict[str, Any]], folds: int = FOLDS) -> Folds:
     """Per fold, a router whose probe was trained without that fold's texts, and the fold's rows.
 
     The calibration texts are the routing examples the shipped probe learns from, so a setting is judged only
@@ -211,19 +231,22 @@ def cross_validation_folds(
     out = []
     for f in range(folds):
         train = fold_of != f
-        probe = train_probe(
-            np.vstack([cap.vectors, vectors[train]]), np.concatenate([cap.owners, labels[train]]), len(ids)
-        )
+        texts = list(cap.texts) + [it["text"] for it, keep in zip(items, train, strict=True) if keep]
+        probe = train_probe(texts, np.concatenate([cap.owners, labels[train]]), len(ids))
         index = dataclasses.replace(router.index, probe=probe)
         out.append((ExpertRouter(router.catalog, router.embedder, index, router.params), np.flatnonzero(~train)))
     return out
 
 
-def cv_results(folds: Folds, params: RouterParams, vectors: tuple[np.ndarray, np.ndarray]) -> list[Any]:
+def cv_results(
+    folds: Folds, params: RouterParams, vectors: tuple[np.ndarray, np.ndarray], texts: list[str]
+) -> list[Any]:
     """Every calibration text's result, each routed by the router of its own fold."""
     results: list[Any] = [None] * sum(rows.size for _, rows in folds)
     for fold_router, rows in folds:
-        routed = fold_router.with_params(params).route_vectors(vectors[0][rows], vectors[1][rows])
+        routed = fold_router.with_params(params).route_vectors(
+            vectors[0][rows], [texts[int(r)] for r in rows], vectors[1][rows]
+        )
         for row, result in zip(rows, routed, strict=True):
             results[int(row)] = result
     return results
@@ -233,7 +256,7 @@ def cv_accuracy(
     folds: Folds, params: RouterParams, vectors: tuple[np.ndarray, np.ndarray], items: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Accuracy over all calibration texts, each routed by the router of its own fold."""
-    return _summary(cv_results(folds, params, vectors), items)
+    return _summary(cv_results(folds, params, vectors, texts_of(items)), items)
 
 
 def calibrate_fast_gap(
@@ -247,10 +270,11 @@ def calibrate_fast_gap(
     and one trap against the encoder alone (both stages cross-validated with the same folds)."""
     first_stage = router.first_stage()
     assert first_stage is not None, "the router has no static first stage"
-    second = cv_results(cross_validation_folds(router, vectors[0], items), params, vectors)
-    folds = cross_validation_folds(first_stage, static[0], items)
-    first = cv_results(folds, params, (static[0], static[0]))
-    heads = _heads(cv_results(folds, params, (static[1], static[1])), static[2])
+    texts = texts_of(items)
+    second = cv_results(cross_validation_folds(router, items), params, vectors, texts)
+    folds = cross_validation_folds(first_stage, items)
+    first = cv_results(folds, params, (static[0], static[0]), texts)
+    heads = _heads(cv_results(folds, params, (static[1], static[1]), head_texts(items)), static[2])
     alone = _summary(second, items)
     n, n_traps = len(items), sum(it["trap"] for it in items)
     grid = []
@@ -296,7 +320,7 @@ def _grid_accuracy(
         exc, learned = cap.copy(), cap.copy()
         for fold_router, rows in folds:
             r = fold_router.with_params(RouterParams(cap_top_k=cap_k, exc_top_k=exc_k))
-            c, e, lrn = r.affinities(vectors[rows])
+            c, e, lrn = r.affinities(vectors[rows], [items[int(i)]["text"] for i in rows])
             cap[rows], exc[rows] = c, e
             learned[rows] = lrn if lrn is not None else 0.0
         parts.append((cap_k, exc_k, cap, exc, learned))
@@ -338,7 +362,7 @@ def _objective(g: dict[str, Any]) -> tuple[float, ...]:
 def calibrate(
     router: ExpertRouter, vectors: tuple[np.ndarray, np.ndarray], items: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    folds = cross_validation_folds(router, vectors[0], items)
+    folds = cross_validation_folds(router, items)
     kinds = np.array([router.catalog.experts[e].kind for e in router.index.expert_ids])
     grid = _grid_accuracy(folds, vectors[0], items, kinds)
     best = max(grid, key=_objective)
@@ -574,7 +598,7 @@ def int8_variant(
 ) -> dict[str, Any]:
     """The ``onnx-int8`` backend against the float default, with the same routing parameters.
 
-    Its own index is built in memory (every scope line and routing example embedded with it: the same model must
+    Its own index is built in memory (every scope line embedded with it: the same model must
     embed both sides); accuracy on the held-out sets with the chosen and the shipped parameters (the calibration
     is the float model's, nothing is tuned for int8), cosine between its vectors and the float ones, and latency
     measured in pairs with the float router (text by text, alternating which goes first).
@@ -629,16 +653,17 @@ def main() -> int:
     args = parser.parse_args()
 
     items = load_items()
-    dev = [i for i in items if i["split"] == "dev"] + load_probes() + load_items(DEV2) + load_items(DEV3)
+    dev = calibration_items(items)
     test = [i for i in items if i["split"] == "test"]
     test2 = load_items(HELDOUT2)
+    test3 = load_items(HELDOUT3)
     examples_path = ROOT / "config" / "expert_scopes" / EXAMPLES_FILE
     if args.write_examples:
         examples_path.write_text(examples_text(dev), encoding="utf-8")
         return 0
     if not examples_path.is_file() or examples_path.read_text(encoding="utf-8") != examples_text(dev):
         sys.exit(f"{examples_path} is not made from the calibration texts; run with --write-examples first")
-    held_out = {" ".join(i["text"].split()) for i in test + test2}
+    held_out = {" ".join(i["text"].split()) for i in test + test2 + test3}
     assert not held_out & {" ".join(i["text"].split()) for i in dev}, "a held-out text is in the calibration data"
     router = get_router()
     dev_full = router.embedder.encode([i["text"] for i in dev])
@@ -647,10 +672,14 @@ def main() -> int:
     test_vecs = (test_full, head_vectors(router, test, test_full))
     test2_full = router.embedder.encode([i["text"] for i in test2])
     test2_vecs = (test2_full, head_vectors(router, test2, test2_full))
+    test3_full = router.embedder.encode([i["text"] for i in test3])
+    test3_vecs = (test3_full, head_vectors(router, test3, test3_full))
     first_stage = router.first_stage()
     if first_stage is None:
         sys.exit("the router has no static first stage (COE_EMBED_BACKEND must be onnx or numpy)")
-    dev_static, test_static, test2_static = (static_inputs(first_stage, items) for items in (dev, test, test2))
+    dev_static, test_static, test2_static, test3_static = (
+        static_inputs(first_stage, items) for items in (dev, test, test2, test3)
+    )
 
     cal = calibrate(router, dev_vecs, dev)
     c = cal["chosen"]
@@ -675,15 +704,19 @@ def main() -> int:
         "chosen_without_tie_rule": dataclasses.replace(chosen, tie_margin=0.0),
         "chosen_without_second_look": dataclasses.replace(chosen, head_weight=0.0),
         "chosen_without_examples": dataclasses.replace(chosen, example_weight=0.0),
+        "without_examples_lambda_0": dataclasses.replace(chosen, example_weight=0.0, lam=0.0),
         "shipped_defaults": router.params,
     }
     current = router.params
     evaluation = {name: accuracy(router.with_params(p), test_vecs, test, test_static) for name, p in variants.items()}
-    evaluation2 = {
-        name: accuracy(router.with_params(p), test2_vecs, test2, test2_static)
-        for name, p in variants.items()
-        if name not in ("seed_defaults_lambda_0.3_margin_0.15", "chosen_without_tie_rule")
-    }
+    evaluation2, evaluation3 = (
+        {
+            name: accuracy(router.with_params(p), vecs, its, static)
+            for name, p in variants.items()
+            if name not in ("seed_defaults_lambda_0.3_margin_0.15", "chosen_without_tie_rule")
+        }
+        for vecs, its, static in ((test2_vecs, test2, test2_static), (test3_vecs, test3, test3_static))
+    )
     lat = latency(router.with_params(chosen), [i["text"] for i in test], args.reps)
     distil = None if args.skip_startup else distil_time(router)
     start = None if args.skip_startup else startup(args.reps)
@@ -694,7 +727,7 @@ def main() -> int:
         else int8_variant(
             router,
             chosen,
-            {"test": test, "heldout2": test2},
+            {"test": test, "heldout2": test2, "heldout3": test3},
             [i["text"] for i in test],
             args.reps,
         )
@@ -706,10 +739,13 @@ def main() -> int:
             "calibration": len(dev),
             "test": len(test),
             "test_traps": sum(i["trap"] for i in test),
-            "calibration_files": [str(f.relative_to(ROOT)) for f in (DATA, PROBES, DEV2, DEV3)],
+            "calibration_files": [str(f.relative_to(ROOT)) for f in (DATA, PROBES, DEV2, DEV3, DEV4)],
             "heldout2_file": str(HELDOUT2.relative_to(ROOT)),
             "heldout2": len(test2),
             "heldout2_traps": sum(i["trap"] for i in test2),
+            "heldout3_file": str(HELDOUT3.relative_to(ROOT)),
+            "heldout3": len(test3),
+            "heldout3_traps": sum(i["trap"] for i in test3),
         },
         "catalog": {
             "experts": list(router.index.expert_ids),
@@ -722,6 +758,7 @@ def main() -> int:
         "calibration": cal,
         "test": evaluation,
         "heldout2": evaluation2,
+        "heldout3": evaluation3,
         "latency": lat,
         "startup": start,
         "embedding_backends": emb,
@@ -729,9 +766,10 @@ def main() -> int:
         "static_table": distil,
     }
     md = [
-        f"Calibration: {len(dev)} texts (dev split, scope authors' probes, routing_dev2/3.yaml); held-out: the test "
-        f"split, {len(test)} texts ({payload['data']['test_traps']} keyword traps), and routing_heldout2.yaml, "
-        f"{len(test2)} texts ({payload['data']['heldout2_traps']} keyword traps). "
+        f"Calibration: {len(dev)} texts (dev split, scope authors' probes, routing_dev2/3/4.yaml); held-out: the "
+        f"test split, {len(test)} texts ({payload['data']['test_traps']} keyword traps), routing_heldout2.yaml, "
+        f"{len(test2)} texts ({payload['data']['heldout2_traps']} keyword traps), and routing_heldout3.yaml, "
+        f"{len(test3)} texts ({payload['data']['heldout3_traps']} keyword traps). "
         f"Catalog: {len(router.index.expert_ids)} experts, "
         f"{payload['catalog']['capability_lines']} capability and {payload['catalog']['exclusion_lines']} "
         f"exclusion lines, {router.embedder.model_id} ({router.embedder.backend} backend).",
@@ -762,7 +800,11 @@ def main() -> int:
         f"({cal['best_dev_at_lambda_0']}).",
         "",
     ]
-    for title, results in (("test split of routing_eval.yaml", evaluation), ("routing_heldout2.yaml", evaluation2)):
+    for title, results in (
+        ("test split of routing_eval.yaml", evaluation),
+        ("routing_heldout2.yaml", evaluation2),
+        ("routing_heldout3.yaml", evaluation3),
+    ):
         md += [
             f"| {title} | accuracy | on traps | fallbacks | tie rule applied | second looks | static stage |",
             "|---|---|---|---|---|---|---|",

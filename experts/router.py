@@ -5,10 +5,11 @@ per line) and kept in two FAISS inner-product indexes. A text's affinity to an e
 ``cap_top_k`` best capability-line similarities; its overlap with the expert's exclusions is the mean of its
 ``exc_top_k`` best exclusion-line similarities. The net score is
 ``capability - lambda * exclusion + example_weight * learned``, where ``learned`` (at most 0) is how far the
-expert's score falls below the favourite's in a linear probe trained, when the index is built, on the
-capability lines and the labelled routing examples beside the scope documents
-(``config/expert_scopes/routing_examples.tsv``; see :class:`experts.router_cache.LinearProbe`). It is a learned
-penalty: the probe's favourite keeps ``cap - lambda * exc``. Without examples the learned term is absent.
+expert's score falls below the favourite's in a linear classifier over the text's words and word pairs, trained
+when the index is built on the capability lines and the labelled routing examples beside the scope documents
+(``config/expert_scopes/routing_examples.tsv``; see :class:`experts.lexical.LexicalProbe`). It is a learned
+penalty: the probe's favourite keeps ``cap - lambda * exc``. Without examples the learned term is absent. It
+reads words, not vectors, so both stages below use the same one.
 
 A close call (the two best net scores within ``head_gap``) gets a second look: the instruction's head (the
 words before its first modifier, "Write a sonnet" of "Write a sonnet about a Kubernetes outage") is embedded
@@ -80,7 +81,7 @@ class RouterParams:
     """Second look: weight of the instruction head's scores, blended in for close calls (0 turns it off)."""
     head_gap: float = 0.05
     """Second look: a text whose two best net scores are closer than this gets it."""
-    example_weight: float = 0.3
+    example_weight: float = 1.0
     """Weight of the learned term (the probe's centred logits; 0 turns it off)."""
     fast_gap: float = DEFAULTS["routing_fast_gap"]
     """Two stages: the static stage's decision stands from this top-two gap on (1 sends every text to the encoder)."""
@@ -298,35 +299,52 @@ class ExpertRouter:
     def _route_texts(self, texts: list[str]) -> list[RouteResult]:
         """Route with the sentence encoder (the second stage, or the only one)."""
         vectors = check_vectors(self.embedder.encode([t.strip() for t in texts]), self.index.dim, "router query")
-        cap, exc, learned = self.affinities(vectors)
+        return self._route_embedded(vectors, texts, None)
+
+    def route_vectors(
+        self, vectors: Vectors, texts: list[str], head_vectors: Vectors | None = None
+    ) -> list[RouteResult]:
+        """Route already embedded texts (unit vectors of the index's dimension).
+
+        Args:
+            vectors: One row per text.
+            texts: The texts themselves (the learned term reads their words).
+            head_vectors: Optionally, one row per text with its instruction head's embedding, used for the
+                texts that are close calls (as :meth:`route_many` does); without it, the heads are embedded.
+        """
+        queries = check_vectors(vectors, self.index.dim, "router query vectors")
+        if len(texts) != queries.shape[0]:
+            raise ConfigError("route", f"{queries.shape[0]} vectors for {len(texts)} texts", field="texts")
+        if head_vectors is not None:
+            head_vectors = check_vectors(head_vectors, self.index.dim, "router head vectors")
+        return self._route_embedded(queries, texts, head_vectors)
+
+    def _route_embedded(self, vectors: Vectors, texts: list[str], head_vectors: Vectors | None) -> list[RouteResult]:
+        cap, exc, learned = self.affinities(vectors, texts)
         heads: dict[int, str] = {}
         if self.params.head_weight > 0:
             for row in self._close_calls(self._net(cap, exc, learned)):
                 head = instruction_head(texts[row])
                 if head is not None:
                     heads[row] = head
-        head_vectors = None
         if heads:
             rows = sorted(heads)
-            head_vectors = np.zeros_like(vectors)
-            head_vectors[rows] = self.embedder.encode([heads[r] for r in rows])
-        return self._route(vectors, cap, exc, learned, head_vectors, heads)
-
-    def route_vectors(self, vectors: Vectors, head_vectors: Vectors | None = None) -> list[RouteResult]:
-        """Route already embedded texts (unit vectors of the index's dimension).
-
-        Args:
-            vectors: One row per text.
-            head_vectors: Optionally, one row per text with its instruction head's embedding, used for the
-                texts that are close calls (as :meth:`route_many` does).
-        """
-        queries = check_vectors(vectors, self.index.dim, "router query vectors")
-        cap, exc, learned = self.affinities(queries)
-        heads: dict[int, str] = {}
-        if head_vectors is not None and self.params.head_weight > 0:
-            head_vectors = check_vectors(head_vectors, self.index.dim, "router head vectors")
-            heads = dict.fromkeys(self._close_calls(self._net(cap, exc, learned)), "(given)")
-        return self._route(queries, cap, exc, learned, head_vectors, heads)
+            if head_vectors is None:
+                head_vectors = np.zeros_like(vectors)
+                head_vectors[rows] = self.embedder.encode([heads[r] for r in rows])
+            head_cap, head_exc, head_learned = self.affinities(head_vectors[rows], [heads[r] for r in rows])
+            w = self.params.head_weight
+            cap, exc = cap.copy(), exc.copy()
+            cap[rows] = (1 - w) * cap[rows] + w * head_cap
+            exc[rows] = (1 - w) * exc[rows] + w * head_exc
+            if learned is not None and head_learned is not None:
+                learned = learned.copy()
+                learned[rows] = (1 - w) * learned[rows] + w * head_learned
+        net = self._net(cap, exc, learned)
+        return [
+            self._decide(net[r], cap[r], exc[r], None if learned is None else learned[r], heads.get(r))
+            for r in range(vectors.shape[0])
+        ]
 
     def _net(self, cap: Vectors, exc: Vectors, learned: Vectors | None) -> Vectors:
         net = cap - self.params.lam * exc
@@ -340,39 +358,15 @@ class ExpertRouter:
         top2 = np.sort(net, axis=1)[:, -2:]
         return [int(r) for r in np.flatnonzero(top2[:, 1] - top2[:, 0] < self.params.head_gap)]
 
-    def _route(
-        self,
-        queries: Vectors,
-        cap: Vectors,
-        exc: Vectors,
-        learned: Vectors | None,
-        head_vectors: Vectors | None,
-        heads: dict[int, str],
-    ) -> list[RouteResult]:
-        if heads and head_vectors is not None:
-            rows = sorted(heads)
-            head_cap, head_exc, head_learned = self.affinities(head_vectors[rows])
-            w = self.params.head_weight
-            cap, exc = cap.copy(), exc.copy()
-            cap[rows] = (1 - w) * cap[rows] + w * head_cap
-            exc[rows] = (1 - w) * exc[rows] + w * head_exc
-            if learned is not None and head_learned is not None:
-                learned = learned.copy()
-                learned[rows] = (1 - w) * learned[rows] + w * head_learned
-        net = self._net(cap, exc, learned)
-        return [
-            self._decide(net[r], cap[r], exc[r], None if learned is None else learned[r], heads.get(r))
-            for r in range(queries.shape[0])
-        ]
-
-    def affinities(self, queries: Vectors) -> tuple[Vectors, Vectors, Vectors | None]:
+    def affinities(self, queries: Vectors, texts: list[str]) -> tuple[Vectors, Vectors, Vectors | None]:
         """Capability affinity, exclusion affinity and the learned term per (query, expert).
 
-        Each is an (n, experts) matrix; the learned term is None when the index has no probe.
+        Each is an (n, experts) matrix; the learned term (read from ``texts``, one per query row) is None when
+        the index has no probe.
         """
         cap = self.index.aggregate(self.index.capability, queries, self.params.cap_top_k)
         exc = self.index.aggregate(self.index.exclusion, queries, self.params.exc_top_k)
-        learned = self.index.probe.logits(queries) if self.index.probe is not None else None
+        learned = self.index.probe.logits(texts) if self.index.probe is not None else None
         return cap, exc, learned
 
     def _decide(

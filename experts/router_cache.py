@@ -7,8 +7,8 @@ directory is read-only, the user cache directory):
 * ``capability.index`` / ``exclusion.index``: FAISS ``IndexFlatIP`` over those vectors;
 * ``lines.json``: for every row, the expert it belongs to and the line's text;
 * ``expert_ids.json``: expert ids in catalog order;
-* ``probe_weights.npy`` / ``probe_bias.npy``: the learned linear term (see :class:`LinearProbe`), when the
-  catalog has routing examples;
+* ``probe_buckets.npy`` / ``probe_idf.npy`` / ``probe_weights.npy``: the learned term (a classifier over the
+  texts' words, see :class:`experts.lexical.LexicalProbe`), when the catalog has routing examples;
 * ``metadata.json``: content hash, embedding model id, dimension, counts, build time. Written last.
 
 The content hash covers every embedded line, the experts' kinds, the routing examples, the embedding model id
@@ -35,6 +35,7 @@ import numpy.typing as npt
 from experts.catalog import Catalog, config_dir
 from experts.embedding import Embedder, VectorInvariantError, Vectors, check_vectors
 from experts.files import atomic_write
+from experts.lexical import PROBE_RIDGE, LexicalProbe, train_probe
 from state.errors import ConfigError
 
 __all__ = [
@@ -42,58 +43,19 @@ __all__ = [
     "EXAMPLES_FILE",
     "ExpertIndex",
     "LineIndex",
-    "LinearProbe",
     "cache_dir",
     "load_examples",
     "load_or_build_index",
-    "train_probe",
 ]
 
 logger = logging.getLogger(__name__)
 
 CACHE_ENV = "COE_EXPERT_EMBEDDINGS"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 EXAMPLES_FILE = "routing_examples.tsv"
 """Labelled example requests beside the scope documents (``expert<TAB>text`` a line; ``#`` comments)."""
-PROBE_RIDGE = 1.0
-"""L2 penalty of the probe's least-squares fit (chosen by cross-validation in ``bench/bench_routing.py``)."""
-
-
-@dataclass(frozen=True)
-class LinearProbe:
-    """A linear classifier over the embedding: one weight vector per expert (a ridge-regression classifier).
-
-    Trained when the index is built, on every capability line (labelled with its expert) and every routing
-    example, by regularised least squares onto the centred one-hot labels: one (dim x dim) solve, milliseconds,
-    deterministic. Where top-k line similarity asks "which expert has a line like this text", the probe learns
-    which directions of the embedding separate the experts' work, and so discounts subject words that appear
-    in several experts' examples.
-    """
-
-    weights: Vectors
-    """(dim, experts)."""
-    bias: Vectors
-    """(experts,): zero for the least-squares fit (kept for other fits)."""
-
-    def logits(self, queries: Vectors) -> Vectors:
-        """Per (query, expert): the expert's score minus the best expert's score, so 0 for the probe's favourite.
-
-        Only differences between experts matter for the choice; anchoring at the favourite makes the learned term
-        a penalty (like the exclusion term), so the router's net score keeps its scale (``cap - lambda * exc``
-        for the expert the probe prefers), which the scope decision and the low-confidence threshold compare.
-        """
-        z = queries @ self.weights + self.bias
-        out: Vectors = (z - z.max(axis=1, keepdims=True)).astype(np.float32)
-        return out
-
-
-def train_probe(vectors: Vectors, labels: npt.NDArray[np.int64], n_experts: int) -> LinearProbe:
-    """Fit the probe on unit vectors and their experts' positions (ridge regression onto centred one-hot labels)."""
-    x = vectors.astype(np.float64)
-    targets = np.eye(n_experts)[labels] - 1.0 / n_experts
-    gram = x.T @ x + PROBE_RIDGE * np.eye(x.shape[1])
-    weights = np.linalg.solve(gram, x.T @ targets)
-    return LinearProbe(weights=weights.astype(np.float32), bias=np.zeros(n_experts, dtype=np.float32))
+PROBE_ARRAYS = ("buckets", "idf", "weights")
+"""The learned term's arrays, each cached as ``probe_<name>.npy``."""
 
 
 def load_examples(catalog: Catalog) -> list[tuple[str, str]]:
@@ -159,7 +121,7 @@ class ExpertIndex:
     built: bool
     """Whether this load built the index (cold cache) rather than reading it."""
     seconds: float
-    probe: LinearProbe | None = None
+    probe: LexicalProbe | None = None
     """The learned term; None when the catalog has no routing examples."""
     examples: int = 0
     """How many routing examples the probe was trained on (besides the capability lines)."""
@@ -202,7 +164,7 @@ def content_hash(catalog: Catalog, embedder: Embedder, examples: list[tuple[str,
     """The cache key: catalog routing content + routing examples + embedding model + cache format."""
     rows = examples if examples is not None else load_examples(catalog)
     examples_hash = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
-    probe = f"ridge:{PROBE_RIDGE}"
+    probe = f"lexical-ridge:{PROBE_RIDGE}"
     payload = (
         f"{FORMAT_VERSION}\n{embedder.model_id}\n{embedder.dim}\n{catalog.routing_hash()}\n{examples_hash}\n{probe}"
     )
@@ -240,14 +202,13 @@ def build_index(catalog: Catalog, embedder: Embedder) -> ExpertIndex:
             exc_texts.append(line)
     examples = load_examples(catalog)
     n_lines = len(cap_texts) + len(exc_texts)
-    vectors = embedder.encode(cap_texts + exc_texts + [text for _, text in examples])
+    vectors = embedder.encode(cap_texts + exc_texts)
     cap_vecs = check_vectors(vectors[: len(cap_texts)], embedder.dim, "expert capability vectors")
     exc_vecs = check_vectors(vectors[len(cap_texts) : n_lines], embedder.dim, "expert exclusion vectors")
     probe = None
     if examples:
-        example_vecs = check_vectors(vectors[n_lines:], embedder.dim, "routing example vectors")
         labels = np.asarray(cap_owners + [ids.index(e) for e, _ in examples], dtype=np.int64)
-        probe = train_probe(np.vstack([cap_vecs, example_vecs]), labels, len(ids))
+        probe = train_probe(cap_texts + [text for _, text in examples], labels, len(ids))
     return ExpertIndex(
         expert_ids=ids,
         capability=_line_index(cap_vecs, cap_owners, cap_texts),
@@ -338,14 +299,19 @@ def _try_load(path: Path, wanted: str, embedder: Embedder) -> ExpertIndex | None
             parts[kind] = _line_index(vectors, owners, texts, index)
         probe = None
         if meta["counts"].get("examples", 0):
-            weights = np.load(path / "probe_weights.npy", allow_pickle=False)
-            bias = np.load(path / "probe_bias.npy", allow_pickle=False)
-            if weights.shape != (embedder.dim, len(ids)) or bias.shape != (len(ids),):
+            arrays = {name: np.load(path / f"probe_{name}.npy", allow_pickle=False) for name in PROBE_ARRAYS}
+            if arrays["weights"].ndim != 2 or arrays["weights"].shape[1] != len(ids):
                 logger.warning("expert index probe in %s disagrees with its metadata; rebuilding", path)
                 return None
-            if not (np.isfinite(weights).all() and np.isfinite(bias).all()):
-                raise VectorInvariantError(f"{path}/probe_weights.npy", "the probe has a NaN or infinite weight")
-            probe = LinearProbe(weights=weights.astype(np.float32), bias=bias.astype(np.float32))
+            try:
+                probe = LexicalProbe(
+                    buckets=arrays["buckets"].astype(np.int64),
+                    idf=arrays["idf"].astype(np.float32),
+                    unseen_idf=float(meta["probe_unseen_idf"]),
+                    weights=arrays["weights"].astype(np.float32),
+                )
+            except ValueError as exc:
+                raise VectorInvariantError(f"{path}/probe_weights.npy", str(exc)) from exc
     except VectorInvariantError as exc:
         logger.warning("expert index in %s is damaged (%s); rebuilding", path, exc)
         return None
@@ -387,13 +353,14 @@ def _write(path: Path, index: ExpertIndex) -> None:
         atomic_write(path / f"{kind}.index", save_index)
         lines[kind] = [[int(o), t] for o, t in zip(part.owners.tolist(), part.texts, strict=True)]
     if index.probe is not None:
-        for name, array in (("probe_weights", index.probe.weights), ("probe_bias", index.probe.bias)):
+        for name in PROBE_ARRAYS:
+            array = getattr(index.probe, name)
 
-            def save_probe(tmp: Path, values: Vectors = array) -> None:
+            def save_probe(tmp: Path, values: np.ndarray = array) -> None:
                 with tmp.open("wb") as handle:
                     np.save(handle, values, allow_pickle=False)
 
-            atomic_write(path / f"{name}.npy", save_probe)
+            atomic_write(path / f"probe_{name}.npy", save_probe)
     atomic_write(path / "lines.json", lambda tmp: tmp.write_text(json.dumps(lines, indent=0), encoding="utf-8"))
     atomic_write(
         path / "expert_ids.json", lambda tmp: tmp.write_text(json.dumps(list(index.expert_ids)), encoding="utf-8")
@@ -409,6 +376,7 @@ def _write(path: Path, index: ExpertIndex) -> None:
             "exclusion": len(index.exclusion.texts),
             "examples": index.examples if index.probe is not None else 0,
         },
+        "probe_unseen_idf": index.probe.unseen_idf if index.probe is not None else None,
         "index_type": "IndexFlatIP",
         "build_seconds": round(index.seconds, 3),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

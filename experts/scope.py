@@ -80,7 +80,7 @@ def classify(
     vector = embedder.encode([task])
     trivial = float(np.max(_prototype_vectors(embedder, path or prototypes_path()) @ vector[0]))
     template = templates.search_vectors(vector, 1)[0][0].similarity if templates is not None else 0.0
-    best = router.route_vectors(vector)[0]
+    best = router.route_vectors(vector, [task])[0]
     expert, fit = best.raw_best, best.scores[best.raw_best]
     rule: DefaultRule | None = None
     if words <= max_words and trivial >= max(template, fit) + margin:

@@ -77,6 +77,9 @@ def test_assists_are_resolved_recorded_and_listed(
 
     monkeypatch.setattr(importlib.import_module("nodes.execute_slots"), "get_backend", backend)
     fw = load_framework_file(str(FIXTURES / "branchy.yaml"))
+    # A's expert is set, not routed: the consult chain below (legal asks security, security asks legal back)
+    # needs A's own expert to be neither of them, and "List the requirements" alone is a close call.
+    fw.slots[0].expert = "software_architect"
     options = RunOptions(framework=fw.model_dump(mode="json"), framework_source="branchy")
     graph = build_graph(InMemorySaver())
     config = {"configurable": {"thread_id": "assists"}}

@@ -14,7 +14,7 @@ import yaml
 from experts.catalog import Catalog, load_catalog
 from experts.embedding import VectorInvariantError
 from experts.router import ExpertRouter, FastStage, RouterParams, get_router, instruction_head
-from experts.router_cache import load_or_build_index
+from experts.router_cache import ExpertIndex, load_or_build_index
 from state.errors import ConfigError
 
 AXES = ("code", "medical", "legal", "misc")
@@ -136,9 +136,11 @@ def test_batch_routing_embeds_once_and_matches_single_routing(small) -> None:  #
 def test_router_refuses_vectors_and_indexes_that_break_invariants(small) -> None:  # type: ignore[no-untyped-def]
     router = _router(small, lam=0.3, threshold=-1.0, tie_margin=0.0)
     with pytest.raises(VectorInvariantError, match="router query vectors: vectors have dimension 3"):
-        router.route_vectors(np.ones((1, 3), dtype=np.float32))
+        router.route_vectors(np.ones((1, 3), dtype=np.float32), ["code"])
     with pytest.raises(VectorInvariantError, match="L2 norm"):
-        router.route_vectors(np.ones((1, 4), dtype=np.float32))
+        router.route_vectors(np.ones((1, 4), dtype=np.float32), ["code"])
+    with pytest.raises(ConfigError, match="1 vectors for 2 texts"):
+        router.route_vectors(np.eye(4, dtype=np.float32)[:1], ["code", "legal"])
 
     class Other(KeywordEmbedder):
         model_id = "another-model:4d"
@@ -396,15 +398,39 @@ def test_the_learned_term_is_a_penalty_below_the_probes_favourite(tmp_path: Path
         assert net == pytest.approx(plain.capability[expert_id] - 0.3 * plain.exclusion[expert_id], abs=1e-3)
 
 
+def first_route(index: ExpertIndex, scopes: Path, embedder: KeywordEmbedder) -> dict[str, float]:
+    return ExpertRouter(load_catalog(scopes), embedder, index, RouterParams()).route("code medical").learned
+
+
+def test_a_damaged_probe_in_the_cache_is_rebuilt(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    scopes = write_catalog(tmp_path / "scopes")
+    _write_examples(scopes, ["python_coder\tcode medical"])
+    cache, embedder = tmp_path / "cache", KeywordEmbedder()
+    first = load_or_build_index(load_catalog(scopes), embedder, cache)
+    assert first.probe is not None
+    weights = first.probe.weights.copy()
+    weights[0, 0] = np.nan
+    np.save(cache / "probe_weights.npy", weights)
+    with caplog.at_level(logging.WARNING):
+        again = load_or_build_index(load_catalog(scopes), embedder, cache)
+    assert again.built and "NaN or infinite" in caplog.text
+    assert again.probe is not None and np.isfinite(again.probe.weights).all()
+    np.save(cache / "probe_weights.npy", weights[:, :3])  # a probe for fewer experts than the catalog has
+    assert load_or_build_index(load_catalog(scopes), embedder, cache).built
+
+
 def test_examples_are_cached_with_the_index_and_a_change_rebuilds_it(tmp_path: Path) -> None:
     scopes = write_catalog(tmp_path / "scopes")
     _write_examples(scopes, ["python_coder\tcode medical"])
     cache, embedder = tmp_path / "cache", KeywordEmbedder()
     first = load_or_build_index(load_catalog(scopes), embedder, cache)
-    assert first.built and {"probe_weights.npy", "probe_bias.npy"} <= {p.name for p in cache.iterdir()}
+    probe_files = {"probe_buckets.npy", "probe_idf.npy", "probe_weights.npy"}
+    assert first.built and probe_files <= {p.name for p in cache.iterdir()}
     again = load_or_build_index(load_catalog(scopes), embedder, cache)
     assert not again.built and again.probe is not None and first.probe is not None
     assert np.array_equal(again.probe.weights, first.probe.weights)
+    assert np.array_equal(again.probe.buckets, first.probe.buckets) and again.probe.unseen_idf == first.probe.unseen_idf
+    assert first_route(again, scopes, embedder) == first_route(first, scopes, embedder) != {}
     assert json.loads((cache / "metadata.json").read_text())["counts"]["examples"] == 1
     _write_examples(scopes, ["python_coder\tcode medical", "medical_clinical\tmedical"])
     changed = load_or_build_index(load_catalog(scopes), embedder, cache)
