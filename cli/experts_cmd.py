@@ -69,11 +69,13 @@ def route(
     )
     if result.rule == "tie_prefers_task_type":
         print(f"tie rule: task-type specialist preferred over {result.raw_best}")
-    print(f"{'expert':22} {'net':>7} {'capability':>11} {'exclusion':>10}")
+    learned = f" {'learned':>8}" if result.learned else ""
+    print(f"{'expert':22} {'net':>7} {'capability':>11} {'exclusion':>10}{learned}")
     for expert_id, net in result.scores.items():
         mark = " <" if expert_id == result.expert else ""
         cap, exc = result.capability[expert_id], result.exclusion[expert_id]
-        print(f"{expert_id:22} {net:7.3f} {cap:11.3f} {exc:10.3f}{mark}")
+        term = f" {result.learned[expert_id]:8.3f}" if result.learned else ""
+        print(f"{expert_id:22} {net:7.3f} {cap:11.3f} {exc:10.3f}{term}{mark}")
 
 
 def _binding(scope: Any) -> str:

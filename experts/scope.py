@@ -34,7 +34,7 @@ __all__ = ["MARGIN", "MAX_WORDS", "NARROW_BAND", "SINGLE_MARGIN", "classify", "p
 
 MAX_WORDS = 10
 MARGIN = -0.05
-SINGLE_MARGIN = 0.0
+SINGLE_MARGIN = 0.04
 NARROW_BAND = 0.02
 
 _cache: dict[tuple[str, str], Vectors] = {}

@@ -35,9 +35,9 @@ DEFAULTS: dict[str, Any] = {
     "reference_max_chars": 6000,
     # Routing, calibrated by bench/bench_routing.py (dev split + probes; results in bench/results/routing.md)
     "routing_lambda": 0.3,
-    "routing_threshold": 0.17,
-    "routing_tie_margin": 0.01,
-    "routing_fast_gap": 0.04,
+    "routing_threshold": 0.04,
+    "routing_tie_margin": 0.02,
+    "routing_fast_gap": 0.08,
     "true_experts": True,
     "use_templates": True,
     "planner_model": "qwen2.5-coder-1.5b",

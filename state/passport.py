@@ -77,9 +77,9 @@ class Settings(_Model):
     remote_retries: int = Field(default=2, ge=0, le=10)
     reference_max_chars: int = Field(ge=200)
     routing_lambda: float = Field(default=0.3, ge=0.0, le=5.0)
-    routing_threshold: float = Field(default=0.17, ge=-1.0, le=1.0)
-    routing_tie_margin: float = Field(default=0.01, ge=0.0, le=1.0)
-    routing_fast_gap: float = Field(default=0.04, ge=0.0, le=1.0)
+    routing_threshold: float = Field(default=0.04, ge=-1.0, le=1.0)
+    routing_tie_margin: float = Field(default=0.02, ge=0.0, le=1.0)
+    routing_fast_gap: float = Field(default=0.08, ge=0.0, le=1.0)
     """The router's static first stage decides a slot when its top two are at least this far apart (1: never)."""
     true_experts: bool = True
     use_templates: bool = True

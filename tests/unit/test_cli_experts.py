@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from experts.catalog import load_catalog
+from experts.router import DEFAULT_PARAMS
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +51,13 @@ def test_route_table_and_parameters() -> None:
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert lines[0].startswith("expert: math_reasoning")
-    assert any(line.startswith("math_reasoning") and line.endswith("<") for line in lines)
+    assert lines[1].split() == ["expert", "net", "capability", "exclusion", "learned"]
+    row = next(line for line in lines if line.startswith("math_reasoning") and line.endswith("<"))
+    net, cap, exc, learned = (float(x) for x in row.split()[1:5])
+    assert learned == 0.0  # the learned term's favourite
+    for line in lines[2:]:  # every row adds up: net = cap - lambda * exc + example weight * learned
+        net, cap, exc, learned = (float(x) for x in line.split()[1:5])
+        assert abs(net - (cap - DEFAULT_PARAMS.lam * exc + DEFAULT_PARAMS.example_weight * learned)) < 0.003, line
     fallback = json.loads(runner.invoke(app, ["route", "Prove that 2 + 2 = 4", "--threshold", "0.99", "--json"]).stdout)
     assert fallback["expert"] == "general_reasoning" and fallback["fallback"] and fallback["rule"] == "low_confidence"
 
