@@ -21,8 +21,9 @@ from the calibration texts (the run refuses to start when that file and the cali
    ``routing_eval.yaml``, ``bench/data/routing_heldout2.yaml`` (frozen before the second tuning round) and
    ``bench/data/routing_heldout3.yaml`` (frozen before the fourth).
    Top-1 overall and on keyword traps, for lambda = 0 and for the chosen lambda with the other settings equal;
-   also the encoder alone (no static first stage), without the learned term, without the tie rule or the
-   second look, and the shipped defaults; how many texts the first stage decided; confusion pairs and every miss.
+   also the encoder alone (no static first stage), without the learned term (at the chosen lambda and at 0),
+   without the tie rule or the second look, and the shipped defaults; how many texts the first stage decided;
+   confusion pairs and every miss.
 3. **Latency**: routing one chunk including its embedding (p50/p99 over the test texts, repeated), and a batch
    of 8 (p50/p99 per batch and per chunk), on the CPU; batches and single texts alternate over the same texts.
    Beside each single route, the same text routed by the encoder alone, and the encoder's embedding alone.
