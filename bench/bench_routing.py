@@ -608,7 +608,7 @@ def int8_variant(
     from experts.router_cache import build_index
 
     embedder = get_embedder("onnx-int8")
-    index = build_index(router.catalog, embedder)
+    index = build_index(router.catalog, embedder, router.index.probe)
     int8 = ExpertRouter(router.catalog, embedder, index, router.params)
     every = [i["text"] for items in held_out.values() for i in items]
     cos = (embedder.encode(every) * router.embedder.encode(every)).sum(axis=1)

@@ -419,7 +419,7 @@ def get_router(params: RouterParams | None = None, catalog: Catalog | None = Non
         router = _routers.get(key)
         if router is None:
             index = load_or_build_index(catalog, embedder)
-            router = ExpertRouter(catalog, embedder, index, DEFAULT_PARAMS, _fast_stage(catalog, embedder))
+            router = ExpertRouter(catalog, embedder, index, DEFAULT_PARAMS, _fast_stage(catalog, embedder, index))
             _routers[key] = router
     return router if params is None or params == router.params else router.with_params(params)
 
@@ -429,7 +429,7 @@ FAST_STAGE_BACKENDS = ("onnx", "numpy")
 (the int8 graph quantises activations per call; sentence-transformers exposes no token-level call)."""
 
 
-def _fast_stage(catalog: Catalog, embedder: Embedder) -> FastStage | None:
+def _fast_stage(catalog: Catalog, embedder: Embedder, index: ExpertIndex) -> FastStage | None:
     if not isinstance(embedder, BertSentenceEncoder) or embedder.backend not in FAST_STAGE_BACKENDS:
         return None
     encoder = embedder
@@ -438,6 +438,8 @@ def _fast_stage(catalog: Catalog, embedder: Embedder) -> FastStage | None:
         from experts.embedding_static import StaticEmbedder
 
         static = StaticEmbedder(encoder)
-        return ExpertRouter(catalog, static, load_or_build_index(catalog, static, part="static"), DEFAULT_PARAMS)
+        # the learned term reads words, so the encoder's index already has the first stage's
+        static_index = load_or_build_index(catalog, static, part="static", probe=index.probe)
+        return ExpertRouter(catalog, static, static_index, DEFAULT_PARAMS)
 
     return FastStage(build)

@@ -188,8 +188,15 @@ def _line_index(vectors: Vectors, owners: list[int], texts: list[str], faiss_ind
     )
 
 
-def build_index(catalog: Catalog, embedder: Embedder) -> ExpertIndex:
-    """Embed every scope line of the catalog (no disk access)."""
+def build_index(catalog: Catalog, embedder: Embedder, probe: LexicalProbe | None = None) -> ExpertIndex:
+    """Embed every scope line of the catalog and train the learned term (no disk access).
+
+    Args:
+        catalog: The expert catalog whose scope lines are embedded and whose routing examples train the probe.
+        embedder: The model that embeds the lines.
+        probe: The learned term, when the caller has it already: it reads words, not vectors, so another
+            embedder's index of the same catalog and examples can share it instead of training it again.
+    """
     t0 = time.perf_counter()
     ids = catalog.ids
     cap_owners, cap_texts, exc_owners, exc_texts = [], [], [], []
@@ -205,8 +212,7 @@ def build_index(catalog: Catalog, embedder: Embedder) -> ExpertIndex:
     vectors = embedder.encode(cap_texts + exc_texts)
     cap_vecs = check_vectors(vectors[: len(cap_texts)], embedder.dim, "expert capability vectors")
     exc_vecs = check_vectors(vectors[len(cap_texts) : n_lines], embedder.dim, "expert exclusion vectors")
-    probe = None
-    if examples:
+    if examples and probe is None:
         labels = np.asarray(cap_owners + [ids.index(e) for e, _ in examples], dtype=np.int64)
         probe = train_probe(cap_texts + [text for _, text in examples], labels, len(ids))
     return ExpertIndex(
@@ -219,13 +225,17 @@ def build_index(catalog: Catalog, embedder: Embedder) -> ExpertIndex:
         directory=None,
         built=True,
         seconds=time.perf_counter() - t0,
-        probe=probe,
+        probe=probe if examples else None,
         examples=len(examples),
     )
 
 
 def load_or_build_index(
-    catalog: Catalog, embedder: Embedder, directory: Path | None = None, part: str | None = None
+    catalog: Catalog,
+    embedder: Embedder,
+    directory: Path | None = None,
+    part: str | None = None,
+    probe: LexicalProbe | None = None,
 ) -> ExpertIndex:
     """Load the cached index if it matches the catalog and embedder, else build it and write the cache.
 
@@ -238,6 +248,8 @@ def load_or_build_index(
         directory: The cache directory (default: :func:`cache_dir`).
         part: A subdirectory for a second index kept beside the main one (the router's static first stage):
             a directory holds one index, and two embedders sharing one would rebuild each other's.
+        probe: The learned term of another index of the same catalog (see :func:`build_index`): used instead of
+            training one or keeping the cached copy, so both indexes hold the same arrays.
     """
     t0 = time.perf_counter()
     wanted = content_hash(catalog, embedder)
@@ -248,8 +260,10 @@ def load_or_build_index(
     for path in candidates:
         loaded = _try_load(path, wanted, embedder)
         if loaded is not None:
+            if probe is not None and loaded.probe is not None:
+                loaded = _with(loaded, probe=probe)  # the same examples trained both (the content hash covers them)
             return _with(loaded, directory=path, built=False, seconds=time.perf_counter() - t0)
-    index = build_index(catalog, embedder)
+    index = build_index(catalog, embedder, probe)
     for path in candidates:
         try:
             _write(path, index)

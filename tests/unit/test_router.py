@@ -6,13 +6,16 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import yaml
 
+import experts.router_cache
 from experts.catalog import Catalog, load_catalog
 from experts.embedding import VectorInvariantError
+from experts.lexical import LexicalProbe
 from experts.router import ExpertRouter, FastStage, RouterParams, get_router, instruction_head
 from experts.router_cache import ExpertIndex, load_or_build_index
 from state.errors import ConfigError
@@ -162,13 +165,15 @@ def _two_stage(
     static = StaticKeywordEmbedder()
     builds: list[int] = []
 
+    encoder_index = load_or_build_index(catalog, embedder, cache)
+
     def build() -> ExpertRouter:
         builds.append(1)
-        index = load_or_build_index(catalog, static, cache, part="static")
+        index = load_or_build_index(catalog, static, cache, part="static", probe=encoder_index.probe)
         return ExpertRouter(catalog, static, index, RouterParams())
 
     params = RouterParams(lam=0.0, threshold=-1.0, tie_margin=0.0, fast_gap=fast_gap)
-    router = ExpertRouter(catalog, embedder, load_or_build_index(catalog, embedder, cache), params, FastStage(build))
+    router = ExpertRouter(catalog, embedder, encoder_index, params, FastStage(build))
     return router, static, builds
 
 
@@ -417,6 +422,30 @@ def test_a_damaged_probe_in_the_cache_is_rebuilt(tmp_path: Path, caplog: pytest.
     assert again.probe is not None and np.isfinite(again.probe.weights).all()
     np.save(cache / "probe_weights.npy", weights[:, :3])  # a probe for fewer experts than the catalog has
     assert load_or_build_index(load_catalog(scopes), embedder, cache).built
+
+
+def test_a_second_index_of_the_catalog_shares_the_learned_term(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scopes = write_catalog(tmp_path / "scopes")
+    _write_examples(scopes, ["python_coder\tcode medical", "legal_drafting\tlegal"])
+    catalog, cache = load_catalog(scopes), tmp_path / "cache"
+    trained: list[int] = []
+    real = experts.router_cache.train_probe
+
+    def counting(*args: Any, **kwargs: Any) -> LexicalProbe:
+        trained.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(experts.router_cache, "train_probe", counting)
+    encoder = load_or_build_index(catalog, KeywordEmbedder(), cache)
+    static = load_or_build_index(catalog, StaticKeywordEmbedder(), cache, part="static", probe=encoder.probe)
+    assert static.built and trained == [1]  # the words were learned once, for both embedders
+    assert static.probe is encoder.probe and static.examples == 2
+    warm = load_or_build_index(catalog, StaticKeywordEmbedder(), cache, part="static", probe=encoder.probe)
+    assert not warm.built and warm.probe is encoder.probe
+    # without a probe to share, the second index trains and caches its own, with the same weights
+    own = load_or_build_index(catalog, StaticKeywordEmbedder(), tmp_path / "other", part="static")
+    assert trained == [1, 1] and own.probe is not None and encoder.probe is not None
+    assert np.array_equal(own.probe.weights, encoder.probe.weights)
 
 
 def test_examples_are_cached_with_the_index_and_a_change_rebuilds_it(tmp_path: Path) -> None:
