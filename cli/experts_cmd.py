@@ -44,7 +44,7 @@ def route(
     ] = None,
 ) -> None:
     """Show which expert a text is routed to, with every expert's score."""
-    from experts.router import RouterParams, get_router
+    from experts.routing.router import RouterParams, get_router
     from state.context import resolve_settings
 
     with user_errors():

@@ -25,7 +25,7 @@ KbOpt = Annotated[
 
 
 def _dir(kb: Path | None) -> Path:
-    from experts.kb import kb_dir
+    from state.paths import kb_dir
 
     return kb_dir(kb)
 
@@ -37,7 +37,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Index documents: each is cut into passages that keep their page, section and line range."""
-    from experts.kb import add_documents
+    from experts.knowledge import add_documents
 
     with user_errors():
         directory = _dir(kb)
@@ -73,7 +73,7 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the passages most similar to QUERY with their source, location and cosine similarity."""
-    from experts.kb import load_kb
+    from experts.knowledge import load_kb
 
     if not query.strip():
         raise typer.BadParameter("is empty; say what you are looking for", param_hint="QUERY")
@@ -113,7 +113,7 @@ def search(
 @kb_app.command("list")
 def list_sources(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """List the documents in the knowledge base."""
-    from experts.kb import kb_sources
+    from experts.knowledge import kb_sources
 
     with user_errors():
         directory = _dir(kb)
@@ -132,7 +132,7 @@ def remove(
     kb: KbOpt = None,
 ) -> None:
     """Remove documents from the knowledge base."""
-    from experts.kb import remove_documents
+    from experts.knowledge import remove_documents
 
     with user_errors():
         gone = remove_documents(paths, _dir(kb))

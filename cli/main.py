@@ -15,6 +15,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
@@ -35,6 +36,7 @@ from state.errors import ConfigError
 from state.framework import load_framework_file
 from state.io import RunInput, RunOptions
 from state.passport import Passport
+from state.quality import SlotQuality
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -68,6 +70,13 @@ CheckpointOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON summary.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the Markdown document to this file.")]
 LedgerOpt = Annotated[bool, typer.Option("--ledger", help="Append the ledger to the document.")]
+OutDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out-dir",
+        help="Write the document (answer.md) and every code slot's module and tests as files into this directory.",
+    ),
+]
 
 
 @app.command()
@@ -114,6 +123,7 @@ def run(
     thread_id: Annotated[str | None, typer.Option(help="Thread id to use (default: a new UUID).")] = None,
     checkpoint: CheckpointOpt = None,
     out: OutOpt = None,
+    out_dir: OutDirOpt = None,
     as_json: JsonOpt = False,
     ledger: LedgerOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details to stderr.")] = False,
@@ -147,7 +157,7 @@ def run(
         resolve_settings(context)  # fail here, before anything is saved, on a bad environment variable
         run_input = RunInput(task=text, mode=mode, options=options)
         tid = thread_id or str(uuid.uuid4())
-        code = _drive(run_input, tid, checkpoint, context, out, as_json, ledger)
+        code = _drive(run_input, tid, checkpoint, context, Output(out, out_dir, as_json, ledger))
     raise typer.Exit(code)
 
 
@@ -164,6 +174,7 @@ def resume(
     ] = None,
     checkpoint: CheckpointOpt = None,
     out: OutOpt = None,
+    out_dir: OutDirOpt = None,
     as_json: JsonOpt = False,
     ledger: LedgerOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
@@ -172,7 +183,7 @@ def resume(
     _logging(verbose)
     with user_errors():
         given = (answer, answers_file) if answer is not None or answers_file is not None else None
-        code = _drive(None, thread_id, checkpoint, None, out, as_json, ledger, given)
+        code = _drive(None, thread_id, checkpoint, None, Output(out, out_dir, as_json, ledger), given)
     raise typer.Exit(code)
 
 
@@ -216,8 +227,9 @@ def show(
     checkpoint: CheckpointOpt = None,
     as_json: JsonOpt = False,
     ledger: LedgerOpt = True,
+    out_dir: OutDirOpt = None,
 ) -> None:
-    """Show a saved run: status, slots, warnings and the ledger."""
+    """Show a saved run: status, slots, their checks, warnings and the ledger."""
     from graph import build_graph, open_checkpointer
 
     with user_errors(), open_checkpointer(checkpoint) as saver:
@@ -226,6 +238,8 @@ def show(
         if not snapshot.values:
             raise ConfigError("thread id", f"no run {thread_id!r} is saved at {_where(checkpoint)}")
         state = Passport.model_validate(snapshot.values)
+        if out_dir is not None:
+            _write_files(state, out_dir)
         if as_json:
             payload = state.model_dump(mode="json", exclude={"results"})
             payload["next"] = list(snapshot.next)
@@ -239,14 +253,22 @@ def show(
             print(render_ledger(state.ledger))
 
 
+@dataclass(frozen=True)
+class Output:
+    """Where and how a finished run's result is reported."""
+
+    out: Path | None = None
+    out_dir: Path | None = None
+    as_json: bool = False
+    ledger: bool = False
+
+
 def _drive(
     run_input: RunInput | None,
     thread_id: str,
     checkpoint: str | None,
     context: RunContext | None,
-    out: Path | None,
-    as_json: bool,
-    ledger: bool,
+    output: Output,
     given: tuple[str | None, Path | None] | None = None,
 ) -> int:
     from langgraph.types import Command
@@ -283,18 +305,18 @@ def _drive(
             snapshot = graph.get_state(config)
             if not snapshot.interrupts:
                 break
-            if as_json or not sys.stdin.isatty():
+            if output.as_json or not sys.stdin.isatty():
                 _settle_models()
-                return _waiting(thread_id, snapshot.interrupts, as_json)
+                return _waiting(thread_id, snapshot.interrupts, output.as_json)
             todo = Command(resume=ask_in_terminal(snapshot.interrupts))
         state = Passport.model_validate(snapshot.values)
     _settle_models()
-    return _report(state, out, as_json, ledger)
+    return _report(state, output)
 
 
 def _settle_models() -> None:
     """Let a preload still loading finish before reporting and exiting (see ``ModelPool.settle``)."""
-    from experts.residency import pool
+    from experts.models.residency import pool
 
     pool().settle()
 
@@ -311,7 +333,7 @@ def _stop_models_on_ctrl_c() -> Iterator[None]:
         return
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        from experts.residency import pool
+        from experts.models.residency import pool
 
         pool().shutdown()
         raise KeyboardInterrupt
@@ -335,24 +357,43 @@ def _waiting(thread_id: str, interrupts: Sequence[Interrupt], as_json: bool) -> 
     return EXIT_WAITING
 
 
-def _report(state: Passport, out: Path | None, as_json: bool, ledger: bool) -> int:
+def _report(state: Passport, output: Output) -> int:
     document = state.document or ""
-    if ledger:
+    if output.ledger:
         from nodes.assemble import render_ledger
 
         document = document.rstrip("\n") + "\n\n" + render_ledger(state.ledger)
+    out, as_json = output.out, output.as_json
     if out is not None:
         out.write_text(document, encoding="utf-8")
         print(f"document written to {out}", file=sys.stderr)
+    if output.out_dir is not None:
+        _write_files(state, output.out_dir, document)
     if as_json:
         payload: dict[str, Any] = state.summary.model_dump(mode="json") if state.summary else {}
         payload["document"] = document
         print(json.dumps(payload, indent=2))
-    elif out is None:
+    elif out is None and output.out_dir is None:
         print(document)
     if state.status == RunStatus.REJECTED:
         print("the plan was rejected; no expert ran", file=sys.stderr)
     return EXIT_OK if state.status == RunStatus.COMPLETED else EXIT_RUN
+
+
+def _write_files(state: Passport, directory: Path, document: str | None = None) -> None:
+    """Write the document as answer.md and every code slot's module and tests into ``directory``."""
+    from engine.artifacts import code_artifacts
+
+    files = {"answer.md": document if document is not None else state.document or ""}
+    if state.framework is not None:
+        files.update(code_artifacts(state.framework, state.results))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (directory / name).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("--out-dir", f"cannot write into {directory}: {exc.strerror or exc}") from None
+    print(f"wrote {', '.join(files)} to {directory}", file=sys.stderr)
 
 
 def _describe(state: Passport, next_nodes: list[str]) -> str:
@@ -379,11 +420,25 @@ def _describe(state: Passport, next_nodes: list[str]) -> str:
             if decision is not None:
                 model = decision.model or "base model"
                 lines.append(f"  {'':<16} routed: {decision.reason}; model: {model} ({decision.binding})")
+            result = state.results.get(spec.id)
+            if result is not None and result.quality is not None:
+                lines.append(f"  {'':<16} {_quality_line(result.quality)}")
     for d in state.defaults:
         lines.append(f"default: {d.rule}" + (f" [{d.slot_id}]" if d.slot_id else "") + f": {d.detail}")
     for n in state.notices:
         lines.append(f"{n.level}: " + (f"[{n.slot_id}] " if n.slot_id else "") + n.message)
     return "\n".join(lines)
+
+
+def _quality_line(quality: SlotQuality) -> str:
+    """``delivers code (python); checks 14/15 passed (python.lint); kept c1 of 1``."""
+    hard = [c for c in quality.checks if c.severity == "hard"]
+    failed = [c.name for c in quality.checks if not c.passed]
+    what = f"delivers {quality.deliverable}" + (f" ({quality.language})" if quality.language else "")
+    checks = f"checks {sum(c.passed for c in quality.checks)}/{len(quality.checks)} passed"
+    checks += f" (failed: {', '.join(failed)})" if failed else ""
+    verdict = "" if all(c.passed for c in hard) else "; CAVEAT in the document"
+    return f"{what}; {checks}; kept {quality.chosen} of {len(quality.candidates)}{verdict}"
 
 
 def _config(thread_id: str) -> RunnableConfig:

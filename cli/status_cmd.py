@@ -28,7 +28,7 @@ def status(
     ] = None,
 ) -> None:
     """Show the memory budget, and the models, reservations and breakers of running coe processes."""
-    from experts.residency import status_dir
+    from experts.models.status import status_dir
     from state.context import resolve_settings
 
     with user_errors():

@@ -25,7 +25,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 def library_dir() -> Path:
     """The library directory; imported lazily so that ``coe --help`` does not load NumPy and FAISS."""
-    from experts.template_index import library_dir as configured
+    from experts.routing.templates import library_dir as configured
 
     return configured()
 
@@ -103,7 +103,7 @@ def search(
 ) -> None:
     """Find the templates that fit a task best, by meaning, with their cosine similarity."""
     from experts.embedding import get_embedder
-    from experts.template_index import AS_IS_SIMILARITY, load_or_build
+    from experts.routing.templates import AS_IS_SIMILARITY, load_or_build
 
     if not query.strip():
         raise typer.BadParameter("is empty; describe the task", param_hint="QUERY")

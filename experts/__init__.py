@@ -1,17 +1,13 @@
-"""Experts: the catalog, the router, and the backends behind one pool interface.
+"""Experts: who they are, how work reaches them, and the models they run on.
 
-The catalog of scope documents is ``catalog``; the embedder and dual-embedding router are ``embedding``,
-``embedding_onnx``, ``router`` and ``router_cache``; the backends are llama.cpp in-process and a scripted fake.
-Only the pool interface is imported here; the router and the embedder load on first use.
+* :mod:`experts.catalog`: the scope documents (who each expert is) and model bindings (which model it runs on);
+* :mod:`experts.embedding`: the bundled sentence encoder (ONNX, NumPy, a static table) and vector indexes;
+* :mod:`experts.routing`: the dual-embedding router, its cached index and learned term, template retrieval and
+  scoping;
+* :mod:`experts.models`: the model pool (memory budget, residency, circuit breakers) and its backends
+  (llama.cpp in-process, a remote OpenAI-compatible server, a scripted fake), bundled models, grammars;
+* :mod:`experts.knowledge`: the knowledge base behind lookup assists (ingest, store, quotes).
+
+Inside, layers point down: ``knowledge`` and ``routing`` use ``embedding`` and ``catalog``; ``catalog`` uses
+``models``; ``models`` and ``embedding`` use only :mod:`state` (``pyproject.toml``, ``[tool.importlinter]``).
 """
-
-from experts.pool import (
-    ChatMessage,
-    ExpertBackend,
-    Generation,
-    GenerationRequest,
-    clear_backends,
-    get_backend,
-)
-
-__all__ = ["ChatMessage", "ExpertBackend", "Generation", "GenerationRequest", "clear_backends", "get_backend"]

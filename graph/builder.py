@@ -9,10 +9,10 @@ from __future__ import annotations
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.store.base import BaseStore
 
 from graph.routing import after_confirm, after_execute, after_scope
 from nodes import (
+    adapt_template,
     answer_directly,
     ask_user,
     assemble,
@@ -34,18 +34,14 @@ RECURSION_LIMIT = 2 * MAX_SLOTS + 20
 CoeGraph = CompiledStateGraph[Passport, RunContext, RunInput, RunOutput]
 
 
-def build_graph(
-    checkpointer: BaseCheckpointSaver[str] | None = None,
-    store: BaseStore | None = None,
-    *,
-    name: str = "college_of_experts",
-) -> CoeGraph:
-    """Build and compile the graph with the caller's checkpointer and store (both optional)."""
+def build_graph(checkpointer: BaseCheckpointSaver[str] | None = None, *, name: str = "college_of_experts") -> CoeGraph:
+    """Build and compile the graph with the caller's checkpointer (optional: the LangGraph server brings its own)."""
     builder = StateGraph(Passport, context_schema=RunContext, input_schema=RunInput, output_schema=RunOutput)
     builder.add_node("guard", guard)
     builder.add_node("scope", scope)
     builder.add_node("answer_directly", answer_directly)
     builder.add_node("select_template", select_template)
+    builder.add_node("adapt_template", adapt_template)
     builder.add_node("route_slots", route_slots)
     builder.add_node("confirm_plan", confirm_plan)
     builder.add_node("execute_slots", execute_slots)
@@ -55,13 +51,14 @@ def build_graph(
     builder.add_edge("guard", "scope")
     builder.add_conditional_edges("scope", after_scope)
     builder.add_edge("answer_directly", END)
-    builder.add_edge("select_template", "route_slots")
+    builder.add_edge("select_template", "adapt_template")
+    builder.add_edge("adapt_template", "route_slots")
     builder.add_edge("route_slots", "confirm_plan")
     builder.add_conditional_edges("confirm_plan", after_confirm)
     builder.add_conditional_edges("execute_slots", after_execute, ["execute_slots", "ask_user", "assemble"])
     builder.add_edge("ask_user", "execute_slots")
     builder.add_edge("assemble", END)
-    compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
+    compiled = builder.compile(checkpointer=checkpointer, name=name)
     return compiled.with_config(recursion_limit=RECURSION_LIMIT)
 
 

@@ -13,7 +13,6 @@ the LangGraph server (``server_checkpointer`` in ``langgraph.json``).
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -24,35 +23,20 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from state.errors import ConfigError
-from state.passport import STATE_TYPES
+from state.passport import MOVED_STATE_TYPES, STATE_TYPES
+from state.paths import checkpoint_url
 
-ENV_URL = "COE_CHECKPOINT_URL"
 SCHEMES = ("sqlite://", "postgresql://", "postgres://", "memory")
 
 
-def data_dir() -> Path:
-    """Where College of Experts keeps its files (``$COE_HOME`` or the platform's user data directory)."""
-    home = os.environ.get("COE_HOME")
-    if home:
-        return Path(home)
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("coe", appauthor=False))
-
-
-def default_url() -> str:
-    """The default checkpoint URL: a SQLite file in the user's data directory."""
-    return f"sqlite://{data_dir() / 'checkpoints.sqlite'}"
-
-
 def resolve_url(url: str | None = None) -> str:
-    """Apply the precedence: explicit URL > ``COE_CHECKPOINT_URL`` > default."""
-    return url or os.environ.get(ENV_URL) or default_url()
+    """Apply the precedence: explicit URL > ``COE_CHECKPOINT_URL`` > default (:func:`state.paths.checkpoint_url`)."""
+    return checkpoint_url(url)
 
 
 def serializer() -> JsonPlusSerializer:
     """The checkpoint serializer, with the Passport's classes allow-listed."""
-    return JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES)
+    return JsonPlusSerializer(allowed_msgpack_modules=[*STATE_TYPES, *MOVED_STATE_TYPES])
 
 
 def _sqlite_path(url: str) -> Path:

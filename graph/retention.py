@@ -20,7 +20,6 @@ Nothing here runs on its own: ``coe prune`` (or a scheduled job calling it) appl
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -31,6 +30,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from state.enums import RunStatus
 from state.errors import ConfigError
+from state.settings import process_env
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -70,8 +70,8 @@ def retention_days(days: float | None) -> float:
     if days is not None:
         value, source = days, "--older-than"
     else:
-        raw = os.environ.get(ENV_DAYS)
-        if raw is None or not raw.strip():
+        raw = process_env(ENV_DAYS)
+        if raw is None:
             raise ConfigError("retention", f"give --older-than DAYS or set {ENV_DAYS}")
         try:
             value, source = float(raw), ENV_DAYS

@@ -1,5 +1,6 @@
 """Graph nodes: one module per node; each takes the Passport and returns a partial update."""
 
+from nodes.adapt_template import adapt_template
 from nodes.answer_directly import answer_directly
 from nodes.ask_user import ask_user
 from nodes.assemble import assemble
@@ -11,6 +12,7 @@ from nodes.scope import scope
 from nodes.select_template import select_template
 
 __all__ = [
+    "adapt_template",
     "answer_directly",
     "ask_user",
     "assemble",

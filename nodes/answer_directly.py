@@ -9,22 +9,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from experts.pool import ChatMessage, GenerationRequest, get_backend
-from nodes import prompts
+from engine import prompts
+from engine.arithmetic import compute
+from experts.models import ChatMessage, GenerationRequest, get_backend
 from state.enums import RunStatus
-from state.errors import CoeError, RunFailure
-from state.framework import fallback_framework
+from state.errors import BackendError, RunFailure, UserError
+from state.framework import title_from_task
 from state.io import RunSummary
-from state.passport import LedgerEntry, Passport, utcnow
+from state.passport import GuardedPassport, LedgerEntry, utcnow
 
 NODE = "answer_directly"
 MAX_TOKENS = 200
 
 
-def answer_directly(state: Passport) -> dict[str, Any]:
+def answer_directly(state: GuardedPassport) -> dict[str, Any]:
     """Answer a trivial task in one call to the base model."""
-    if state.mission is None or state.settings is None or state.run is None:
-        raise RunFailure(NODE, "the mission, settings and run identity must be set by guard first")
     task = state.mission.task
     backend = get_backend(state.settings)
     t0 = time.perf_counter()
@@ -37,12 +36,15 @@ def answer_directly(state: Passport) -> dict[str, Any]:
     )
     try:
         gen = backend.generate(request)
-    except CoeError:
+    except UserError:
         raise
+    except BackendError as exc:  # reported under this node's name; the run stops here and can be resumed
+        raise RunFailure(NODE, f"the base model failed to answer: {exc.message}") from exc
     except Exception as exc:  # the backend's own error type: the run stops here and can be resumed
         raise RunFailure(NODE, f"the base model failed to answer: {type(exc).__name__}: {exc}") from exc
-    title = fallback_framework(task).title
-    document = f"# {title}\n\n{gen.text.strip()}\n"
+    title = title_from_task(task)
+    answer, computed = compute(gen.text.strip())  # arithmetic is computed, not trusted to the model's digits
+    document = f"# {title}\n\n{answer}\n"
     summary = RunSummary(
         thread_id=state.run.thread_id,
         run_id=state.run.run_id,
@@ -62,7 +64,8 @@ def answer_directly(state: Passport) -> dict[str, Any]:
                 agent="router",
                 action="answer_directly",
                 inputs_summary=f"trivial task: {reason}",
-                outputs_summary=f"{len(gen.text)} chars from the base model, no experts",
+                outputs_summary=f"{len(gen.text)} chars from the base model, no experts"
+                + (f"; {'; '.join(computed)}" if computed else ""),
                 duration_ms=int((time.perf_counter() - t0) * 1000),
                 prompt_tokens=gen.prompt_tokens,
                 completion_tokens=gen.completion_tokens,

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.asking import ask
+from langgraph.types import interrupt
+
+from engine.asking import ask
 from state.assist import AssistRecord, AssistSource, unresolved_marker
 from state.enums import SlotStatus
 from state.hitl import (
@@ -55,7 +57,7 @@ def ask_user(state: AskUser) -> dict[str, Any]:
             f'"{SKIP}" leaves a question unanswered'
         ),
     )
-    answers, _ = ask(payload, lambda value: parse_clarify_answer(value, questions))
+    answers, _ = ask(payload, lambda value: parse_clarify_answer(value, questions), interrupt)
     result, records = _fill(task, answers)
     done = task.state.model_copy(update={"status": SlotStatus.DONE, "finished_at": utcnow()})
     answered = [q for q in questions if answers[q.id] != SKIP]
@@ -80,16 +82,14 @@ def _fill(task: AskUser, answers: dict[str, str]) -> tuple[SlotResult, list[Assi
     records: list[AssistRecord] = []
     for r in task.records:
         answer = answers.get(r.id)
-        if answer is None:
+        if answer is None or r.marker is None:  # not asked: only unresolved records (which carry a marker) are
             records.append(r)
         elif answer == SKIP:
             reason = "the person did not answer"
             marker = unresolved_marker(r.kind, r.domain, r.description, reason)
-            assert r.marker is not None  # an unresolved record always has its marker
             replacement[r.marker] = marker
             records.append(r.model_copy(update={"awaiting_user": False, "reason": reason, "marker": marker}))
         else:
-            assert r.marker is not None  # an unresolved record always has its marker
             replacement[r.marker] = answer
             records.append(
                 AssistRecord.model_validate(

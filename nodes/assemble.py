@@ -12,21 +12,19 @@ from typing import Any
 
 from state.assist import unresolved_markers
 from state.enums import RunStatus, SlotStatus
-from state.errors import RunFailure
-from state.framework import topological_order
+from state.framework import title_from_task, topological_order
 from state.io import RunSummary, SlotSummary
-from state.passport import LedgerEntry, Passport, SlotState, utcnow
-from state.result import render_section
+from state.passport import LedgerEntry, PlannedPassport, SlotState, utcnow
+from state.result import SlotResult, render_section
 
 
-def assemble(state: Passport) -> dict[str, Any]:
+def assemble(state: PlannedPassport) -> dict[str, Any]:
     """Assemble the document and the run summary."""
-    if state.framework is None or state.run is None:
-        raise RunFailure("assemble", "nothing to assemble: no framework")
     fw = state.framework
     order = topological_order(fw)
     states = {s.id: state.slot_states.get(s.id) or SlotState() for s in fw.slots}
-    parts: list[str] = [f"# {fw.title}"]
+    title = document_title(state)
+    parts: list[str] = [f"# {title}"]
     unresolved: list[str] = []
     filled: list[str] = []
     for sid in order:
@@ -39,6 +37,9 @@ def assemble(state: Passport) -> dict[str, Any]:
                 parts.extend(render_section(s, base_level=3) for s in result.sections)
             else:
                 parts.append(result.raw.strip())
+            caveat = result.quality.caveat if result.quality is not None else None
+            if caveat:
+                parts.append(f"> **Caveat:** {caveat}")
             unresolved.extend(dict.fromkeys(unresolved_markers(result.raw)))  # once per slot
             filled.extend(
                 f'`{r.id}` {r.kind} "{r.description}": ' + "; ".join(src.cite() for src in r.sources)
@@ -72,18 +73,10 @@ def assemble(state: Passport) -> dict[str, Any]:
         thread_id=state.run.thread_id,
         run_id=state.run.run_id,
         status=status,
-        title=fw.title,
+        title=title,
         framework_source=fw.source,
         slots=[
-            SlotSummary(
-                id=s.id,
-                title=s.title,
-                expert=states[s.id].expert,
-                status=states[s.id].status,
-                attempts=states[s.id].attempts,
-                error=states[s.id].error,
-                blocked_by=states[s.id].blocked_by,
-            )
+            _slot_summary(s.id, s.title, states[s.id], state.results.get(s.id))
             for s in fw.slots
         ],
         warnings=warnings,
@@ -104,6 +97,31 @@ def assemble(state: Passport) -> dict[str, Any]:
             )
         ],
     }
+
+
+def _slot_summary(slot_id: str, title: str, st: SlotState, result: SlotResult | None) -> SlotSummary:
+    quality = result.quality if result is not None and st.status == SlotStatus.DONE else None
+    return SlotSummary(
+        id=slot_id,
+        title=title,
+        expert=st.expert,
+        status=st.status,
+        attempts=st.attempts,
+        error=st.error,
+        blocked_by=st.blocked_by,
+        deliverable=quality.deliverable if quality is not None else None,
+        checks_passed=quality.passed if quality is not None else None,
+        failed_checks=[c.name for c in quality.failed_checks] if quality is not None else [],
+        candidates=len(quality.candidates) if quality is not None else 0,
+    )
+
+
+def document_title(state: PlannedPassport) -> str:
+    """The document's title: the person's own words, the task (the framework's title when they gave the framework).
+
+    A template's title names a kind of task, not this one, so a run planned from the library is titled by its task.
+    """
+    return state.framework.title if state.adaptation is None else title_from_task(state.mission.task)
 
 
 def render_ledger(ledger: list[LedgerEntry]) -> str:

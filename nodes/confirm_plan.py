@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.types import interrupt
+
+from engine.asking import ask
 from experts.catalog import load_catalog
-from nodes.asking import ask
 from state.enums import Mode, RunStatus
-from state.errors import FrameworkError, RunFailure
+from state.errors import FrameworkError
 from state.framework import Framework, parse_framework
 from state.hitl import (
     PLAN_ANSWER_FORMAT,
@@ -35,15 +37,14 @@ from state.hitl import (
     parse_plan_answer,
 )
 from state.io import RunSummary
-from state.passport import LedgerEntry, Passport, SlotState, utcnow
+from state.passport import LedgerEntry, PlannedPassport, SlotState, utcnow
 
 NODE = "confirm_plan"
 EDIT_SOURCE = "edited by the person at confirm_plan"
 
 
-def plan_payload(state: Passport) -> InterruptPayload:
+def plan_payload(state: PlannedPassport) -> InterruptPayload:
     """The approve_plan interrupt for the current framework and routing."""
-    assert state.framework is not None
     fw = state.framework
     slots = [
         PlanSlotView(
@@ -77,13 +78,11 @@ def plan_payload(state: Passport) -> InterruptPayload:
     )
 
 
-def confirm_plan(state: Passport) -> dict[str, Any]:
+def confirm_plan(state: PlannedPassport) -> dict[str, Any]:
     """Ask for approval of the plan (confirm / interactive mode) and apply the answer."""
-    if state.mission is None or state.framework is None:
-        raise RunFailure(NODE, "the plan must be selected and routed before it is confirmed")
     if state.mission.mode is Mode.AUTONOMOUS:
         return {}
-    (answer, edited), rounds = ask(plan_payload(state), _parse)
+    (answer, edited), rounds = ask(plan_payload(state), _parse, interrupt)
     approval = Approval(action=answer.action, reason=answer.reason, rounds=rounds)
     entry = LedgerEntry(
         agent="person",
@@ -121,8 +120,7 @@ def _edited(data: dict[str, Any] | None) -> Framework:
     return fw
 
 
-def _rejected(state: Passport, reason: str) -> dict[str, Any]:
-    assert state.framework is not None and state.run is not None
+def _rejected(state: PlannedPassport, reason: str) -> dict[str, Any]:
     fw = state.framework
     why = f": {reason}" if reason else ""
     document = f"# {fw.title}\n\nThe plan was rejected{why}. No expert ran.\n"

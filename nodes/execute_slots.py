@@ -3,7 +3,7 @@
 Each call (one super-step): mark slots whose dependencies failed as blocked, dispatch every ready slot (and
 re-dispatch slots that were running in a process that died), wait until at least one running slot finishes,
 and return the finished slots as a partial update. The graph loops on this node until no slot is pending or
-running; see :mod:`nodes.scheduler` for why dispatch works this way.
+running; see :mod:`engine.scheduler` for why dispatch works this way.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from experts.breaker import Admission, BreakerPolicy, breakers
-from experts.catalog import GENERAL_EXPERT, load_catalog
-from experts.pool import ExpertBackend, get_backend, preload
-from experts.residency import trim_heap
-from nodes.scheduler import Finished, release, scheduler_for
-from nodes.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
+from engine.contracts import contract_for, contract_of
+from engine.scheduler import Finished, release, scheduler_for
+from engine.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
+from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
+from experts.models import Admission, BreakerPolicy, ExpertBackend, breakers, get_backend, preload, trim_heap
 from state.context import RunContext
 from state.enums import SlotStatus
 from state.errors import RunFailure
 from state.framework import Framework, ancestors, descendants
-from state.passport import LedgerEntry, Notice, Passport, Settings, SlotState, utcnow
+from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
+from state.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -34,10 +34,8 @@ MAX_EVICTIONS = 3
 """A slot stopped under memory pressure is queued again at most this many times; the next stop fails it."""
 
 
-def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
+def execute_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Dispatch ready slots, wait for at least one to finish, return what finished."""
-    if state.framework is None or state.run is None or state.settings is None or state.mission is None:
-        raise RunFailure(NODE, "the framework, run identity and settings must be set before execution")
     fw = state.framework
     settings = state.settings
     statuses = {sid: st.model_copy() for sid, st in state.slot_states.items()}
@@ -71,14 +69,22 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
             )
         decision = state.routing.get(spec.id)
         expert = decision.expert if decision is not None else st.expert or GENERAL_EXPERT
-        model = decision.model if decision is not None else None
         admission = _admit(spec.id, expert, policy, ledger, notices)
-        if admission.expert != expert:
-            expert, model = admission.expert, None  # the generalist is a persona over the base model
+        expert = admission.expert
+        if decision is not None and decision.expert == expert:
+            model = decision.model  # bound by route_slots, before any slot ran
+        else:  # the breaker sent the slot to the generalist
+            model = resolve_binding(settings, catalog.get(expert)).model
         if model not in backends:
             backends[model] = get_backend(settings, model)
         scope = catalog.get(expert)
+        if decision is not None and decision.deliverable is not None and decision.expert == expert:
+            contract = contract_of(decision.deliverable, decision.language)
+        else:  # not routed, or the breaker gave it to another expert: its declared deliverable, else the runner's
+            contract = contract_for(spec, expert)
         max_tokens, temperature = generation_settings(scope, settings)
+        if "max_tokens" not in settings.explicit:
+            max_tokens = max(max_tokens, contract.max_tokens)  # the budget fits the deliverable
         job = SlotJob(
             spec=spec,
             task=state.mission.task,
@@ -89,6 +95,10 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
             max_tokens=max_tokens,
             temperature=temperature,
             mode=state.mission.mode,
+            contract=contract,
+            n_ctx=settings.n_ctx,
+            escalation=_escalation(settings, catalog, model, backends),
+            model=model or "base model",
         )
         sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, admission.trial))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
@@ -118,7 +128,19 @@ def execute_slots(state: Passport, runtime: Runtime[RunContext]) -> dict[str, An
     return update
 
 
-def _preload_next(fw: Framework, statuses: dict[str, SlotState], state: Passport, settings: Settings) -> None:
+def _escalation(
+    settings: Settings, catalog: Catalog, model: str | None, backends: dict[str | None, ExpertBackend]
+) -> tuple[str, ExpertBackend] | None:
+    """The bigger model a slot on ``model`` may draw its last candidate from (None: none is installed)."""
+    bigger = escalation_binding(settings, catalog, model)
+    if bigger is None or bigger.model is None:
+        return None
+    if bigger.model not in backends:
+        backends[bigger.model] = get_backend(settings, bigger.model)
+    return bigger.model, backends[bigger.model]
+
+
+def _preload_next(fw: Framework, statuses: dict[str, SlotState], state: PlannedPassport, settings: Settings) -> None:
     """Preload the models of the slots that come next.
 
     Those are pending slots whose unfinished dependencies are all running. The pool loads their models in the
@@ -246,16 +268,18 @@ def _record(
             }
         )
         notices.append(Notice(level="error", source=NODE, slot_id=finished.slot_id, message=error))
-    else:
+    else:  # the backend failed: reported under this node's name
+        error = str(RunFailure(NODE, outcome.error or "the backend failed", slot_id=finished.slot_id))
         new = prev.model_copy(
             update={
                 "status": SlotStatus.FAILED,
                 "attempts": prev.attempts + outcome.attempts,
-                "error": outcome.error,
+                "error": error,
                 "started_at": outcome.started_at,
                 "finished_at": outcome.finished_at,
             }
         )
+        notices.append(Notice(level="error", source=NODE, slot_id=finished.slot_id, message=error))
     if isinstance(outcome, SlotOutcome):
         ledger.extend(outcome.ledger)
         notices.extend(outcome.notices)

@@ -12,7 +12,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from experts.catalog import Catalog, load_catalog
-from experts.residency import pool
+from experts.models import pool
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
 from state.errors import InputError

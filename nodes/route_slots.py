@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from experts.catalog import Catalog, ExpertScope, load_catalog
-from experts.pool import model_unavailable
-from experts.router import RouteResult, RouterParams, get_router
+from engine.contracts import deliverable_of
+from experts.catalog import Catalog, ExpertScope, load_catalog, resolve_binding
+from experts.routing import RouteResult, RouterParams, get_router
 from state.errors import RunFailure
 from state.framework import SlotSpec
-from state.passport import LedgerEntry, Notice, Passport, RoutingDecision, Settings, SlotState, utcnow
+from state.passport import LedgerEntry, Notice, PlannedPassport, RoutingDecision, SlotState, utcnow
 from state.scope import AppliedDefault
+from state.settings import Settings
 
 NODE = "route_slots"
 
@@ -35,10 +36,8 @@ def routing_text(spec: SlotSpec) -> str:
     return ". ".join(p for p in parts if p)
 
 
-def route_slots(state: Passport) -> dict[str, Any]:
+def route_slots(state: PlannedPassport) -> dict[str, Any]:
     """Route every slot of the framework and settle the experts' model bindings."""
-    if state.framework is None or state.settings is None:
-        raise RunFailure(NODE, "no framework selected")
     settings = state.settings
     catalog = load_catalog()
     to_route = [s for s in state.framework.slots if s.expert is None]
@@ -72,7 +71,10 @@ def route_slots(state: Passport) -> dict[str, Any]:
     ordered: dict[str, RoutingDecision] = {}
     for spec in state.framework.slots:
         model, binding = bindings[decisions[spec.id].expert]
-        ordered[spec.id] = decisions[spec.id].model_copy(update={"model": model, "binding": binding})
+        deliverable, language = deliverable_of(spec, decisions[spec.id].expert)
+        ordered[spec.id] = decisions[spec.id].model_copy(
+            update={"model": model, "binding": binding, "deliverable": deliverable, "language": language}
+        )
     states = {
         sid: (state.slot_states.get(sid) or SlotState()).model_copy(update={"expert": d.expert})
         for sid, d in ordered.items()
@@ -83,7 +85,10 @@ def route_slots(state: Passport) -> dict[str, Any]:
             action="route",
             slot_id=sid,
             inputs_summary=f"{len(d.scores)} experts scored" if d.scores else "expert named by the framework",
-            outputs_summary=d.reason + (f"; scores: {_scores(d.scores)}" if d.scores else "") + f"; model: {_model(d)}",
+            outputs_summary=d.reason
+            + (f"; scores: {_scores(d.scores)}" if d.scores else "")
+            + f"; model: {_model(d)}; delivers {d.deliverable}"
+            + (f" ({d.language})" if d.language else ""),
         )
         for sid, d in ordered.items()
     ]
@@ -143,17 +148,12 @@ def _model(decision: RoutingDecision) -> str:
 def _binding(
     scope: ExpertScope, settings: Settings, notices: list[Notice], ledger: list[LedgerEntry]
 ) -> tuple[str | None, str]:
-    """(model, binding) for an expert: None is the base model."""
-    if not scope.is_true_expert or scope.model.model is None:
-        return None, "faux"
-    if not settings.true_experts:
-        return None, "faux"
-    problem = model_unavailable(settings, scope.model.model)
-    if problem is not None:
-        if scope.model.fallback == "error":
-            raise RunFailure(NODE, f"expert {scope.id}: its model is unavailable: {problem}")
-        message = f"expert {scope.id} runs on the base model: its own model is unavailable ({problem})"
+    """(model, binding) for an expert: None is the base model; a fallback is announced, a fatal one raised."""
+    binding = resolve_binding(settings, scope)
+    if binding.fatal:
+        raise RunFailure(NODE, f"expert {scope.id}: its model is unavailable: {binding.problem}")
+    if binding.problem is not None:
+        message = f"expert {scope.id} runs on the base model: its own model is unavailable ({binding.problem})"
         notices.append(Notice(level="warning", source=NODE, message=message))
         ledger.append(LedgerEntry(agent="harness", action="model_fallback", outputs_summary=message[:500]))
-        return None, "faux-fallback"
-    return scope.model.model, "true"
+    return binding.model, binding.kind

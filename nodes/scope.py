@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.asking import ask
+from langgraph.types import interrupt
+
+from engine.asking import ask
+from experts.catalog import load_catalog
+from experts.embedding import get_embedder
+from experts.routing import RouterParams, classify, get_router, library
 from state.enums import Mode
-from state.errors import RunFailure
 from state.hitl import (
     EscalationCategory,
     EscalationSeverity,
@@ -22,28 +26,20 @@ from state.hitl import (
     Question,
     parse_clarify_answer,
 )
-from state.passport import LedgerEntry, Passport, utcnow
+from state.passport import GuardedPassport, LedgerEntry, utcnow
 from state.scope import AppliedDefault, ScopeDecision
 
 NODE = "scope"
 
 
-def scope(state: Passport) -> dict[str, Any]:
+def scope(state: GuardedPassport) -> dict[str, Any]:
     """Classify the task when templates are in use; record the decision and any default it applied."""
-    if state.mission is None or state.settings is None:
-        raise RunFailure(NODE, "the mission and settings must be set by guard first")
     task = state.mission.task
     words = len(task.split())
     if state.framework is not None or not state.settings.use_templates:
         why = "a framework was given" if state.framework is not None else "template selection is off"
         decision = ScopeDecision(kind="unclassified", words=words, reason=f"not classified: {why}")
         return {"scope": decision, "updated_at": utcnow()}
-    from experts.catalog import load_catalog
-    from experts.embedding import get_embedder
-    from experts.router import RouterParams, get_router
-    from experts.scope import classify
-    from experts.template_index import library
-
     catalog = load_catalog()
     _, index = library(catalog.ids, get_embedder())
     decision = classify(task, get_embedder(), index, get_router(RouterParams.from_settings(state.settings), catalog))
@@ -97,7 +93,7 @@ def _ask_scope(decision: ScopeDecision) -> ScopeDecision:
         questions=[question],
         answer_format='"single" or "multi" (or {"scope": "single"})',
     )
-    answers, _ = ask(payload, lambda value: parse_clarify_answer(value, [question]))
+    answers, _ = ask(payload, lambda value: parse_clarify_answer(value, [question]), interrupt)
     kind = answers["scope"]
     return decision.model_copy(
         update={"kind": kind, "rule": None, "reason": f"the person chose {kind} ({decision.reason})"}

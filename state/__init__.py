@@ -15,16 +15,18 @@ from state.errors import (
 from state.framework import Framework, SlotSpec
 from state.io import RunInput, RunOptions, RunOutput, RunSummary, SlotSummary
 from state.passport import (
+    GuardedPassport,
     LedgerEntry,
     Mission,
     Notice,
     Passport,
+    PlannedPassport,
     RoutingDecision,
     RunInfo,
-    Settings,
     SlotState,
 )
 from state.result import OutlineItem, Section, SlotResult
+from state.settings import Settings
 
 __all__ = [
     "BackendError",
@@ -32,6 +34,7 @@ __all__ = [
     "ConfigError",
     "Framework",
     "FrameworkError",
+    "GuardedPassport",
     "InputError",
     "LedgerEntry",
     "Mission",
@@ -40,6 +43,7 @@ __all__ = [
     "Notice",
     "OutlineItem",
     "Passport",
+    "PlannedPassport",
     "RoutingDecision",
     "RunContext",
     "RunFailure",

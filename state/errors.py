@@ -4,7 +4,10 @@ Two families, kept apart on purpose (STYLE.md rule 8):
 
 * :class:`UserError` and its children: the person configured or called something wrong. The message names the
   argument, file or field, and the allowed values. The CLI prints it without a traceback and exits with 2.
-* :class:`RunFailure`: the run itself failed (a node, a slot, a backend). The message names the node and slot.
+* :class:`RunFailure`: the run itself failed in a node. The message names the node and slot.
+
+A backend's failure (:class:`BackendError`) names the model and the slot that asked, never a node: a backend
+does not know which node called it. The node that catches it reports it under its own name.
 """
 
 from __future__ import annotations
@@ -60,8 +63,17 @@ class RunFailure(CoeError):
         super().__init__(f"{where}: {message}")
 
 
-class BackendError(RunFailure):
-    """An expert backend failed to generate."""
+class BackendError(CoeError):
+    """An expert backend failed to generate; ``slot_id`` is the slot that asked (None: not a slot).
+
+    The text names the slot (``slot s1: ...``); ``message`` is the backend's own words, which the node that
+    reports the failure puts under its own name.
+    """
+
+    def __init__(self, message: str, *, slot_id: str | None = None) -> None:
+        self.message = message
+        self.slot_id = slot_id
+        super().__init__(f"slot {slot_id}: {message}" if slot_id else message)
 
 
 class GenerationStopped(BackendError):
@@ -71,9 +83,9 @@ class GenerationStopped(BackendError):
     ``cancelled`` (the process is stopping, e.g. Ctrl+C: the run is resumed from its checkpoint).
     """
 
-    def __init__(self, node: str, message: str, reason: str, slot_id: str | None = None) -> None:
+    def __init__(self, message: str, reason: str, *, slot_id: str | None = None) -> None:
         self.reason = reason
-        super().__init__(node, message, slot_id=slot_id)
+        super().__init__(message, slot_id=slot_id)
 
 
 class MemoryBudgetError(UserError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -21,6 +21,18 @@ MAX_SLOTS = 64
 OUTLINE_REFERENCE = "@outline"
 """A ``reference_hints`` entry meaning: give the referencing slot only the outline of that slot."""
 
+Deliverable = Literal["code", "prose", "plan", "table", "data"]
+"""What a slot delivers, which decides its output contract and its checks:
+
+- ``code``: one complete, importable module (Python, SQL, a shell script, a Dockerfile...) in one section, and at
+  most a short usage note or a tests section that uses it;
+- ``prose``: text for people (an explanation, a story, a contract, a README), sized to the work;
+- ``plan``: an ordered plan, checklist or list of points;
+- ``table``: a comparison or schedule as Markdown tables;
+- ``data``: structured data (JSON, YAML, CSV) in one block.
+"""
+DELIVERABLES: tuple[Deliverable, ...] = ("code", "prose", "plan", "table", "data")
+
 
 class SlotSpec(BaseModel):
     """The definition of one slot (what to do); its progress lives in ``Passport.slot_states``."""
@@ -32,6 +44,15 @@ class SlotSpec(BaseModel):
     description: str = Field(min_length=1, max_length=8000)
     expected_outputs: list[str] = Field(default_factory=list)
     expert: str | None = Field(default=None, description="Expert id or persona type asked for, if any.")
+    deliverable: Deliverable | None = Field(
+        default=None,
+        description="What the slot delivers: code, prose, plan, table or data (None: decided when it is routed).",
+    )
+    language: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9_+#-]{1,20}$",
+        description="For code and data: the language (python, sql, bash, yaml, json, ...).",
+    )
     deps: list[str] = Field(default_factory=list)
     can_reference: list[str] = Field(default_factory=list)
     reference_hints: dict[str, list[str]] = Field(
@@ -65,7 +86,7 @@ def fallback_framework(task: str, *, source: str = "fallback:single_slot") -> Fr
     """One slot that answers the whole task: the last resort, and the plan of a single-expert task."""
     return Framework(
         id="single_slot",
-        title=_title_from_task(task),
+        title=title_from_task(task),
         source=source,
         slots=[
             SlotSpec(
@@ -78,7 +99,8 @@ def fallback_framework(task: str, *, source: str = "fallback:single_slot") -> Fr
     )
 
 
-def _title_from_task(task: str) -> str:
+def title_from_task(task: str) -> str:
+    """A document title from the task: its first line, shortened to 80 characters."""
     first = task.strip().splitlines()[0] if task.strip() else "Task"
     return first if len(first) <= 80 else first[:77].rstrip() + "..."
 

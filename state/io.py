@@ -46,6 +46,13 @@ class SlotSummary(BaseModel):
     attempts: int
     error: str | None = None
     blocked_by: list[str] = Field(default_factory=list)
+    deliverable: str | None = None
+    """What the slot delivers (code, prose, plan, table, data); None when it did not run."""
+    checks_passed: bool | None = None
+    """Its kept answer passed every hard check (None: no answer to check)."""
+    failed_checks: list[str] = Field(default_factory=list)
+    candidates: int = 0
+    """Answers drawn for it (the kept one included)."""
 
 
 class RunSummary(BaseModel):

@@ -127,7 +127,15 @@ class _Doc:
         return len(self.lines)
 
 
-def parse_output(text: str, slot_id: str, expert: str, attempts: int = 1) -> SlotResult:
+def parse_output(
+    text: str,
+    slot_id: str,
+    expert: str,
+    attempts: int = 1,
+    *,
+    min_items: int = MIN_OUTLINE_ITEMS,
+    max_items: int = MAX_OUTLINE_ITEMS,
+) -> SlotResult:
     """Parse an expert's answer into outline and sections and judge it against the output contract.
 
     Never raises on a string. When the text breaks the contract, ``compliant`` is False, ``problems`` says
@@ -140,6 +148,8 @@ def parse_output(text: str, slot_id: str, expert: str, attempts: int = 1) -> Slo
         slot_id: The slot the answer is for.
         expert: The expert that wrote it.
         attempts: How many attempts produced it (1 for the first answer); values below 1 count as 1.
+        min_items: Fewest top-level outline items the slot's contract allows.
+        max_items: Most top-level outline items the slot's contract allows.
 
     Returns:
         The parsed result; ``raw`` holds ``text`` unchanged.
@@ -173,7 +183,7 @@ def parse_output(text: str, slot_id: str, expert: str, attempts: int = 1) -> Slo
 
     if text.strip():
         problems += _marker_problems(marker, outline, sections, heads)
-        problems += _outline_problems(items, outline)
+        problems += _outline_problems(items, outline, min_items, max_items)
         if not sections:
             problems.append("no numbered section headings found (expected '## 1. Title', '### 1.1 Title')")
         problems += section_problems
@@ -454,16 +464,14 @@ def _marker_problems(
     return problems
 
 
-def _outline_problems(items: list[tuple[str, str]], outline: _Outline) -> list[str]:
+def _outline_problems(items: list[tuple[str, str]], outline: _Outline, min_items: int, max_items: int) -> list[str]:
     problems: list[str] = []
     if not items:
         return problems
     top = [label for label, _ in items if "." not in label]
-    if not MIN_OUTLINE_ITEMS <= len(top) <= MAX_OUTLINE_ITEMS:
-        problems.append(
-            f"outline has {len(top)} top-level item{'' if len(top) == 1 else 's'}; "
-            f"{MIN_OUTLINE_ITEMS}-{MAX_OUTLINE_ITEMS} required"
-        )
+    if not min_items <= len(top) <= max_items:
+        allowed = f"{min_items}-{max_items}" if min_items != max_items else str(min_items)
+        problems.append(f"outline has {len(top)} top-level item{'' if len(top) == 1 else 's'}; {allowed} required")
     expected = [str(n) for n in range(1, len(top) + 1)]
     if top and top != expected:
         problems.append(f"outline top-level items are numbered {_join(top)}; number them {_join(expected)} in order")

@@ -13,16 +13,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from state.adaptation import AdaptationAttempt, AdaptationRecord, EditOp, Plan
 from state.assist import AssistRecord, AssistSource
 from state.enums import Mode, RunStatus, SlotStatus
-from state.framework import Framework, SlotSpec
+from state.framework import Deliverable, Framework, SlotSpec
 from state.hitl import Approval
 from state.io import RunInput, RunOptions, RunSummary, SlotSummary
+from state.quality import CandidateRecord, CheckResult, SlotQuality
 from state.result import OutlineItem, Section, SlotResult
 from state.scope import AppliedDefault, ScopeDecision
+from state.settings import Settings
+from state.template import Adaptable, Template, TemplateSlot
 
 
 def utcnow() -> datetime:
@@ -32,6 +35,13 @@ def utcnow() -> datetime:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _drop_legacy(data: Any, *names: str) -> Any:
+    """Checkpoints written by earlier versions carry fields that no longer exist: drop them, keep the rest."""
+    if isinstance(data, dict) and any(n in data for n in names):
+        return {k: v for k, v in data.items() if k not in names}
+    return data
 
 
 class Mission(_Model):
@@ -48,68 +58,12 @@ class RunInfo(_Model):
 
     thread_id: str
     run_id: str
-    tenant: str = "default"
     created_at: datetime
-    limits: dict[str, int] = Field(default_factory=dict)
 
-
-class Settings(_Model):
-    """Effective per-run settings, resolved once (run context > environment > defaults) and recorded.
-
-    Recording them in the Passport makes a resumed run (possibly in another process, without the original
-    command line) behave exactly like the original one.
-    """
-
-    backend: str
-    model_path: str | None = None
-    fake_script: str | None = None
-    max_parallel: int = Field(ge=1, le=64)
-    max_outline_retries: int = Field(ge=0, le=5)
-    max_tokens: int = Field(ge=16, le=32768)
-    temperature: float = Field(ge=0.0, le=2.0)
-    use_grammar: bool
-    n_ctx: int = Field(ge=512, le=131072)
-    n_threads: int | None = Field(default=None, ge=1, le=256)
-    remote_url: str | None = None
-    """The remote backend's OpenAI base URL (``.../v1``); its API key is never recorded (``$COE_REMOTE_API_KEY``)."""
-    remote_model: str | None = None
-    remote_timeout: float = Field(default=300.0, gt=0.0, le=3600.0)
-    remote_retries: int = Field(default=2, ge=0, le=10)
-    reference_max_chars: int = Field(ge=200)
-    routing_lambda: float = Field(default=0.3, ge=0.0, le=5.0)
-    routing_threshold: float = Field(default=0.04, ge=-1.0, le=1.0)
-    routing_tie_margin: float = Field(default=0.02, ge=0.0, le=1.0)
-    routing_fast_gap: float = Field(default=0.08, ge=0.0, le=1.0)
-    """The router's static first stage decides a slot when its top two are at least this far apart (1: never)."""
-    true_experts: bool = True
-    use_templates: bool = True
-    planner_model: str | None = "qwen2.5-coder-1.5b"
-    kb_path: str | None = None
-    """The knowledge base for lookup assists (None: ``$COE_KB``, else ``kb`` in the user data directory)."""
-    lookup_threshold: float = Field(default=0.71, ge=-1.0, le=1.0)
-    """A lookup is filled only from a passage at least this similar to the request (calibrated)."""
-    breaker_failures: int = Field(default=5, ge=0, le=1000)
-    """Backend failures of one expert within ``breaker_window_s`` that open its circuit breaker (0: never)."""
-    breaker_window_s: float = Field(default=60.0, gt=0.0, le=86400.0)
-    breaker_cooldown_s: float = Field(default=30.0, ge=0.0, le=86400.0)
-    """Seconds an open breaker waits before it lets one trial slot run on the expert (half-open)."""
-    profile: str = "auto"
-    """The hardware profile in effect (config/hardware_profiles.yaml), resolved from ``auto`` when detected."""
-    profile_source: str = ""
-    """How the profile was chosen (what auto-detection found)."""
-    memory_limit_mb: int | None = Field(default=None, ge=64)
-    """The user's limit on the process's memory for models and runtime (replaces the profile's memory_mb)."""
-    memory_mb: int | None = Field(default=None, ge=64)
-    """The memory budget in effect (limit or profile); None: no budget (checkpoints from before budgets)."""
-    memory_overhead_mb: int = Field(default=0, ge=0)
-    """The part of ``memory_mb`` kept for the runtime and embedder; the models' pool gets the rest."""
-    preload: bool = False
-    preload_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
-    emergency_threshold: float = Field(default=0.95, gt=0.0, le=1.0)
-    gpu_offload: bool = False
-    """Offload every layer to the GPU (a GPU profile on a llama.cpp built with GPU support)."""
-    explicit: list[str] = Field(default_factory=list)
-    """Settings given by the run context or the environment (not defaults); they win over expert defaults."""
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return _drop_legacy(data, "tenant", "limits")
 
 
 class SlotState(_Model):
@@ -118,13 +72,17 @@ class SlotState(_Model):
     status: SlotStatus = SlotStatus.PENDING
     expert: str | None = None
     attempts: int = 0
-    dispatch_token: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     error: str | None = None
     blocked_by: list[str] = Field(default_factory=list)
     evictions: int = Field(default=0, ge=0)
     """Times the model pool stopped this slot under memory pressure and queued it again."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return _drop_legacy(data, "dispatch_token")
 
 
 class RoutingDecision(_Model):
@@ -148,6 +106,10 @@ class RoutingDecision(_Model):
     """The model the expert runs on: None for the base model (faux expert), else a bundled name or GGUF path."""
     binding: str = "faux"
     """faux (persona over the base model), true (own model) or faux-fallback (own model unavailable)."""
+    deliverable: Deliverable | None = None
+    """What the slot delivers (its declared deliverable, else the one inferred from its expert and text)."""
+    language: str | None = None
+    """For code and data: the language."""
 
 
 class LedgerEntry(_Model):
@@ -213,6 +175,8 @@ class Passport(BaseModel):
     """Autonomous defaults applied where an interactive run would ask the person."""
     approval: Approval | None = None
     """How the person answered the plan (confirm / interactive mode; None: not asked)."""
+    template: Template | None = None
+    """The template ``select_template`` retrieved for the task, which ``adapt_template`` edits (None: none)."""
     adaptation: AdaptationRecord | None = None
     """How the framework was chosen from the template library and adapted (None: given or one-slot)."""
     slot_states: Annotated[dict[str, SlotState], merge_dict] = Field(default_factory=dict)
@@ -228,6 +192,24 @@ class Passport(BaseModel):
     updated_at: Annotated[datetime | None, latest] = None
 
 
+class GuardedPassport(Passport):
+    """The Passport as every node after ``guard`` reads it: the run's identity, mission and settings are set.
+
+    LangGraph validates a node's state against the type its function declares, so a node that declares this
+    type fails with a validation error naming the missing field if it ever runs before ``guard``.
+    """
+
+    run: RunInfo
+    mission: Mission
+    settings: Settings
+
+
+class PlannedPassport(GuardedPassport):
+    """The Passport as the nodes after ``select_template`` read it: the framework is chosen too."""
+
+    framework: Framework
+
+
 class AskUser(BaseModel):
     """What one ``ask_user`` task gets (its Send payload): the slot, its state, result and assist records."""
 
@@ -240,6 +222,8 @@ class AskUser(BaseModel):
 
 STATE_TYPES: tuple[type, ...] = (
     Passport,
+    GuardedPassport,
+    PlannedPassport,
     RunInfo,
     Mission,
     Settings,
@@ -269,5 +253,15 @@ STATE_TYPES: tuple[type, ...] = (
     Approval,
     AskUser,
     RunInput,
+    Template,
+    TemplateSlot,
+    Adaptable,
+    SlotQuality,
+    CheckResult,
+    CandidateRecord,
 )
 """Every class stored in checkpoints (allow-listed for the checkpoint serializer)."""
+
+MOVED_STATE_TYPES: tuple[tuple[str, str], ...] = (("state.passport", "Settings"),)
+"""Stored classes that moved to another module: checkpoints written earlier name them at their old place, where
+they are still importable (allow-listed too, so those checkpoints read back without a warning)."""

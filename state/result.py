@@ -8,6 +8,8 @@ import unicodedata
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from state.quality import SlotQuality
+
 
 class OutlineItem(BaseModel):
     """One numbered outline entry, e.g. label ``"2.1"``, title ``"Token storage"``."""
@@ -47,6 +49,8 @@ class SlotResult(BaseModel):
     compliant: bool = False
     problems: list[str] = Field(default_factory=list)
     attempts: int = Field(default=1, ge=1)
+    quality: SlotQuality | None = None
+    """How the answer was checked and chosen (None: from before checks existed)."""
 
     def section(self, label: str) -> Section | None:
         """Find a section by number (``"2.1"``), exact title or fuzzy title; None if nothing is close."""

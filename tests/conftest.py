@@ -20,7 +20,7 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
         if key.startswith("COE_") and key not in ("COE_TEST_POSTGRES_URL", "COE_MODEL_CACHE"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("COE_HOME", str(tmp_path / "coe-home"))
-    from experts.breaker import breakers
+    from experts.models.breaker import breakers
 
     breakers.reset()  # circuit breakers are process-wide: one test's failures must not trip another's expert
     yield

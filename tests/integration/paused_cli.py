@@ -29,7 +29,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-NODES = ("guard", "scope", "select_template", "route_slots", "confirm_plan", "execute_slots", "assemble")
+NODES = (
+    "guard",
+    "scope",
+    "select_template",
+    "adapt_template",
+    "route_slots",
+    "confirm_plan",
+    "execute_slots",
+    "assemble",
+)
 
 
 def _pause(marker: Path) -> None:

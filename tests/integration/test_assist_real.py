@@ -9,12 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from experts.kb import add_documents
+from experts.knowledge import add_documents
 from tests.conftest import FIXTURES
 from tests.integration.cli_proc import coe_run
 
 # Facts only the organisation has: with the uncertainty protocol in its prompt, the default model marks them.
-TASK = "Write the connection settings our billing service must use for our production database."
+# (A prose deliverable: code and configuration are told to take unknown values as parameters instead.)
+TASK = (
+    "Write a short welcome note for our new engineer that gives the hostname of our production billing database "
+    "and the name of the person on call for it this week."
+)
 
 
 @pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The kill -9 matrix: SIGKILL ``coe run`` at 15 points of a six-slot run (12 on Postgres), resume each.
+"""The kill -9 matrix: SIGKILL ``coe run`` at 16 points of a six-slot run (13 on Postgres), resume each.
 
 Every case starts ``coe run --framework tests/fixtures/wide.yaml`` as its own process on the fake backend,
 kills it with SIGKILL at one point, reads the saved state (``next`` node, slots saved as done), then runs a plain
@@ -73,6 +73,7 @@ POINTS = (
     KillPoint("in guard", "guard", pause="enter:guard"),
     KillPoint("in scope", "scope", pause="enter:scope"),
     KillPoint("in select_template", "select_template", pause="enter:select_template"),
+    KillPoint("in adapt_template", "adapt_template", pause="enter:adapt_template"),
     KillPoint("in route_slots", "route_slots", pause="enter:route_slots"),
     KillPoint("in confirm_plan", "confirm_plan", pause="enter:confirm_plan"),
     KillPoint("first slot running", "execute_slots", called="A", slow="A"),

@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from experts.grammar import (
+from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_path, resolve_model_path
+from experts.models.grammar import (
     OUTLINE_GRAMMAR,
     fixed_outline_grammar,
     follow_outline_bounds,
     outline_grammar,
     sections_grammar,
 )
-from experts.llama import LlamaBackend
-from experts.models import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_path, resolve_model_path
-from experts.pool import ChatMessage, GenerationRequest
-from experts.prefetch import Prefetch
+from experts.models.llama import LlamaBackend
+from experts.models.prefetch import Prefetch
+from experts.models.protocol import ChatMessage, GenerationRequest
 from state.errors import BackendError, GenerationStopped, ModelUnavailableError
-from state.passport import Settings
+from state.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
@@ -145,7 +145,7 @@ def test_from_settings_loads_nothing_until_the_first_generation(model_path: Path
     too_long = GenerationRequest(messages=(ChatMessage("user", "word " * 800),), max_tokens=8, slot_id="s1")
     with pytest.raises(BackendError, match="slot s1") as info:
         backend.generate(too_long)
-    assert info.value.node == "execute_slots"
+    assert info.value.slot_id == "s1" and not hasattr(info.value, "node")  # the node that asked reports it
     assert backend.loaded
 
 
@@ -157,7 +157,7 @@ def test_loading_reads_the_file_ahead_of_llama_cpp(model_path: Path, monkeypatch
             super().__init__(path)
             readers.append(self)
 
-    monkeypatch.setattr("experts.llama.Prefetch", Recorded)
+    monkeypatch.setattr("experts.models.llama.Prefetch", Recorded)
     backend = LlamaBackend(model_path, n_ctx=512, n_threads=1)
     backend.load()
     try:
@@ -313,8 +313,8 @@ def test_the_fast_grammar_path_matches_llama_cpp_python(backend: LlamaBackend, m
 
 LOAD_TWO_AT_ONCE = """
 import threading
-from experts.llama import LlamaBackend
-from experts.models import resolve_model_path
+from experts.models.llama import LlamaBackend
+from experts.models.bundled import resolve_model_path
 
 path = resolve_model_path(None)
 backends = [LlamaBackend(path, n_ctx=1024), LlamaBackend(path, n_ctx=2048)]
@@ -349,8 +349,8 @@ def test_two_models_loading_at_once_keep_the_process_output() -> None:
 
 PRINT_DURING_A_LOAD = """
 import threading, time
-from experts.llama import LlamaBackend
-from experts.models import resolve_model_path
+from experts.models.llama import LlamaBackend
+from experts.models.bundled import resolve_model_path
 
 backend = LlamaBackend(resolve_model_path(None), n_ctx=512)
 done = threading.Event()

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from experts.catalog import config_dir, load_catalog
+from engine.adaptation import adapt
+from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.llama import LlamaBackend
-from experts.pool import get_backend
-from experts.template_index import load_or_build
-from nodes.adaptation import adapt
+from experts.models.llama import LlamaBackend
+from experts.models.pool import get_backend
+from experts.routing.templates import load_or_build
 from state.context import resolve_settings
 from state.framework import validation_errors
+from state.paths import config_dir
 from state.template import load_library
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]

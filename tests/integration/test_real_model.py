@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experts.router import get_router
+from experts.routing.router import get_router
 from nodes.route_slots import routing_text
 from state.framework import fallback_framework
 from tests.integration.cli_proc import coe_run

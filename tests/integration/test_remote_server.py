@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from experts.models import resolve_model_path
-from experts.pool import ChatMessage, GenerationRequest
-from experts.remote import RemoteBackend
+from experts.models.bundled import resolve_model_path
+from experts.models.protocol import ChatMessage, GenerationRequest
+from experts.models.remote import RemoteBackend
 from tests.integration.cli_proc import coe_run, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]

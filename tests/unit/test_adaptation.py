@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from experts.catalog import config_dir, load_catalog
-from experts.fake import FakeBackend, load_script
+from engine.adaptation import adapt
+from experts.catalog import load_catalog
+from experts.models.fake import FakeBackend, load_script
 from graph import build_graph
 from graph.persistence import serializer
-from nodes.adaptation import adapt
 from state import Passport
 from state.adaptation import Plan, apply_operations, parse_plan
 from state.io import RunInput
+from state.paths import config_dir
 from state.template import load_library
 
 EXPERTS = list(load_catalog().ids)
@@ -207,7 +208,7 @@ def test_a_slot_added_without_dependencies_is_recorded_as_a_default(tmp_path: Pa
     state = Passport.model_validate(graph.get_state(config).values)
     assert state.adaptation is not None and state.adaptation.fallback == "none"
     [applied] = [d for d in state.defaults if d.rule == "missing_deps_parallel"]
-    assert applied.slot_id == "caregiver_tips" and applied.node == "select_template"
+    assert applied.slot_id == "caregiver_tips" and applied.node == "adapt_template"
     assert "caregiver_tips" in applied.question and "condition_overview" in applied.alternatives
 
 
@@ -231,15 +232,13 @@ def test_coe_run_templates_flag(tmp_path: Path) -> None:
 
 
 def test_the_planner_model_adapts_templates_and_falls_back_to_the_base_model() -> None:
-    from experts.llama import LlamaBackend
-    from nodes.select_template import _planner
+    from experts.models.llama import LlamaBackend
+    from nodes.adapt_template import _planner
     from state.context import resolve_settings
-    from state.passport import Mission
+    from state.settings import Settings
 
-    def state_with(**settings: object) -> Passport:
-        return Passport(
-            task="t", mission=Mission(task="t"), settings=resolve_settings({"backend": "llama", **settings}, env={})
-        )
+    def state_with(**settings: object) -> Settings:
+        return resolve_settings({"backend": "llama", **settings}, env={})
 
     missing, notices = _planner(state_with(planner_model="/nowhere/planner.gguf"))
     missing = missing.backend  # type: ignore[attr-defined]  # the pooled handle's backend

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from experts.fake import FakeBackend, FakeRule, FakeScript
-from experts.kb import KnowledgeBase, add_documents, load_kb
-from nodes.assist import AssistResolver, parse_consult_answer
+from engine.assist import AssistResolver, echoes_question, parse_consult_answer
+from experts.knowledge import KnowledgeBase, add_documents, load_kb
+from experts.models.fake import FakeBackend, FakeRule, FakeScript
 from state.assist import scan_assists, unresolved_markers
 from state.context import resolve_settings
 from state.enums import Mode
@@ -93,7 +93,7 @@ def test_user_questions_need_the_user(kb: KnowledgeBase, mode: Mode) -> None:
     assert rec.status == "unresolved" and rec.reason == "needs user input"
     assert rec.marker == "{{UNRESOLVED:user:your database hostname - needs user input}}"
     assert rec.awaiting_user is (mode == Mode.INTERACTIVE)
-    assert res.awaiting_user == ([rec] if mode == Mode.INTERACTIVE else [])
+    assert [r for r in res.records if r.awaiting_user] == ([rec] if mode == Mode.INTERACTIVE else [])
 
 
 def test_expert_consult_fills_with_the_consulted_expert_as_source(kb: KnowledgeBase) -> None:
@@ -210,3 +210,9 @@ def test_parse_consult_answer() -> None:
     assert parse_consult_answer("ANSWER:   ")[1] == "gave an empty answer"
     assert parse_consult_answer("**ANSWER:** 5 s")[0] == "5 s"
     assert parse_consult_answer("ANSWER: " + "word " * 100)[1].startswith("gave an answer of")
+
+
+def test_an_answer_that_only_repeats_the_question_is_no_answer() -> None:
+    assert echoes_question("Billing database person on call", "billing_database_person_on_call")
+    assert echoes_question("The billing database person on call.", "billing database person on call")
+    assert not echoes_question("Dana Reyes is on call this week.", "billing database person on call")

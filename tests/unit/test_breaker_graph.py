@@ -11,11 +11,11 @@ import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.runtime import Runtime
 
-from experts.breaker import BreakerPolicy, BreakerState, breakers
+from engine.scheduler import release
 from experts.catalog import GENERAL_EXPERT
+from experts.models.breaker import BreakerPolicy, BreakerState, breakers
 from graph import build_graph
 from nodes.execute_slots import execute_slots
-from nodes.scheduler import release
 from state import Passport, SlotStatus
 from state.context import resolve_settings
 from state.framework import load_framework_file

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experts.catalog import config_dir, load_catalog
+from experts.catalog import load_catalog
 from state.errors import ConfigError
+from state.paths import config_dir
 
 REQUIRED = {
     "python_coder",

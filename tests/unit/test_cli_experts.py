@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from experts.catalog import load_catalog
-from experts.router import DEFAULT_PARAMS
+from experts.routing.router import DEFAULT_PARAMS
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]

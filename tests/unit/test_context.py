@@ -30,3 +30,17 @@ def test_unknown_backend_lists_allowed() -> None:
 def test_context_dict_with_unknown_field() -> None:
     with pytest.raises(ConfigError, match="colour"):
         resolve_settings({"colour": "red"}, env={})
+
+
+def test_the_run_context_is_derived_from_the_settings_table() -> None:
+    from state.settings import DEFAULTS, ENV_VARS, PROFILE_DEFAULTS, Settings, user_settings
+
+    schema = RunContext.model_json_schema()["properties"]
+    assert list(schema) == list(user_settings()) == list(DEFAULTS) == list(ENV_VARS)
+    assert len(set(ENV_VARS.values())) == len(ENV_VARS)  # one variable per setting
+    assert PROFILE_DEFAULTS == ("max_parallel", "n_ctx")
+    assert schema["max_parallel"]["anyOf"][0] == {"maximum": 64, "minimum": 1, "type": "integer"}
+    assert schema["backend"]["description"] == Settings.model_fields["backend"].description
+    assert "explicit" not in schema and "memory_mb" not in schema  # worked out, never given
+    with pytest.raises(ConfigError, match="max_parallel"):
+        resolve_settings({"max_parallel": 0}, env={})

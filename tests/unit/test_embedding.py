@@ -35,7 +35,7 @@ def test_embedder_is_shared_and_every_backend_names_the_same_model() -> None:
 
 
 def test_a_damaged_onnx_cache_file_is_rebuilt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from experts.embedding_onnx import OnnxMiniLM
+    from experts.embedding.onnx_bert import OnnxMiniLM
 
     monkeypatch.setenv("COE_MODEL_CACHE", str(tmp_path))
     first = OnnxMiniLM(default_model_dir())
@@ -69,7 +69,7 @@ def test_int8_backend_is_close_to_the_reference_and_names_a_model_of_its_own() -
 
 
 def test_the_int8_encoder_is_cached_beside_the_float_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from experts.embedding_onnx import OnnxMiniLM
+    from experts.embedding.onnx_bert import OnnxMiniLM
 
     monkeypatch.setenv("COE_MODEL_CACHE", str(tmp_path))
     OnnxMiniLM(default_model_dir(), "int8")

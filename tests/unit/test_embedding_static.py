@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from experts.embedding import BertSentenceEncoder, default_model_dir, get_embedder
-from experts.embedding_static import TABLE_VERSION, StaticEmbedder, distil_table, static_weights
+from experts.embedding.static import TABLE_VERSION, StaticEmbedder, distil_table, static_weights
 
 
 class CountingEncoder(BertSentenceEncoder):
@@ -77,14 +77,14 @@ def test_the_table_is_cached_and_rebuilt_when_damaged_or_for_another_model(
     assert np.array_equal(again.encode(["a routing query"]), first.encode(["a routing query"]))
 
     np.save(first.path, np.zeros((3, 384), dtype=np.float32))  # wrong shape
-    with caplog.at_level(logging.WARNING, logger="experts.embedding_static"):
+    with caplog.at_level(logging.WARNING, logger="experts.embedding.static"):
         repaired = StaticEmbedder(encoder, cache=tmp_path)
     assert "has shape (3, 384)" in caplog.text and encoder.calls > built_calls
     assert np.array_equal(repaired.encode(["a routing query"]), first.encode(["a routing query"]))
 
     first.path.write_bytes(b"not a numpy file")
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="experts.embedding_static"):
+    with caplog.at_level(logging.WARNING, logger="experts.embedding.static"):
         StaticEmbedder(encoder, cache=tmp_path)
     assert "cannot be read" in caplog.text
 
@@ -97,7 +97,7 @@ def test_an_unwritable_cache_leaves_the_table_in_memory(
 ) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("a file where the cache directory should be")
-    with caplog.at_level(logging.WARNING, logger="experts.embedding_static"):
+    with caplog.at_level(logging.WARNING, logger="experts.embedding.static"):
         static = StaticEmbedder(encoder, cache=blocked / "cache")
     assert "cannot cache the static token table" in caplog.text
     assert static.encode(["still works"]).shape == (1, 384)

@@ -7,8 +7,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from engine.scheduler import release
 from nodes.execute_slots import execute_slots
-from nodes.scheduler import release
 from state import Passport, SlotStatus
 from state.context import resolve_settings
 from state.framework import load_framework_file

@@ -84,7 +84,7 @@ def test_non_compliant_output_is_retried_with_feedback_then_accepted(write_scrip
     state = _run(script)
     assert state.slot_states["A"].attempts == 2
     actions = [e.action for e in state.ledger if e.slot_id == "A"]
-    assert actions == ["route", "generate", "generate_retry"]
+    assert actions == ["route", "generate", "generate_retry", "select"]  # the choice is in the ledger
     assert state.results["A"].compliant
 
 
@@ -183,7 +183,7 @@ def test_bad_input_is_rejected_with_the_field_named(payload: dict[str, Any], mes
 def test_an_answer_cut_off_by_the_token_limit_says_so_in_the_retry_feedback(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
 
-    from experts.pool import Generation, GenerationRequest
+    from experts.models.protocol import Generation, GenerationRequest
 
     # nodes/__init__ re-exports the node function under the module's name; patch the module itself.
     execute_module = importlib.import_module("nodes.execute_slots")

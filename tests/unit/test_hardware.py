@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experts.footprint import MIB, estimate, read_shape
-from experts.hardware import Detected, load_profiles, parse_nvidia_smi, select_profile
+from experts.models.footprint import MIB, estimate, read_shape
 from state.context import resolve_settings
 from state.errors import ConfigError, ModelUnavailableError
+from state.hardware import Detected, load_profiles, parse_nvidia_smi, select_profile
 
 
 def test_shipped_profiles_include_the_seed_ones_and_a_cpu_profile_for_this_machine() -> None:
@@ -187,7 +187,7 @@ def test_footprint_needs_the_architecture_sizes(tmp_path: Path) -> None:
 
 def test_bundled_model_estimate_is_within_reason() -> None:
     """The default model's estimate is above its file and below twice the file (measured: 584 MiB loaded)."""
-    from experts.models import resolve_model_path
+    from experts.models.bundled import resolve_model_path
 
     fp = estimate(resolve_model_path(None), 4096)
     assert fp.weights < fp.total < 2 * fp.weights

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from functools import partial
 from pathlib import Path
@@ -159,19 +160,19 @@ def test_autonomous_mode_never_interrupts(tmp_path: Path) -> None:
 
 
 def test_interactive_mode_asks_when_the_scope_is_unclear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import experts.scope
+    scope_module = importlib.import_module("nodes.scope")  # ``nodes.scope`` is the node function
     from experts.catalog import load_catalog
     from experts.embedding import get_embedder
-    from experts.router import get_router
-    from experts.scope import classify
-    from experts.template_index import library
+    from experts.routing.router import get_router
+    from experts.routing.scope import classify
+    from experts.routing.templates import library
 
     task = "Write a Python function that checks whether a string is a palindrome"
     _, index = library(load_catalog().ids, get_embedder())
     plain = classify(task, get_embedder(), index, get_router())
     assert plain.expert_similarity is not None and plain.template_similarity is not None
     fit = plain.expert_similarity - plain.template_similarity
-    monkeypatch.setattr(experts.scope, "classify", partial(classify, single_margin=fit + 0.01, narrow_band=0.02))
+    monkeypatch.setattr(scope_module, "classify", partial(classify, single_margin=fit + 0.01, narrow_band=0.02))
     run = Run(tmp_path, "interactive", task=task, framework=False)
     [clarify] = run.pending()
     assert clarify.kind == "clarify" and clarify.node == "scope"
@@ -235,12 +236,15 @@ def test_coe_resume_takes_answers_from_a_file(tmp_path: Path, cp: list[str]) -> 
 # ---------------------------------------------------------------- user questions of the experts
 
 A_TEXT = (
-    "## Outline\n1. Requirements\n2. Hosting\n3. Summary\n\n## 1. Requirements\nServe the API.\n\n"
+    "## Outline\n1. Requirements\n2. Hosting\n3. Summary\n\n## 1. Requirements\nServe the API to the mobile "
+    "clients over HTTPS, with one endpoint per resource and a health check.\n\n"
     "## 2. Hosting\nDeploy to {{ASSIST:user:your production hostname}} in {{ASSIST:user:your cloud region}}.\n\n"
-    "## 3. Summary\nDone.\n"
+    "## 3. Summary\nThe service is small: one process behind a load balancer, deployed from the main branch.\n"
 )
 C_TEXT = (
-    "## Outline\n1. Risks\n2. Mitigation\n3. Owner\n\n## 1. Risks\nOutages.\n\n## 2. Mitigation\nRetry.\n\n"
+    "## Outline\n1. Risks\n2. Mitigation\n3. Owner\n\n## 1. Risks\nOutages of the upstream payment provider "
+    "and a full disk on the database host are the main risks.\n\n## 2. Mitigation\nRetry payments with a "
+    "backoff, and alert when the disk passes eighty percent so that someone can act.\n\n"
     "## 3. Owner\nThe owner is {{ASSIST:user:who owns the risk register}}.\n"
 )
 

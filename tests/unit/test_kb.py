@@ -11,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from experts.kb import add_documents, kb_dir, kb_sources, load_kb, remove_documents, split_document
+from experts.knowledge import add_documents, kb_sources, load_kb, remove_documents, split_document
 from state.errors import UserError
+from state.paths import kb_dir
 from tests.conftest import FIXTURES
 
 KB_DOCS = FIXTURES / "kb"

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from experts.lexical import BUCKETS, LexicalProbe, term_counts, train_probe
+from experts.routing.lexical import BUCKETS, LexicalProbe, term_counts, train_probe
 
 EXPERTS = ["python_coder", "medical_clinical", "legal_drafting"]
 TRAINING = [

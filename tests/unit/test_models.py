@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from experts import models
-from experts.models import (
+from experts.models import bundled
+from experts.models.bundled import (
     BUNDLED_MODELS,
     DEFAULT_MODEL,
     BundledModel,
     ModelPart,
     bundled_model_path,
-    model_cache_dir,
     resolve_model_path,
 )
 from state.errors import ModelUnavailableError
+from state.paths import MODEL_CACHE_ENV, model_cache_dir
 
 # Two small files of an installed runtime dependency play the parts of a model.
 _DIST = "platformdirs"
@@ -107,9 +107,9 @@ def test_a_gguf_path_is_returned_resolved(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_cache_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(MODEL_CACHE_ENV, str(tmp_path / "cache"))
     assert model_cache_dir() == tmp_path / "cache"
-    monkeypatch.delenv(models.CACHE_ENV)
+    monkeypatch.delenv(MODEL_CACHE_ENV)
     assert model_cache_dir().name == "models"
 
 
@@ -138,7 +138,7 @@ def test_a_recorded_file_is_not_hashed_again(
     def no_hashing(_: Path) -> str:
         raise AssertionError("hashed a file that the record vouches for")
 
-    monkeypatch.setattr(models, "_sha256_file", no_hashing)
+    monkeypatch.setattr(bundled, "_sha256_file", no_hashing)
     assert bundled_model_path(tiny.name, cache_dir=tmp_path) == path
 
 
@@ -149,7 +149,7 @@ def test_a_corrupted_cache_file_is_assembled_again(
     with path.open("r+b") as handle:
         handle.seek(tiny.size // 2)
         handle.write(b"\xff\x00\xff")
-    with caplog.at_level(logging.WARNING, logger="experts.models"):
+    with caplog.at_level(logging.WARNING, logger="experts.models.bundled"):
         again = bundled_model_path(tiny.name, cache_dir=tmp_path)
     assert again == path
     assert hashlib.sha256(path.read_bytes()).hexdigest() == tiny.sha256

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import string
 
-from nodes import prompts
-from nodes.slot_work import SlotJob, build_messages
+from engine import prompts
+from engine.slot_work import SlotJob, build_messages
 from state.context import resolve_settings
 from state.framework import OUTLINE_REFERENCE, SlotSpec
 from state.outline import parse_output
@@ -17,12 +17,21 @@ def fields(template: str) -> set[str]:
 
 EXPECTED = {
     "SYSTEM_PROMPT": {"persona", "output_contract", "uncertainty_protocol"},
-    "SLOT_PROMPT": {"task", "title", "description", "expected_outputs", "constraints", "references"},
+    "SLOT_PROMPT": {"task", "title", "description", "expected_outputs", "constraints", "references", "feedback"},
+    "TASK_PROMPT": {"task", "expected_outputs", "constraints", "references", "feedback"},
+    "FEEDBACK_BLOCK": {"problems"},
+    "CONTRACT_CODE": {"language"},
+    "CONTRACT_DATA": {"language"},
+    "CONTRACT_PROSE": {"max_items"},
+    "CONTRACT_PLAN": {"min_items", "max_items"},
+    "CONTRACT_TABLE": set(),
+    "JUDGE_SYSTEM": set(),
+    "JUDGE_PROMPT": {"rubric", "candidates", "ids"},
+    "JUDGE_CANDIDATE": {"id", "text"},
     "EXPECTED_OUTPUTS_BLOCK": {"items"},
     "CONSTRAINTS_BLOCK": {"items"},
     "REFERENCES_BLOCK": {"items"},
     "REFERENCE_ITEM": {"title", "view", "content"},
-    "RETRY_PROMPT": {"feedback", "output_contract"},
     "ADAPT_SYSTEM": {"max_ops"},
     "DIRECT_SYSTEM": set(),
     "ADAPT_PROMPT": {"task", "title", "pattern", "min_slots", "max_slots", "slots", "experts"},
@@ -41,7 +50,7 @@ def test_template_placeholders_match_their_callers() -> None:
 def test_constants_that_are_not_templates_keep_their_braces() -> None:
     # The uncertainty protocol is inserted as a value, so its {{ASSIST:...}} reaches the model verbatim.
     system, _ = build_messages(_job(), resolve_settings({"backend": "fake"}, env={}))
-    assert "{{ASSIST:lookup:short description}}" in system.content
+    assert "{{ASSIST:lookup:the fact}}" in system.content
 
 
 def test_consult_prompt_keeps_the_placeholder_syntax() -> None:

@@ -36,3 +36,14 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "pytest" in command
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "<!-- test-command -->" in ci and 'eval "$cmd"' in ci
+
+
+def test_the_settings_table_lists_every_setting_and_variable() -> None:
+    from state.settings import ENV_VARS, PROCESS_ENV
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("| setting | flag | environment | default |") :].split("\n\n", 1)[0]
+    listed = set(re.findall(r"`(COE_[A-Z_]+)`", table))
+    assert set(ENV_VARS.values()) <= listed, f"settings missing from the README: {set(ENV_VARS.values()) - listed}"
+    known = set(ENV_VARS.values()) | set(PROCESS_ENV) | {"COE_CHECKPOINT_URL"}
+    assert listed <= known, f"the README lists variables the code does not read: {listed - known}"

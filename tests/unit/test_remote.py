@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from experts.pool import BACKENDS, ChatMessage, GenerationRequest, clear_backends, get_backend, model_unavailable
-from experts.remote import RemoteBackend, RemoteBackendError
+from experts.models.pool import BACKENDS, clear_backends, get_backend, model_unavailable
+from experts.models.protocol import ChatMessage, GenerationRequest
+from experts.models.remote import RemoteBackend, RemoteBackendError
 from state.context import RunContext, resolve_settings
 from state.errors import BackendError, ConfigError
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from experts.pool import ChatMessage, Generation, GenerationRequest, PooledModel
-from experts.residency import MIB, ModelPool, PoolEntry
+from experts.models.pool import PooledModel
+from experts.models.protocol import ChatMessage, Generation, GenerationRequest
+from experts.models.residency import MIB, ModelPool, PoolEntry
 from state.errors import GenerationStopped, MemoryBudgetError
 
 
@@ -59,7 +60,7 @@ class Model:
         self.started.set()
         while not self.release.wait(0.01):
             if self._stop.is_set():
-                raise GenerationStopped("execute_slots", "stopped", "stopped", request.slot_id)
+                raise GenerationStopped("stopped", "stopped", slot_id=request.slot_id)
         return Generation(text=f"from {self.label}")
 
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import yaml
 
-import experts.router_cache
+import experts.routing.index
 from experts.catalog import Catalog, load_catalog
 from experts.embedding import VectorInvariantError
-from experts.lexical import LexicalProbe
-from experts.router import ExpertRouter, FastStage, RouterParams, get_router, instruction_head
-from experts.router_cache import ExpertIndex, load_or_build_index
+from experts.routing.index import ExpertIndex, load_or_build_index
+from experts.routing.lexical import LexicalProbe
+from experts.routing.router import ExpertRouter, FastStage, RouterParams, get_router, instruction_head
 from state.errors import ConfigError
 
 AXES = ("code", "medical", "legal", "misc")
@@ -238,7 +238,7 @@ def test_a_first_stage_that_cannot_be_built_is_logged_and_skipped(  # type: igno
     router = ExpertRouter(
         catalog, embedder, load_or_build_index(catalog, embedder, cache), RouterParams(fast_gap=0.0), FastStage(broken)
     )
-    with caplog.at_level(logging.WARNING, logger="experts.router"):
+    with caplog.at_level(logging.WARNING, logger="experts.routing.router"):
         assert router.route("legal legal").stage == "encoder"
         assert router.route("code").stage == "encoder"
     assert caplog.text.count("the router's static first stage is off") == 1
@@ -429,13 +429,13 @@ def test_a_second_index_of_the_catalog_shares_the_learned_term(tmp_path: Path, m
     _write_examples(scopes, ["python_coder\tcode medical", "legal_drafting\tlegal"])
     catalog, cache = load_catalog(scopes), tmp_path / "cache"
     trained: list[int] = []
-    real = experts.router_cache.train_probe
+    real = experts.routing.index.train_probe
 
     def counting(*args: Any, **kwargs: Any) -> LexicalProbe:
         trained.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(experts.router_cache, "train_probe", counting)
+    monkeypatch.setattr(experts.routing.index, "train_probe", counting)
     encoder = load_or_build_index(catalog, KeywordEmbedder(), cache)
     static = load_or_build_index(catalog, StaticKeywordEmbedder(), cache, part="static", probe=encoder.probe)
     assert static.built and trained == [1]  # the words were learned once, for both embedders

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import importlib
 from functools import partial
 from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from experts.catalog import config_dir, load_catalog
+from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.router import RouteResult, get_router
-from experts.scope import classify
-from experts.template_index import load_or_build
+from experts.routing.router import RouteResult, get_router
+from experts.routing.scope import classify
+from experts.routing.templates import load_or_build
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport
 from state.errors import ConfigError
 from state.io import RunInput
+from state.paths import config_dir
 from state.scope import ScopeDecision
 from state.template import load_library
 
@@ -128,13 +130,13 @@ def test_a_single_expert_task_runs_one_slot_on_that_expert() -> None:
 
 
 def test_the_narrower_default_is_recorded_with_the_question_it_stands_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    import experts.scope
+    scope_module = importlib.import_module("nodes.scope")  # ``nodes.scope`` is the node function
 
     task = "Write a Python function that checks whether a string is a palindrome"
     plain = _classify(task)
     assert plain.expert_similarity is not None and plain.template_similarity is not None
     fit = plain.expert_similarity - plain.template_similarity
-    monkeypatch.setattr(experts.scope, "classify", partial(classify, single_margin=fit + 0.01, narrow_band=0.02))
+    monkeypatch.setattr(scope_module, "classify", partial(classify, single_margin=fit + 0.01, narrow_band=0.02))
     state = _run("narrow", task)
     assert state.scope is not None and state.scope.rule == "unclear_scope_narrower"
     [applied] = [d for d in state.defaults if d.rule == "unclear_scope_narrower"]
@@ -158,12 +160,13 @@ def test_a_failing_direct_answer_stops_the_run_resumably(tmp_path: Path) -> None
     script.write_text(json.dumps({"rules": [{"slot": "answer_directly", "fail": "model crashed"}]}))
     graph = build_graph(InMemorySaver(serde=serializer()))
     config = {"configurable": {"thread_id": "fails"}}
-    with pytest.raises(RunFailure, match="model crashed"):
+    with pytest.raises(RunFailure, match="model crashed") as info:
         graph.invoke(
             RunInput(task="hello!"),
             config,
             context={"backend": "fake", "fake_script": str(script)},
         )
+    assert info.value.node == "answer_directly" and "execute_slots" not in str(info.value)  # the node that asked
     snapshot = graph.get_state(config)
     assert snapshot.next == ("answer_directly",)  # the checkpoint before the failed node is kept
 

@@ -10,10 +10,12 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.main import app
-from experts.catalog import config_dir, load_catalog
+from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.template_index import build_faiss_index, load_or_build
+from experts.embedding.faiss_index import build_faiss_index
+from experts.routing.templates import load_or_build
 from state.framework import validate_framework
+from state.paths import config_dir
 from state.template import load_library
 
 runner = CliRunner()

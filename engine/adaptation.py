@@ -1,0 +1,126 @@
+"""Adapting a retrieved template to the task with the model: constrained edit operations, retries, fallbacks.
+
+The model answers with edit operations (:mod:`state.adaptation`) under a grammar built for this template
+(:func:`experts.models.grammar.adaptation_grammar`: slot ids and expert ids are alternatives, strings are bounded),
+so it cannot name a slot or expert that does not exist. The plan is applied and validated; a plan with
+problems is retried at most ``max_retries`` times with the problems in the prompt. Then the seed template is
+used unmodified, and if even that fails validation, the one-slot framework. Everything is recorded.
+"""
+
+from __future__ import annotations
+
+import time
+
+from engine import prompts
+from experts.models import ChatMessage, ExpertBackend, GenerationRequest
+from experts.models.grammar import adaptation_grammar
+from experts.routing import AS_IS_SIMILARITY
+from state.adaptation import AdaptationAttempt, AdaptationRecord, apply_operations, parse_plan
+from state.framework import Framework, fallback_framework, validation_errors
+from state.template import Template
+
+MAX_OPERATIONS = 4
+"""Operations a plan may have: enough for real edits, few enough to finish within the token budget."""
+RETRY_TEMPERATURE = 0.5
+"""A retry samples (greedy decoding would repeat the same plan); the first attempt is greedy."""
+SLOT_ID = "adapt_template"
+
+
+def adaptation_messages(template: Template, task: str, experts: list[str]) -> list[ChatMessage]:
+    """The system and user messages that ask for an adaptation plan."""
+    lines = []
+    for slot in template.slots:
+        deps = f", after {', '.join(slot.deps)}" if slot.deps else ""
+        lines.append(
+            prompts.ADAPT_SLOT_LINE.format(
+                id=slot.id, title=slot.title, expert=slot.expert, deps=deps, description=slot.description
+            )
+        )
+    low, high = template.adaptable.slot_count
+    user = prompts.ADAPT_PROMPT.format(
+        task=task,
+        title=template.title,
+        pattern=template.pattern,
+        min_slots=low,
+        max_slots=high,
+        slots="\n".join(lines),
+        experts=", ".join(experts),
+    )
+    return [ChatMessage("system", prompts.ADAPT_SYSTEM.format(max_ops=MAX_OPERATIONS)), ChatMessage("user", user)]
+
+
+def adapt(
+    template: Template,
+    similarity: float,
+    task: str,
+    backend: ExpertBackend,
+    experts: list[str],
+    *,
+    max_retries: int = 2,
+    max_tokens: int = 512,
+) -> tuple[Framework, AdaptationRecord]:
+    """The framework to run for ``task`` from its best template, and the record of how it was made."""
+    record = AdaptationRecord(seed_id=template.id, similarity=similarity)
+    if similarity >= AS_IS_SIMILARITY:
+        seed = template.to_framework()
+        return seed, record.model_copy(update={"as_is": True, "reason": f"similarity {similarity:.3f} >= 0.95"})
+    messages = adaptation_messages(template, task, experts)
+    grammar = None
+    if backend.supports_grammar():
+        grammar = adaptation_grammar([s.id for s in template.slots], experts, max_ops=MAX_OPERATIONS)
+    attempts: list[AdaptationAttempt] = []
+    for attempt in range(1, max_retries + 2):
+        t0 = time.perf_counter()
+        try:
+            gen = backend.generate(
+                GenerationRequest(
+                    messages=tuple(messages),
+                    max_tokens=max_tokens,
+                    temperature=0.0 if attempt == 1 else RETRY_TEMPERATURE,
+                    grammar=grammar,
+                    seed=attempt,
+                    slot_id=SLOT_ID,
+                    slot_title="Adapt the template",
+                    attempt=attempt,
+                )
+            )
+        except Exception as exc:  # a backend failure ends adaptation; the fallbacks still give a framework
+            attempts.append(AdaptationAttempt(attempt=attempt, errors=[f"{type(exc).__name__}: {exc}"]))
+            break
+        plan, errors = parse_plan(gen.text)
+        if gen.finish_reason == "length":
+            errors = [f"the answer was cut off at {max_tokens} tokens; use fewer, shorter operations", *errors]
+            plan = None
+        framework = None
+        if plan is not None:
+            framework, errors = apply_operations(template, plan, experts)
+        attempts.append(
+            AdaptationAttempt(
+                attempt=attempt,
+                raw=gen.text[:2000],
+                plan=plan,
+                errors=errors,
+                seconds=round(time.perf_counter() - t0, 3),
+            )
+        )
+        if framework is not None and plan is not None:
+            return framework, record.model_copy(
+                update={
+                    "operations": plan.operations,
+                    "rationale": plan.rationale,
+                    "attempts": attempts,
+                    "reason": f"adapted in {attempt} attempt(s)",
+                }
+            )
+        messages += [
+            ChatMessage("assistant", gen.text),
+            ChatMessage("user", prompts.ADAPT_RETRY.format(errors="\n".join(f"- {e}" for e in errors[:8]))),
+        ]
+    seed = template.to_framework()
+    if not validation_errors(seed):
+        why = f"no valid adaptation after {len(attempts)} attempt(s); the seed template is used unmodified"
+        return seed, record.model_copy(update={"attempts": attempts, "fallback": "seed", "reason": why})
+    why = "neither an adaptation nor the seed template is valid; the one-slot framework is used"
+    return fallback_framework(task), record.model_copy(
+        update={"attempts": attempts, "fallback": "single_slot", "reason": why}
+    )

@@ -1,0 +1,123 @@
+"""Arithmetic in an answer is computed by the harness, not trusted to the model's digits.
+
+Small models set up a calculation correctly far more often than they carry it out ("12 inches is 12 * 2.54
+centimeters", or "= 30.6"). :func:`compute` finds the calculations an answer writes and evaluates them exactly:
+
+* ``[[12 * 2.54]]``, the form the direct-answer prompt asks for, becomes ``30.48``;
+* ``12 * 2.54 = 30.6`` has its result checked, and a wrong one replaced (``12 * 2.54 = 30.48``);
+* ``12 * 2.54`` left without a result, at the end of a clause, gets one (``12 * 2.54 = 30.48``).
+
+Only numbers, parentheses and ``+ - * / // % **`` (and ``x`` or ``×`` for times, ``÷`` for division) are
+evaluated, with Python's own arithmetic on the parsed expression (never ``eval``); powers are bounded so that no
+expression can run away. Every change is returned, for the ledger.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+
+__all__ = ["compute", "evaluate"]
+
+_NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_OP = r"(?:\*\*|//|[-+*/%×÷x])"
+_EXPR = rf"\(?\s*-?{_NUM}\s*\)?(?:\s*{_OP}\s*\(?\s*-?{_NUM}\s*\)?)+"
+_BRACKETS = re.compile(r"\[\[\s*([^\[\]]{1,200}?)\s*\]\]")
+_WITH_RESULT = re.compile(rf"(?<![\w.])({_EXPR})\s*(=|≈)\s*(-?{_NUM})(?!\d|[.,]\d)")
+_END = r"(?![\d]|[.,]\d)(?!\s*[=≈])"
+"""An expression ends where no digit (or decimal part) goes on, and no result follows."""
+_WITHOUT_RESULT = re.compile(rf"(?<![\w.=])({_EXPR}){_END}(?=\s*(?:[.,;:!?)]|\s+(?:[a-zA-Z%°]|$)|$))")
+_OPS: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+
+
+def evaluate(expression: str) -> float | None:
+    """The value of an arithmetic expression, or None when it is not one (or divides by zero, or runs away)."""
+    text = expression.replace("×", "*").replace("÷", "/").replace(",", "")
+    text = re.sub(r"(?<=[\d)\s])x(?=[\s(\d])", "*", text)
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+        value = _eval(tree.body)
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, TypeError):
+        return None
+    return value
+
+
+def _eval(node: ast.AST) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _eval(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow) and (abs(right) > 64 or abs(left) > 1e6):
+            raise ValueError("power too large")
+        return _OPS[type(node.op)](left, right)
+    raise ValueError(f"not arithmetic: {ast.dump(node)[:40]}")
+
+
+def _show(value: float) -> str:
+    """A result as a person writes it: no float noise (``30.48``, not ``30.480000000000004``), no ``.0``."""
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}" if abs(value) >= 10_000 else str(int(value))
+    try:
+        shown = Decimal(repr(round(value, 10))).normalize()
+    except InvalidOperation:
+        return repr(value)
+    return format(shown, "f")
+
+
+def _same(written: str, value: float) -> bool:
+    try:
+        number = float(written.replace(",", ""))
+    except ValueError:
+        return False
+    return abs(number - value) <= max(1e-9, abs(value) * 1e-6) or _show(number) == _show(value)
+
+
+def compute(text: str) -> tuple[str, list[str]]:
+    """``text`` with its calculations computed (see the module docstring), and a line per change."""
+    changes: list[str] = []
+
+    def bracket(m: re.Match[str]) -> str:
+        value = evaluate(m.group(1))
+        if value is None:
+            return m.group(0)
+        changes.append(f"computed [[{m.group(1)}]] = {_show(value)}")
+        return _show(value)
+
+    def with_result(m: re.Match[str]) -> str:
+        value = evaluate(m.group(1))
+        if value is None or m.group(2) == "≈" or _same(m.group(3), value):
+            return m.group(0)
+        changes.append(f"corrected {m.group(1).strip()} = {m.group(3)} to {_show(value)}")
+        return f"{m.group(1).rstrip()} = {_show(value)}"
+
+    def without_result(m: re.Match[str]) -> str:
+        expression = m.group(1)
+        operators = set(re.findall(rf"(?<=[\d)\s]){_OP}(?=[\s(\d-])", expression))
+        if not operators or operators == {"-"}:
+            return expression  # "3-5 days", "2023 - 2024", "3.11 - 2": ranges and versions, not calculations
+        if operators == {"/"} and not re.search(r"\s/\s", expression):
+            return expression  # "11/23": a date or a fraction as written, not a division to carry out
+        value = evaluate(expression)
+        if value is None:
+            return expression
+        changes.append(f"computed {expression.strip()} = {_show(value)}")
+        return f"{expression.rstrip()} = {_show(value)}"
+
+    text = _BRACKETS.sub(bracket, text)
+    text = _WITH_RESULT.sub(with_result, text)
+    text = _WITHOUT_RESULT.sub(without_result, text)
+    return text, changes

@@ -1,0 +1,718 @@
+"""Automated checks of a slot's answer, by what it delivers (the seed's "automated rewards").
+
+Every answer gets the contract checks: it follows the output structure, it was not cut off, no section is a
+stub, a duplicate or a copy of the task's title, it does not leak the prompt (its delimiters, its example
+placeholders) and it does not copy the slots it references instead of doing its own part. Then, by deliverable:
+
+* **code** in Python: it parses; no function is a stub; it defines the functions the task names; it imports
+  (runs) in the sandbox; the task's examples (``>>>`` doctests, ``f(x) == y`` lines) pass. Soft: the doctests in
+  its own docstrings and its own tests (a tests section, which must not redefine the module's functions) pass,
+  and ``ruff`` finds no error (pyflakes rules). A small model's own tests are often wrong where its code is
+  right, so they rank candidates but never reject one. SQL parses with sqlglot in the task's dialect; YAML
+  and JSON load; a shell script passes ``bash -n``; a Dockerfile starts with ``FROM``.
+* **data**: the block parses as its language.
+* **prose** and **plan**: no degenerate repetition (a sentence three times, a line repeated in a run, a phrase
+  looping); hedges are counted as a signal.
+* **table**: it holds a Markdown table.
+
+Generated code only ever runs in :mod:`engine.sandbox`. A hard check failing means the answer is wrong or unusable
+as delivered; a soft one that it could be better. :func:`check_answer` returns the checks and the measured
+signals; :mod:`engine.selection` turns them into a score.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import difflib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from engine.contracts import Contract
+from engine.sandbox import SandboxLimits, run_python
+from state.quality import CheckResult, Severity
+from state.result import SlotResult
+
+__all__ = [
+    "CheckContext",
+    "Examples",
+    "check_answer",
+    "code_blocks",
+    "extract_examples",
+    "module_code",
+    "signals_of",
+]
+
+HEDGES = re.compile(
+    r"\b(i am not sure|i'm not sure|not certain|i think|i believe|might be|may be|could be|probably|possibly|"
+    r"it depends|as an ai|i cannot|i can't|consult (a|an|your) (professional|lawyer|doctor|expert))\b",
+    re.I,
+)
+LEAKS = (
+    "--- end of",
+    "(whole) ---",
+    "(outline only) ---",
+    "<reference part=",
+    "</reference>",
+    "<candidate id=",
+)
+"""The harness' own delimiters, which must never come back in an answer (quoting the instructions' wording is
+harmless and common; copying a delimiter means a reference or a candidate was pasted in)."""
+STUB = re.compile(
+    r"(\bTODO\b|\bTBD\b|lorem ipsum|\[insert\b|<insert\b|to be (added|completed|written|determined)\b|"
+    r"^\s*\.\.\.\s*$|your code here|implementation goes here|fill in)",
+    re.I | re.M,
+)
+MIN_SECTION_WORDS = {"prose": 8, "plan": 4, "table": 0, "code": 0, "data": 0}
+_FENCE_BLOCK = re.compile(r"^[ \t]*(```|~~~)[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"[\w']+")
+_DIALECTS = (
+    ("postgres", re.compile(r"\b(postgres|postgresql|psql)\b", re.I)),
+    ("mysql", re.compile(r"\b(mysql|mariadb)\b", re.I)),
+    ("sqlite", re.compile(r"\bsqlite\b", re.I)),
+    ("tsql", re.compile(r"\b(sql server|t-sql|tsql|mssql)\b", re.I)),
+    ("oracle", re.compile(r"\boracle\b", re.I)),
+    ("bigquery", re.compile(r"\bbigquery\b", re.I)),
+    ("snowflake", re.compile(r"\bsnowflake\b", re.I)),
+)
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What the checks need besides the answer: the task, the contract, what the slot may read, the limits."""
+
+    task: str
+    contract: Contract
+    references: tuple[str, ...] = ()
+    """The texts of the slots this one references (an answer must not just copy them)."""
+    truncated: bool = False
+    """The generation stopped at its token limit."""
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+
+@dataclass(frozen=True)
+class Examples:
+    """Examples given by the task: doctests (``>>>``) and ``call == value`` lines, and the functions it names."""
+
+    doctests: tuple[str, ...] = ()
+    """Each a doctest text: ``>>> expr`` and the expected output lines."""
+    asserts: tuple[tuple[str, str], ...] = ()
+    """``(call, value)`` pairs: the call must equal the value."""
+    functions: tuple[str, ...] = ()
+    """Function names the task defines or asks for (``def name(``)."""
+
+    @property
+    def count(self) -> int:
+        """How many examples there are."""
+        return len(self.doctests) + len(self.asserts)
+
+
+def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResult], dict[str, float]]:
+    """Every check of one answer, and its measured signals."""
+    checks = _contract_checks(result, ctx)
+    kind = ctx.contract.deliverable
+    if kind in ("code", "data"):
+        checks += _code_checks(result, ctx)
+    elif kind == "table":
+        checks.append(_table_check(result))
+    if kind in ("prose", "plan", "table"):
+        checks.append(_repetition_check(result.body_text()))
+    return checks, signals_of(result, ctx)
+
+
+# --- the contract, for every deliverable --------------------------------------------------------------------
+
+
+def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
+    # For code, the deliverable is the module: a note after it that was cut short is a blemish, not a failure
+    # (a module that was itself cut off fails to parse, or has no closed code block, which are hard checks).
+    ending: Severity = "soft" if ctx.contract.code_first else "hard"
+    checks = [
+        CheckResult(
+            name="contract.structure",
+            passed=result.compliant,
+            detail="" if result.compliant else "; ".join(result.problems[:3]),
+        ),
+        CheckResult(
+            name="contract.complete",
+            severity=ending,
+            passed=not ctx.truncated,
+            detail="the answer was cut off at its token limit" if ctx.truncated else "",
+        ),
+    ]
+    unfinished = _unfinished(result.raw)
+    checks.append(
+        CheckResult(
+            name="contract.ends",
+            severity=ending,
+            passed=unfinished is None,
+            detail=f"the answer stops mid-sentence ({unfinished!r})" if unfinished else "",
+        )
+    )
+    task_title = _norm(ctx.task.strip().splitlines()[0] if ctx.task.strip() else "")
+    copied = [i.title for i in result.outline if task_title and _similar(_norm(i.title), task_title, 0.8)]
+    checks.append(
+        CheckResult(
+            name="contract.titles",
+            passed=not copied,
+            detail=f"an outline item repeats the task as its title ({copied[0]!r})" if copied else "",
+        )
+    )
+    minimum = MIN_SECTION_WORDS[ctx.contract.deliverable]
+    stubs: list[str] = []
+    for s in result.sections:
+        has_children = any(o.label.startswith(s.label + ".") for o in result.sections)
+        text = _without_code(s.body)
+        if has_children and not s.body.strip():
+            continue
+        if not s.body.strip() or (minimum and not _FENCE_BLOCK.search(s.body) and len(_WORD.findall(text)) < minimum):
+            stubs.append(f"section {s.label} {s.title!r} is empty or only {len(_WORD.findall(text))} words")
+        elif STUB.search(s.body):
+            stubs.append(f"section {s.label} {s.title!r} holds placeholder text ({STUB.search(s.body).group(0)!r})")  # type: ignore[union-attr]
+    checks.append(CheckResult(name="contract.stubs", passed=not stubs, detail="; ".join(stubs[:2])))
+    duplicates: list[str] = []
+    bodies = [(s, _norm(s.body)) for s in result.sections if len(s.body) > 40]
+    for i, (a, na) in enumerate(bodies):
+        for b, nb in bodies[i + 1 :]:
+            if _similar(na, nb, 0.85):
+                duplicates.append(f"sections {a.label} and {b.label} say the same")
+        if _similar(na, _norm(ctx.task), 0.9):
+            duplicates.append(f"section {a.label} repeats the task")
+    checks.append(CheckResult(name="contract.duplicates", passed=not duplicates, detail="; ".join(duplicates[:2])))
+    lowered = result.raw.lower()
+    leaked = [leak for leak in LEAKS if leak in lowered]
+    checks.append(
+        CheckResult(
+            name="contract.leaks",
+            passed=not leaked,
+            detail=f"the answer repeats the prompt's own text ({leaked[0]!r})" if leaked else "",
+        )
+    )
+    copied_share = _copied_share(result.body_text(), ctx.references)
+    checks.append(
+        CheckResult(
+            name="contract.own_work",
+            passed=copied_share < 0.5,
+            detail=f"{copied_share:.0%} of its sentences are copied from the slots it references"
+            if copied_share >= 0.5
+            else "",
+        )
+    )
+    return checks
+
+
+def _unfinished(raw: str) -> str | None:
+    """The end of the answer's last line of text when it stops mid-sentence (None: it ends properly).
+
+    Code blocks, tables, list items and headings may end without punctuation; a line of prose may not.
+    """
+    lines = [ln.rstrip() for ln in _FENCE_BLOCK.sub("```", raw).splitlines() if ln.strip()]
+    if not lines:
+        return None
+    last = lines[-1].strip()
+    if last.startswith(("```", "|", "#", "-", "*", "+", ">")) or re.match(r"^\d+[.)]\s", last):
+        return None
+    if re.search(r"[.!?:;)\]\"'`*_}>\u2026\u201d\u2019]$", last) or last.endswith("}}"):
+        return None
+    return last[-40:]
+
+
+def _copied_share(text: str, references: tuple[str, ...]) -> float:
+    """The share of the answer's sentences (of 6+ words) that appear word for word in a referenced slot."""
+    if not references:
+        return 0.0
+    pool = {_norm(s) for ref in references for s in _sentences(ref) if len(s.split()) >= 6}
+    mine = [_norm(s) for s in _sentences(text) if len(s.split()) >= 6]
+    if len(mine) < 3:
+        return 0.0
+    return sum(1 for s in mine if s in pool) / len(mine)
+
+
+# --- prose ------------------------------------------------------------------------------------------------------
+
+
+def _repetition_check(text: str) -> CheckResult:
+    """Degenerate repetition: a sentence three times or more, a run of repeated lines, a phrase looping."""
+    sentences = [_norm(s) for s in _sentences(text) if len(s.split()) >= 5]
+    counts = Counter(sentences)
+    repeated = [(s, n) for s, n in counts.most_common(3) if n >= 3]
+    if repeated:
+        return CheckResult(
+            name="prose.repetition",
+            passed=False,
+            detail=f"a sentence is repeated {repeated[0][1]} times ({repeated[0][0][:60]!r})",
+        )
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("|", "```", "#"))]
+    run = 1
+    for previous, line in zip(lines, lines[1:], strict=False):
+        run = run + 1 if line == previous and len(line) > 10 else 1
+        if run >= 3:
+            return CheckResult(name="prose.repetition", passed=False, detail=f"a line repeats in a run ({line[:60]!r})")
+    words = [w.lower() for w in _WORD.findall(_without_code(text))]
+    grams = Counter(tuple(words[i : i + 8]) for i in range(max(0, len(words) - 7)))
+    looping = [g for g, n in grams.items() if n >= 4]
+    if looping:
+        return CheckResult(
+            name="prose.repetition", passed=False, detail=f"a phrase loops ({' '.join(looping[0])!r} four times)"
+        )
+    distinct = len(counts) / len(sentences) if sentences else 1.0
+    if len(sentences) >= 8 and distinct < 0.75:
+        return CheckResult(
+            name="prose.repetition", passed=False, detail=f"only {distinct:.0%} of its sentences are distinct"
+        )
+    return CheckResult(name="prose.repetition", passed=True)
+
+
+def _table_check(result: SlotResult) -> CheckResult:
+    lines = result.body_text().splitlines()
+    separator = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
+    found = any(separator.match(line) for line in lines)
+    return CheckResult(
+        name="table.present", passed=found, detail="" if found else "no Markdown table (a | header | row and a ---)"
+    )
+
+
+def signals_of(result: SlotResult, ctx: CheckContext) -> dict[str, float]:
+    """Measured, not judged: words, sentences, the distinct-sentence ratio, hedges, copying of references."""
+    text = result.body_text()
+    sentences = [_norm(s) for s in _sentences(_without_code(text)) if len(s.split()) >= 3]
+    return {
+        "words": float(len(_WORD.findall(text))),
+        "sentences": float(len(sentences)),
+        "distinct_sentences": round(len(set(sentences)) / len(sentences), 3) if sentences else 1.0,
+        "hedges": float(len(HEDGES.findall(_without_code(text)))),
+        "copied_from_references": round(_copied_share(text, ctx.references), 3),
+    }
+
+
+# --- code -------------------------------------------------------------------------------------------------------
+
+
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """Every fenced code block of a text as ``(language, code)``, in order."""
+    return [(m.group(2).lower(), m.group(3)) for m in _FENCE_BLOCK.finditer(text)]
+
+
+def module_code(result: SlotResult) -> tuple[str | None, str | None]:
+    """The answer's module (section 1's code block, else the first block) and its tests (later blocks), if any."""
+    sections = [s for s in result.sections if s.level == 1]
+    blocks: list[str] = []
+    first = code_blocks(sections[0].body) if sections else []
+    if first:
+        blocks.append(first[0][1])
+    later = [code for s in sections[1:] for _, code in code_blocks(s.body)]
+    if not blocks:
+        everything = code_blocks(result.raw)
+        if not everything:
+            return None, None
+        blocks.append(everything[0][1])
+        later = [code for _, code in everything[1:]]
+    tests = [code for code in later if re.search(r"^\s*(assert\b|def test_)", code, re.M)]
+    return blocks[0], ("\n\n".join(tests) if tests else None)
+
+
+def extract_examples(task: str) -> Examples:
+    """The examples a task gives: ``>>>`` doctests and ``call == value`` lines, and the functions it defines."""
+    functions = tuple(dict.fromkeys(re.findall(r"^\s*def\s+([A-Za-z_]\w*)\s*\(", task, re.M)))
+    doctests: list[str] = []
+    lines = task.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith(">>> "):
+            source = [line]
+            i += 1
+            while i < len(lines) and lines[i].strip().startswith("... "):
+                source.append(lines[i].strip())
+                i += 1
+            want: list[str] = []
+            while i < len(lines) and lines[i].strip() and not lines[i].strip().startswith(">>>"):
+                if lines[i].strip() in ('"""', "'''"):
+                    break
+                want.append(lines[i].strip())
+                i += 1
+            doctests.append("\n".join(source + want) + "\n")
+            continue
+        i += 1
+    asserts: list[tuple[str, str]] = []
+    arrow = re.compile(r"^\s*([A-Za-z_]\w*\(.*\))\s*(?:==|➞|=>|->|returns|should return)\s*(.+?)\s*$")
+    for line in lines:
+        m = arrow.match(line)
+        if m is None or ">>>" in line:
+            continue
+        call, value = m.group(1), m.group(2).rstrip(".,;")
+        if functions and call.split("(", 1)[0] not in functions:
+            continue
+        try:
+            ast.parse(call, mode="eval")
+            ast.literal_eval(value)
+        except (SyntaxError, ValueError):
+            continue
+        asserts.append((call, value))
+    return Examples(tuple(doctests), tuple(asserts), functions)
+
+
+_PY_RUNNER = r"""
+import contextlib, doctest, inspect, io, json, sys
+
+def short(exc):
+    return (type(exc).__name__ + ": " + str(exc))[:300]
+
+spec = json.load(open("checks.json"))
+out = {"import": None, "examples": [], "own_doctests": None, "tests": None}
+try:
+    with contextlib.redirect_stdout(io.StringIO()):
+        import solution
+except BaseException as exc:
+    line = getattr(exc, "lineno", None)
+    out["import"] = short(exc) + (" (line %s)" % line if line else "")
+    print("COE-CHECKS " + json.dumps(out))
+    sys.exit(0)
+module_globals = dict(vars(solution))
+flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+def run_doctest(text, name):
+    test = doctest.DocTestParser().get_doctest(text, dict(module_globals), name, "task", 0)
+    report = []
+    runner = doctest.DocTestRunner(optionflags=flags)
+    with contextlib.redirect_stdout(io.StringIO()):
+        runner.run(test, out=report.append)
+    lines = [ln for ln in "".join(report).splitlines() if ln.strip() and not ln.startswith("*****")]
+    return runner.failures == 0, " | ".join(lines[-6:])[-300:]
+
+for text in spec["doctests"]:
+    try:
+        ok, detail = run_doctest(text, "example")
+    except BaseException as exc:
+        ok, detail = False, short(exc)
+    out["examples"].append({"ok": ok, "source": text.splitlines()[0][:120], "detail": detail if not ok else ""})
+for call, value in spec["asserts"]:
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            got = eval(call, dict(module_globals))
+        ok = got == eval(value, {})
+        detail = "" if ok else "%s returned %r, expected %s" % (call, got, value)
+    except BaseException as exc:
+        ok, detail = False, short(exc)
+    out["examples"].append({"ok": ok, "source": call[:120], "detail": detail[:300]})
+finder = doctest.DocTestFinder(exclude_empty=True)
+own = [t for t in finder.find(solution, "solution", globs=dict(module_globals)) if t.examples]
+if own:
+    failed = 0
+    details = []
+    for test in own:
+        runner = doctest.DocTestRunner(optionflags=flags)
+        report = []
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                runner.run(test, out=report.append)
+        except BaseException as exc:
+            report.append(short(exc))
+            failed += 1
+        failed += runner.failures
+        if runner.failures:
+            details.append(" ".join(report)[-200:])
+    total = sum(len(t.examples) for t in own)
+    out["own_doctests"] = {"failed": failed, "total": total, "detail": " ".join(details)[:300]}
+if spec["tests"]:
+    namespace = dict(module_globals)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(spec["tests"], "tests.py", "exec"), namespace)
+            for name, value in list(namespace.items()):
+                if name.startswith("test_") and callable(value) and name not in module_globals:
+                    try:
+                        needs = [p for p in inspect.signature(value).parameters.values() if p.default is p.empty]
+                    except (TypeError, ValueError):
+                        needs = []
+                    if not needs:  # a parametrised test needs pytest to fill its arguments; it is not run
+                        value()
+        out["tests"] = "ok"
+    except BaseException as exc:
+        out["tests"] = short(exc)
+print("COE-CHECKS " + json.dumps(out))
+"""
+
+
+def _code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
+    language = (ctx.contract.language or "").lower()
+    code, tests = module_code(result)
+    if code is None or not code.strip():
+        return [CheckResult(name="code.present", passed=False, detail="no code block in the answer")]
+    if language in ("python", "py", "python3"):
+        return _python_checks(code, tests, ctx)
+    if language == "sql":
+        return [_sql_check(code, ctx.task)]
+    if language in ("yaml", "yml"):
+        return [_load_check("yaml.parses", lambda: list(yaml.safe_load_all(code)))]
+    if language == "json":
+        return [_load_check("json.parses", lambda: json.loads(code))]
+    if language == "csv":
+        return [_csv_check(code)]
+    if language in ("bash", "sh", "shell"):
+        return [_bash_check(code)]
+    if language == "dockerfile":
+        first = next((ln.strip() for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+        ok = first.upper().startswith(("FROM", "ARG"))
+        return [CheckResult(name="dockerfile.from", passed=ok, detail="" if ok else f"starts with {first[:40]!r}")]
+    return [CheckResult(name="code.checked", passed=True, severity="soft", detail=f"no checker for {language!r}")]
+
+
+def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[CheckResult]:
+    checks: list[CheckResult] = []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return [CheckResult(name="python.parses", passed=False, detail=f"line {exc.lineno}: {exc.msg}")]
+    checks.append(CheckResult(name="python.parses", passed=True))
+    stubs = _stub_functions(tree)
+    checks.append(
+        CheckResult(
+            name="python.complete",
+            passed=not stubs and not STUB.search(code),
+            detail=(f"function {stubs[0]} has no body" if stubs else "placeholder text in the code")
+            if stubs or STUB.search(code)
+            else "",
+        )
+    )
+    examples = extract_examples(ctx.task)
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    missing = [f for f in examples.functions if f not in defined]
+    if examples.functions:
+        checks.append(
+            CheckResult(
+                name="python.defines",
+                passed=not missing,
+                detail=f"the task's function {missing[0]} is not defined" if missing else "",
+            )
+        )
+    if tests is not None:
+        redefined = _redefined(tests, defined)
+        checks.append(
+            CheckResult(
+                name="python.tests_use_module",
+                passed=not redefined,
+                detail=f"the tests define {redefined[0]} again instead of using section 1's" if redefined else "",
+            )
+        )
+    spec = {
+        "doctests": list(examples.doctests),
+        "asserts": [list(pair) for pair in examples.asserts],
+        "tests": tests or "",
+    }
+    files = {"solution.py": code, "checks.json": json.dumps(spec), "run_checks.py": _PY_RUNNER}
+    ran = run_python(files, "run_checks.py", limits=ctx.limits)
+    report = _report(ran.stdout)
+    if report is None:
+        why = "timed out" if ran.timed_out else (ran.violations[0] if ran.violations else ran.stderr.strip()[-200:])
+        checks.append(CheckResult(name="python.runs", passed=False, detail=f"the checks could not run: {why}"))
+        return checks + [_lint_check(code)]
+    checks.append(
+        CheckResult(
+            name="python.runs",
+            passed=report["import"] is None and not ran.violations,
+            detail=report["import"] or (f"refused: {ran.violations[0]}" if ran.violations else ""),
+        )
+    )
+    results = report["examples"]
+    if results:
+        passed = sum(1 for r in results if r["ok"])
+        first_bad = next((r for r in results if not r["ok"]), None)
+        checks.append(
+            CheckResult(
+                name="python.examples",
+                passed=passed == len(results),
+                score=passed / len(results),
+                detail=f"{passed} of {len(results)} examples pass"
+                + (f"; {first_bad['source']}: {first_bad['detail']}" if first_bad else ""),
+            )
+        )
+    own = report["own_doctests"]
+    if own:
+        checks.append(
+            CheckResult(
+                name="python.own_doctests",
+                severity="soft",
+                passed=own["failed"] == 0,
+                score=max(0.0, 1 - own["failed"] / max(own["total"], 1)),
+                detail="" if own["failed"] == 0 else f"{own['failed']} of {own['total']} fail: {own['detail']}",
+            )
+        )
+    if tests is not None:
+        checks.append(
+            CheckResult(
+                name="python.tests",
+                severity="soft",
+                passed=report["tests"] == "ok",
+                detail="" if report["tests"] == "ok" else str(report["tests"]),
+            )
+        )
+    checks.append(_lint_check(code))
+    return checks
+
+
+def _report(stdout: str) -> dict[str, Any] | None:
+    for line in stdout.splitlines():
+        if line.startswith("COE-CHECKS "):
+            try:
+                data = json.loads(line[len("COE-CHECKS ") :])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def _stub_functions(tree: ast.Module) -> list[str]:
+    """Functions whose body is only a docstring, ``pass``, ``...`` or ``raise NotImplementedError``."""
+    stubs = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = list(node.body)
+        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+            body = body[1:]
+        trivial = all(
+            isinstance(s, ast.Pass)
+            or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and s.value.value is Ellipsis)
+            or (isinstance(s, ast.Raise) and "NotImplementedError" in ast.unparse(s))
+            for s in body
+        )
+        if trivial:
+            stubs.append(node.name)
+    return stubs
+
+
+def _redefined(tests: str, defined: set[str]) -> list[str]:
+    try:
+        tree = ast.parse(tests)
+    except SyntaxError:
+        return []
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name in defined
+    ]
+
+
+def _lint_check(code: str) -> CheckResult:
+    """``ruff check`` with the pyflakes rules (undefined names, unused imports...); soft."""
+    if shutil.which("ruff") is None and not _ruff_module():
+        return CheckResult(name="python.lint", passed=True, severity="soft", detail="ruff is not installed")
+    try:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ruff",
+                "check",
+                "--select",
+                "F,E9",
+                "--output-format",
+                "json",
+                "--no-cache",
+                "--stdin-filename",
+                "solution.py",
+                "-",
+            ],
+            input=code,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        found = json.loads(out.stdout or "[]")
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return CheckResult(name="python.lint", passed=True, severity="soft", detail=f"ruff did not run: {exc}")
+    if not found:
+        return CheckResult(name="python.lint", passed=True, severity="soft")
+    first = found[0]
+    where = first.get("location", {}).get("row", "?")
+    return CheckResult(
+        name="python.lint",
+        passed=False,
+        severity="soft",
+        detail=f"{len(found)} finding(s); line {where}: {first.get('code')} {first.get('message')}",
+    )
+
+
+def _ruff_module() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ruff") is not None
+
+
+def _sql_check(code: str, task: str) -> CheckResult:
+    try:
+        import sqlglot
+        from sqlglot.errors import ParseError
+    except ImportError:
+        return CheckResult(name="sql.parses", passed=True, severity="soft", detail="sqlglot is not installed")
+    dialect = next((name for name, pattern in _DIALECTS if pattern.search(task)), None)
+    try:
+        statements = [s for s in sqlglot.parse(code, read=dialect) if s is not None]
+    except (ParseError, ValueError) as exc:
+        return CheckResult(name="sql.parses", passed=False, detail=f"{dialect or 'generic'} SQL: {str(exc)[:200]}")
+    if not statements:
+        return CheckResult(name="sql.parses", passed=False, detail="no SQL statement")
+    return CheckResult(name="sql.parses", passed=True, detail=f"{len(statements)} statement(s), {dialect or 'generic'}")
+
+
+def _load_check(name: str, load: object) -> CheckResult:
+    try:
+        load()  # type: ignore[operator]
+    except Exception as exc:  # any parser error is the check's finding
+        return CheckResult(name=name, passed=False, detail=str(exc)[:200])
+    return CheckResult(name=name, passed=True)
+
+
+def _csv_check(code: str) -> CheckResult:
+    rows = [r for r in csv.reader(io.StringIO(code.strip())) if r]
+    widths = {len(r) for r in rows}
+    ok = len(rows) >= 2 and len(widths) == 1
+    detail = "" if ok else f"{len(rows)} rows with {sorted(widths)} columns"
+    return CheckResult(name="csv.parses", passed=ok, detail=detail)
+
+
+def _bash_check(code: str) -> CheckResult:
+    bash = shutil.which("bash")
+    if bash is None:
+        return CheckResult(name="bash.parses", passed=True, severity="soft", detail="bash is not installed")
+    try:
+        out = subprocess.run([bash, "-n"], input=code, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return CheckResult(name="bash.parses", passed=True, severity="soft", detail=f"bash -n did not run: {exc}")
+    return CheckResult(name="bash.parses", passed=out.returncode == 0, detail=out.stderr.strip()[:200])
+
+
+# --- text helpers ----------------------------------------------------------------------------------------------
+
+
+def _without_code(text: str) -> str:
+    return _FENCE_BLOCK.sub(" ", text)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(_without_code(text)) if s.strip()]
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def _similar(a: str, b: str, threshold: float) -> bool:
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    matcher = difflib.SequenceMatcher(None, a[:2000], b[:2000], autojunk=False)
+    return matcher.quick_ratio() >= threshold and matcher.ratio() >= threshold

@@ -1,0 +1,586 @@
+"""The work of one slot: a prompt that fits -> candidates -> checks -> the best kept verbatim -> assists.
+
+Runs in a scheduler worker thread. It reports everything through its return value (a :class:`SlotOutcome`):
+the node that collects it turns that into Passport updates, so nothing here touches graph state.
+
+1. **The contract fits the deliverable** (:mod:`engine.contracts`): the slot's deliverable (code, prose, plan,
+   table, data) decides the outline's size, what its sections hold, the grammar and the answer budget.
+2. **The prompt always fits** the model's context: referenced slots are cut to the budget (the whole result,
+   then its outline only, then left out), the answer budget shrinks to what is left, and as a last resort the
+   task text is shortened; what was cut is in the ledger. A prompt never fails a slot for its length.
+3. **The first answer** is drawn at the expert's temperature (0: greedy) and checked (:mod:`engine.checks`).
+4. **More candidates only when needed.** An answer that breaks the output contract gets fresh-prompt retries
+   (``max_outline_retries``): the original prompt plus what was wrong, never the failed answer itself, at a
+   higher temperature. A compliant answer that fails a hard check (code that does not run or fails the task's
+   examples, degenerate text) gets samples up to ``best_of`` candidates in all. Drawing stops as soon as a
+   candidate passes every hard check, or once the slot has spent ``candidate_time_factor`` times its first
+   answer's time. Still failing, one last candidate may come from a bigger model (``escalate``).
+5. **Selection, never synthesis** (:mod:`engine.selection`): the best-scoring candidate is kept verbatim; a tie
+   among prose candidates may be broken by a judge prompt. Every candidate, its checks and the choice are in
+   the result's :class:`~state.quality.SlotQuality` and the ledger.
+6. Assists are resolved in the kept answer (:mod:`engine.assist`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from engine import prompts
+from engine.arithmetic import compute
+from engine.assist import AssistResolver
+from engine.checks import CheckContext, check_answer
+from engine.contracts import Contract, contract_for
+from engine.sandbox import SandboxLimits
+from engine.selection import best, judge, score
+from experts.catalog import ExpertScope
+from experts.models import ChatMessage, ExpertBackend, Generation, GenerationRequest
+from state.assist import AssistRecord
+from state.enums import Mode
+from state.errors import BackendError, CoeError, GenerationStopped
+from state.framework import OUTLINE_REFERENCE, SlotSpec
+from state.outline import parse_output, retry_feedback
+from state.passport import LedgerEntry, Notice, utcnow
+from state.quality import CandidateRecord, CheckResult, SlotQuality
+from state.result import SlotResult
+from state.settings import Settings
+
+__all__ = [
+    "ProgressSink",
+    "Prompt",
+    "SlotJob",
+    "SlotOutcome",
+    "build_messages",
+    "fit_prompt",
+    "generation_settings",
+    "run_slot",
+]
+
+ProgressSink = Callable[[dict[str, object]], None]
+
+SAMPLE_TEMPERATURES = (0.3, 0.5, 0.7)
+"""Temperatures of the extra candidates, in turn (never below the expert's own)."""
+MIN_ANSWER_TOKENS = 256
+"""The answer budget is never cut below this to make a prompt fit."""
+CONTEXT_MARGIN_TOKENS = 64
+"""Tokens kept free besides prompt and answer (the chat template's own tokens)."""
+CHARS_PER_TOKEN = 3.0
+"""A conservative estimate: the bundled models' tokenizers average 3.5-4.5 characters a token on English and
+code, so estimating 3 over-counts and a prompt that fits by the estimate fits in fact."""
+ARITHMETIC_EXPERTS = ("math_reasoning",)
+"""Experts whose answers have their arithmetic computed by the harness (:mod:`engine.arithmetic`)."""
+JUDGED = ("prose", "plan", "table")
+"""Deliverables whose checks are weak enough that a judge may break a tie between passing candidates."""
+
+
+@dataclass
+class SlotOutcome:
+    """What one slot's work produced."""
+
+    slot_id: str
+    expert: str
+    result: SlotResult | None
+    error: str | None
+    attempts: int
+    started_at: datetime
+    finished_at: datetime
+    ledger: list[LedgerEntry] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    assists: list[AssistRecord] = field(default_factory=list)
+    """Every assist request of the answer and how it was resolved."""
+    requeue: str | None = None
+    """The model pool stopped the slot (nothing of it is kept): ``evicted`` to free memory, run it again from
+    scratch; ``cancelled`` because the process is stopping, run it when the run is resumed."""
+
+
+@dataclass(frozen=True)
+class SlotJob:
+    """Everything a slot's prompt may contain (context sandboxing: nothing else of the Passport)."""
+
+    spec: SlotSpec
+    task: str
+    constraints: tuple[str, ...]
+    expert: str
+    persona: str
+    references: Mapping[str, tuple[str, SlotResult]]
+    """Referenced slot id -> (its title, its result), only for ids in ``spec.can_reference``."""
+    max_tokens: int
+    temperature: float
+    mode: Mode = Mode.AUTONOMOUS
+    """The run's mode: decides whether user assists are kept for the person (interactive)."""
+    contract: Contract | None = None
+    """The output contract (None: the one of the slot's deliverable, :func:`engine.contracts.contract_for`)."""
+    n_ctx: int = 4096
+    """The model's context length: prompt and answer together must fit."""
+    escalation: tuple[str, ExpertBackend] | None = None
+    """A bigger model than the expert's own (name, backend), for one last candidate when the others fail."""
+    model: str = "base model"
+    """The model the expert runs on, for the candidates' records."""
+
+    @property
+    def slot_contract(self) -> Contract:
+        """The contract this slot's answers are held to."""
+        return self.contract if self.contract is not None else contract_for(self.spec, self.expert)
+
+    @property
+    def whole_task(self) -> bool:
+        """The slot is the whole task (a one-slot run): its prompt is the task as the person wrote it."""
+        return self.spec.description.strip() == self.task.strip()
+
+
+def generation_settings(scope: ExpertScope, settings: Settings) -> tuple[int, float]:
+    """(max_tokens, temperature) for an expert: a value the user set explicitly wins over the expert's default."""
+    max_tokens = settings.max_tokens
+    if "max_tokens" not in settings.explicit and scope.generation.max_tokens is not None:
+        max_tokens = scope.generation.max_tokens
+    temperature = settings.temperature
+    if "temperature" not in settings.explicit and scope.generation.temperature is not None:
+        temperature = scope.generation.temperature
+    return max_tokens, temperature
+
+
+# --- the prompt ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The messages of one draw, the answer budget that fits beside them, and what had to be cut."""
+
+    messages: tuple[ChatMessage, ...]
+    max_tokens: int
+    cuts: tuple[str, ...] = ()
+
+
+def build_messages(job: SlotJob, settings: Settings, feedback: str | None = None) -> tuple[ChatMessage, ...]:
+    """The system and user messages for a slot (``feedback``: what was wrong with an earlier answer)."""
+    return fit_prompt(job, settings, feedback).messages
+
+
+def fit_prompt(job: SlotJob, settings: Settings, feedback: str | None = None) -> Prompt:
+    """The slot's prompt, cut until it and the answer budget fit the model's context.
+
+    References are cut first (whole results to outlines, largest first; then outlines left out), then the answer
+    budget (not below :data:`MIN_ANSWER_TOKENS`), and as a last resort the task text.
+    """
+    contract = job.slot_contract
+    views = _reference_views(job, settings.reference_max_chars)
+    cuts: list[str] = []
+    task = job.task
+    answer = job.max_tokens
+    while True:
+        messages = _messages(job, contract, views, task, feedback)
+        prompt_tokens = _estimate(messages)
+        room = job.n_ctx - prompt_tokens - CONTEXT_MARGIN_TOKENS
+        if answer <= room:
+            return Prompt(messages, answer, tuple(cuts))
+        whole = [v for v in views if v.view != "outline only" and not v.omitted and v.outline]
+        shown = [v for v in views if not v.omitted]
+        if whole:
+            biggest = max(whole, key=lambda v: len(v.content))
+            biggest.view, biggest.content = "outline only", biggest.outline
+            cuts.append(f"reference {biggest.title!r} cut to its outline")
+        elif shown:
+            biggest = max(shown, key=lambda v: len(v.content))
+            biggest.omitted = True
+            cuts.append(f"reference {biggest.title!r} left out")
+        elif answer > MIN_ANSWER_TOKENS and room >= MIN_ANSWER_TOKENS:
+            cuts.append(f"answer budget cut from {answer} to {room} tokens")
+            answer = room
+        elif answer > MIN_ANSWER_TOKENS:
+            cuts.append(f"answer budget cut from {answer} to {MIN_ANSWER_TOKENS} tokens")
+            answer = MIN_ANSWER_TOKENS
+        else:
+            keep = max(200, int(len(task) - (prompt_tokens + answer + CONTEXT_MARGIN_TOKENS - job.n_ctx) * 3.5))
+            if keep >= len(task):
+                return Prompt(messages, answer, tuple(cuts))  # nothing left to cut: the backend will say so
+            cuts.append(f"task text cut from {len(task)} to {keep} characters")
+            task = task[:keep].rstrip() + " [...]"
+
+
+@dataclass
+class _View:
+    title: str
+    view: str
+    content: str
+    outline: str
+    omitted: bool = False
+
+
+def _reference_views(job: SlotJob, max_chars: int) -> list[_View]:
+    views: list[_View] = []
+    for ref_id in job.spec.can_reference:
+        if ref_id not in job.references:
+            continue
+        title, result = job.references[ref_id]
+        hints = job.spec.reference_hints.get(ref_id, [])
+        outline = result.outline_text()
+        if OUTLINE_REFERENCE in hints:
+            view, content = "outline only", outline
+        elif hints:
+            found = [(h, result.section_text(h)) for h in hints]
+            view = "sections " + ", ".join(hints)
+            content = "\n\n".join(text if text is not None else f"(section {h!r} not found)" for h, text in found)
+        else:
+            view, content = "whole", result.body_text()
+        if len(content) > max_chars:
+            content = content[: max_chars - 20].rstrip() + "\n[... truncated]"
+        views.append(_View(title, view, content, outline))
+    return views
+
+
+def _messages(
+    job: SlotJob, contract: Contract, views: list[_View], task: str, feedback: str | None
+) -> tuple[ChatMessage, ...]:
+    system = prompts.SYSTEM_PROMPT.format(
+        persona=job.persona,
+        output_contract=_contract_text(contract),
+        uncertainty_protocol=(
+            prompts.UNCERTAINTY_PROTOCOL_CODE if contract.code_first else prompts.UNCERTAINTY_PROTOCOL
+        ),
+    )
+    expected = (
+        prompts.EXPECTED_OUTPUTS_BLOCK.format(items="\n".join(f"- {o}" for o in job.spec.expected_outputs))
+        if job.spec.expected_outputs and not job.whole_task
+        else ""
+    )
+    constraints = (
+        prompts.CONSTRAINTS_BLOCK.format(items="\n".join(f"- {c}" for c in job.constraints)) if job.constraints else ""
+    )
+    shown = [v for v in views if not v.omitted]
+    references = (
+        prompts.REFERENCES_BLOCK.format(
+            items="\n".join(prompts.REFERENCE_ITEM.format(title=v.title, view=v.view, content=v.content) for v in shown)
+        )
+        if shown
+        else ""
+    )
+    extra = prompts.FEEDBACK_BLOCK.format(problems=feedback) if feedback else ""
+    if job.whole_task:
+        user = prompts.TASK_PROMPT.format(
+            task=task, expected_outputs=expected, constraints=constraints, references=references, feedback=extra
+        )
+    else:
+        user = prompts.SLOT_PROMPT.format(
+            task=task,
+            title=job.spec.title,
+            description=job.spec.description,
+            expected_outputs=expected,
+            constraints=constraints,
+            references=references,
+            feedback=extra,
+        )
+    return (ChatMessage("system", system), ChatMessage("user", user))
+
+
+def _contract_text(contract: Contract) -> str:
+    if contract.deliverable == "code":
+        return prompts.CONTRACT_CODE.format(language=contract.language or "text")
+    if contract.deliverable == "data":
+        return prompts.CONTRACT_DATA.format(language=contract.language or "json")
+    if contract.deliverable == "plan":
+        return prompts.CONTRACT_PLAN.format(min_items=contract.min_items, max_items=contract.max_items)
+    if contract.deliverable == "table":
+        return prompts.CONTRACT_TABLE
+    return prompts.CONTRACT_PROSE.format(max_items=contract.max_items)
+
+
+def _estimate(messages: tuple[ChatMessage, ...]) -> int:
+    return sum(int(len(m.content) / CHARS_PER_TOKEN) + 8 for m in messages) + 16
+
+
+# --- candidates --------------------------------------------------------------------------------------------------
+
+
+class _DrawFailed(Exception):
+    """The backend failed one draw (its message, without the node: the node names itself)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class _Draw:
+    """One candidate: what was asked, what came back, and how it scored."""
+
+    record: CandidateRecord
+    result: SlotResult
+    checks: list[CheckResult]
+    signals: dict[str, float]
+    gen: Generation
+
+    @property
+    def passes(self) -> bool:
+        return all(c.passed for c in self.checks if c.severity == "hard")
+
+
+def run_slot(
+    job: SlotJob,
+    backend: ExpertBackend,
+    settings: Settings,
+    emit: ProgressSink,
+    resolver: AssistResolver | None = None,
+) -> SlotOutcome:
+    """Run one slot to a result (or a failure). Never raises for backend errors: they become the outcome.
+
+    Placeholders stay in the text through checks and selection (the parser ignores them); the kept answer then
+    goes through assist resolution (``resolver``, default: one for the run's settings and mode).
+    """
+    started = utcnow()
+    slot_id = job.spec.id
+    emit({"event": "slot_started", "slot": slot_id, "title": job.spec.title, "expert": job.expert})
+    contract = job.slot_contract
+    ledger: list[LedgerEntry] = []
+    notices: list[Notice] = []
+    draws: list[_Draw] = []
+    limits = SandboxLimits(timeout_s=settings.check_timeout_s)
+    references = tuple(result.body_text() for _, result in job.references.values())
+    retries_left = settings.max_outline_retries
+    samples_left = settings.best_of - 1
+    first_seconds = 0.0
+    slot_t0 = time.perf_counter()
+    reported_cuts: set[str] = set()
+
+    def draw(origin: str, owner: ExpertBackend, model: str, temperature: float, feedback: str | None) -> _Draw:
+        prompt = fit_prompt(job, settings, feedback)
+        for cut in prompt.cuts:
+            if cut not in reported_cuts:
+                reported_cuts.add(cut)
+                ledger.append(LedgerEntry(agent="harness", action="prompt_cut", slot_id=slot_id, outputs_summary=cut))
+        attempt = len(draws) + 1
+        grammar = contract.grammar() if settings.use_grammar and owner.supports_grammar() else None
+        t0 = time.perf_counter()
+        request = GenerationRequest(
+            messages=prompt.messages,
+            max_tokens=prompt.max_tokens,
+            temperature=temperature,
+            grammar=grammar,
+            seed=attempt,
+            slot_id=slot_id,
+            slot_title=job.spec.title,
+            attempt=attempt,
+        )
+        try:
+            gen = owner.generate(request)
+        except GenerationStopped:
+            raise
+        except BackendError as exc:
+            raise _DrawFailed(exc.message) from exc
+        except CoeError as exc:
+            raise _DrawFailed(str(exc)) from exc
+        except Exception as exc:  # a backend's own error type is unknown: this draw failed
+            raise _DrawFailed(f"{type(exc).__name__}: {exc}") from exc
+        seconds = time.perf_counter() - t0
+        result = parse_output(
+            gen.text,
+            slot_id=slot_id,
+            expert=job.expert,
+            attempts=attempt,
+            min_items=contract.min_items,
+            max_items=contract.max_items,
+        )
+        truncated = gen.finish_reason == "length"
+        if truncated and not result.compliant:
+            cut = f"the answer was cut off at the {prompt.max_tokens}-token limit; keep every section short"
+            result = result.model_copy(update={"problems": [cut, *result.problems]})
+        checks, signals = check_answer(
+            result, CheckContext(job.task, contract, references, truncated=truncated, limits=limits)
+        )
+        record = CandidateRecord(
+            id=f"c{attempt}",
+            origin=origin,
+            model=model,
+            temperature=temperature,
+            seed=attempt,
+            compliant=result.compliant,
+            problems=result.problems[:8],
+            checks=checks,
+            score=score(checks),
+            completion_tokens=gen.completion_tokens,
+            seconds=round(seconds, 3),
+        )
+        failed = [c for c in checks if c.severity == "hard" and not c.passed]
+        ledger.append(
+            LedgerEntry(
+                agent=job.expert if origin != "escalated" else model,
+                action="generate" if attempt == 1 else f"generate_{origin}",
+                slot_id=slot_id,
+                inputs_summary=(
+                    f"{job.spec.title}; {record.id} ({origin}, t={temperature:g}); "
+                    f"{sum(len(m.content) for m in prompt.messages)} chars"
+                ),
+                outputs_summary=(
+                    f"{len(gen.text)} chars, {len(result.sections)} sections, "
+                    + ("compliant" if result.compliant else "non-compliant: " + "; ".join(result.problems[:3]))
+                    + f"; score {record.score:g}"
+                    + (f"; failed {', '.join(c.name for c in failed)}" if failed else "; checks passed")
+                )[:500],
+                duration_ms=int(seconds * 1000),
+                prompt_tokens=gen.prompt_tokens,
+                completion_tokens=gen.completion_tokens,
+            )
+        )
+        made = _Draw(record, result, checks, signals, gen)
+        draws.append(made)
+        return made
+
+    own_model = job.model
+    try:
+        first = draw("first", backend, own_model, job.temperature, None)
+        first_seconds = first.record.seconds
+        while not any(d.passes for d in draws):
+            leader = max(draws, key=lambda d: d.record.score)
+            if leader.result.compliant and samples_left <= 0:
+                break
+            if not leader.result.compliant and retries_left <= 0:
+                break
+            spent = time.perf_counter() - slot_t0
+            if draws[1:] and spent > settings.candidate_time_factor * max(first_seconds, 1.0):
+                break
+            origin = "sample" if leader.result.compliant else "retry"
+            if origin == "sample":
+                samples_left -= 1
+            else:
+                retries_left -= 1
+            temperature = max(job.temperature, SAMPLE_TEMPERATURES[(len(draws) - 1) % len(SAMPLE_TEMPERATURES)])
+            emit({"event": "slot_retry", "slot": slot_id, "attempt": len(draws) + 1, "problems": _problems(leader)})
+            draw(origin, backend, own_model, temperature, _feedback(leader))
+        leader = max(draws, key=lambda d: d.record.score)
+        if not leader.passes and leader.result.compliant and job.escalation is not None and settings.escalate:
+            name, bigger = job.escalation
+            emit({"event": "slot_retry", "slot": slot_id, "attempt": len(draws) + 1, "problems": _problems(leader)})
+            draw("escalated", bigger, name, 0.0, _feedback(leader))
+    except GenerationStopped as exc:
+        if exc.reason == "evicted":
+            emit({"event": "slot_evicted", "slot": slot_id, "attempt": len(draws) + 1, "error": str(exc)})
+        ledger.append(LedgerEntry(agent="harness", action=exc.reason, slot_id=slot_id, outputs_summary=str(exc)[:500]))
+        return SlotOutcome(
+            slot_id, job.expert, None, str(exc), len(draws) + 1, started, utcnow(), ledger, notices, requeue=exc.reason
+        )
+    except _DrawFailed as exc:
+        if not draws:
+            return _failed(job, exc.message, 1, started, ledger, emit)
+        ledger.append(  # a later draw failed: the candidates drawn so far still compete
+            LedgerEntry(agent=job.expert, action="generate_failed", slot_id=slot_id, outputs_summary=exc.message[:500])
+        )
+    chosen, judged = _choose(draws, contract, job, backend)
+    quality = SlotQuality(
+        deliverable=contract.deliverable,
+        language=contract.language,
+        checks=chosen.checks,
+        signals=chosen.signals,
+        candidates=[d.record.model_copy(update={"chosen": d is chosen}) for d in draws],
+        chosen=chosen.record.id,
+        judged=judged,
+        tokens_generated=sum(d.gen.completion_tokens for d in draws),
+        tokens_kept=chosen.gen.completion_tokens,
+    )
+    result = chosen.result.model_copy(update={"attempts": len(draws), "quality": quality})
+    if job.expert in ARITHMETIC_EXPERTS:
+        result = _computed(result, ledger)
+    if len(draws) > 1:  # the choice goes to the ledger whenever there was one
+        ledger.append(
+            LedgerEntry(
+                agent="harness",
+                action="select",
+                slot_id=slot_id,
+                inputs_summary=", ".join(f"{d.record.id} {d.record.score:g}" for d in draws),
+                outputs_summary=(
+                    f"kept {chosen.record.id} ({chosen.record.origin}) verbatim"
+                    + (" after a judge broke a tie" if judged else "")
+                ),
+            )
+        )
+    if not result.compliant:
+        notices.append(
+            Notice(
+                level="warning",
+                source="outline_enforcer",
+                slot_id=slot_id,
+                message=(
+                    f"accepted without the required structure after {len(draws)} attempts "
+                    f"({'; '.join(result.problems)}); best-effort parse used"
+                ),
+            )
+        )
+    failed = [c for c in quality.failed_checks if c.name != "contract.structure"]
+    if failed:
+        listed = "; ".join(f"{c.name}: {c.detail}" if c.detail else c.name for c in failed[:3])
+        notices.append(
+            Notice(
+                level="warning",
+                source="checks",
+                slot_id=slot_id,
+                message=f"kept answer ({chosen.record.id} of {len(draws)}) fails its checks: {listed}",
+            )
+        )
+    resolution = (resolver or AssistResolver(settings, job.mode, emit=emit)).resolve(result, job.spec.title)
+    ledger.extend(resolution.ledger)
+    notices.extend(resolution.notices)
+    result = resolution.result
+    emit({"event": "slot_done", "slot": slot_id, "attempts": len(draws), "compliant": result.compliant})
+    return SlotOutcome(
+        slot_id, job.expert, result, None, len(draws), started, utcnow(), ledger, notices, resolution.records
+    )
+
+
+def _computed(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
+    """The result with its calculations computed, and a ledger entry naming each change."""
+    raw, changes = compute(result.raw)
+    if not changes:
+        return result
+    sections = [s.model_copy(update={"body": compute(s.body)[0]}) for s in result.sections]
+    ledger.append(
+        LedgerEntry(
+            agent="harness",
+            action="compute",
+            slot_id=result.slot_id,
+            outputs_summary="; ".join(changes)[:500],
+        )
+    )
+    return result.model_copy(update={"raw": raw, "sections": sections})
+
+
+def _problems(draw: _Draw) -> list[str]:
+    failed = [
+        f"{c.name}: {c.detail}" if c.detail else c.name for c in draw.checks if c.severity == "hard" and not c.passed
+    ]
+    return [*draw.result.problems, *[f for f in failed if not f.startswith("contract.structure")]]
+
+
+def _feedback(draw: _Draw) -> str:
+    """What was wrong with a candidate, for the next prompt (the problems, not the candidate's text)."""
+    parts = []
+    if draw.result.problems:
+        parts.append(retry_feedback(draw.result))
+    failed = [c for c in draw.checks if c.severity == "hard" and not c.passed and c.name != "contract.structure"]
+    if failed:
+        parts.append("It failed these checks:\n" + "\n".join(f"- {c.name}: {c.detail}" for c in failed))
+    return "\n\n".join(parts)
+
+
+def _choose(draws: list[_Draw], contract: Contract, job: SlotJob, backend: ExpertBackend) -> tuple[_Draw, bool]:
+    """The kept candidate: the best score; a tie among prose candidates may go to the judge; else the earliest.
+
+    Only candidates that follow the output contract are judged: a tie among broken answers is no choice of content.
+    """
+    top_ids = {c.id for c in best([d.record for d in draws])}
+    tied = [d for d in draws if d.record.id in top_ids]
+    if len(tied) > 1 and contract.deliverable in JUDGED and all(d.result.compliant for d in tied):
+        rubric = f"{job.spec.title}: {job.spec.description}"
+        picked = judge([(d.record.id, d.result.raw) for d in tied], rubric, backend, slot_id=f"{job.spec.id}@judge")
+        if picked is not None:
+            return next(d for d in tied if d.record.id == picked), True
+    return tied[0], False
+
+
+def _failed(
+    job: SlotJob, error: str, attempt: int, started: datetime, ledger: list[LedgerEntry], emit: ProgressSink
+) -> SlotOutcome:
+    emit({"event": "slot_failed", "slot": job.spec.id, "attempt": attempt, "error": error})
+    ledger.append(
+        LedgerEntry(agent=job.expert, action="generate_failed", slot_id=job.spec.id, outputs_summary=error[:500])
+    )
+    return SlotOutcome(job.spec.id, job.expert, None, error, attempt, started, utcnow(), ledger, [])

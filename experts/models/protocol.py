@@ -1,0 +1,65 @@
+"""What every expert backend implements, and the messages, requests and completions that pass through it.
+
+Backends (:mod:`experts.models.llama`, :mod:`experts.models.remote`, :mod:`experts.models.fake`) implement
+:class:`ExpertBackend`; callers reach them through the model pool (:func:`experts.models.pool.get_backend`).
+A backend never names the node that calls it: its errors (:class:`~state.errors.BackendError`) name the model
+and the slot that asked (``GenerationRequest.slot_id``), and the node reports them under its own name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+__all__ = ["ChatMessage", "ExpertBackend", "Generation", "GenerationRequest"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One chat message sent to an expert."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Everything a backend needs to produce one completion."""
+
+    messages: tuple[ChatMessage, ...]
+    max_tokens: int
+    temperature: float = 0.0
+    grammar: str | None = None
+    """A GBNF grammar constraining the output, or None. Backends that cannot honour it ignore it."""
+    seed: int = 0
+    slot_id: str | None = None
+    """Which slot asks (used by the scripted fake backend; informative for others)."""
+    slot_title: str | None = None
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A completion and what it cost."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    finish_reason: str = "stop"
+    model: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class ExpertBackend(Protocol):
+    """What every backend implements. ``generate`` is blocking and thread-safe."""
+
+    name: str
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        """Produce one completion (blocking; safe to call from several threads)."""
+        ...
+
+    def supports_grammar(self) -> bool:
+        """Whether ``GenerationRequest.grammar`` is honoured."""
+        ...

@@ -1,0 +1,391 @@
+"""The expert routing index: capability and exclusion line vectors in FAISS, cached on disk by content hash.
+
+Layout of the cache directory (``config/expert_embeddings/``, or ``$COE_EXPERT_EMBEDDINGS``; when the project
+directory is read-only, the user cache directory):
+
+* ``capability_vectors.npy`` / ``exclusion_vectors.npy``: float32 [lines x dim], unit vectors;
+* ``capability.index`` / ``exclusion.index``: FAISS ``IndexFlatIP`` over those vectors;
+* ``lines.json``: for every row, the expert it belongs to and the line's text;
+* ``expert_ids.json``: expert ids in catalog order;
+* ``probe_buckets.npy`` / ``probe_idf.npy`` / ``probe_weights.npy``: the learned term (a classifier over the
+  texts' words, see :class:`experts.routing.lexical.LexicalProbe`), when the catalog has routing examples;
+* ``metadata.json``: content hash, embedding model id, dimension, counts, build time. Written last.
+
+The content hash covers every embedded line, the experts' kinds, the routing examples, the embedding model id
+and the cache format, so editing a scope document or the examples (or switching models) rebuilds the index on
+the next use; nothing is built at import time. Every file is replaced atomically, and a reader that finds files
+that do not agree with the metadata rebuilds instead of trusting them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from experts.catalog.scopes import Catalog
+from experts.embedding.encoder import Embedder
+from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
+from experts.routing.lexical import PROBE_RIDGE, LexicalProbe, train_probe
+from state.errors import ConfigError
+from state.files import atomic_write
+from state.paths import expert_index_dir, expert_index_fallback_dir
+
+__all__ = [
+    "EXAMPLES_FILE",
+    "ExpertIndex",
+    "LineIndex",
+    "cache_dir",
+    "load_examples",
+    "load_or_build_index",
+]
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 3
+EXAMPLES_FILE = "routing_examples.tsv"
+"""Labelled example requests beside the scope documents (``expert<TAB>text`` a line; ``#`` comments)."""
+PROBE_ARRAYS = ("buckets", "idf", "weights")
+"""The learned term's arrays, each cached as ``probe_<name>.npy``."""
+
+
+def load_examples(catalog: Catalog) -> list[tuple[str, str]]:
+    """The catalog's routing examples as ``(expert, text)``; none when the file is absent.
+
+    Raises:
+        ConfigError: naming the file and line of a malformed row or an unknown expert.
+    """
+    path = catalog.directory / EXAMPLES_FILE
+    if not path.is_file():
+        return []
+    rows, errors = [], []
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        expert, sep, text = raw.partition("\t")
+        if not sep or not text.strip():
+            errors.append(f"line {number}: expected expert<TAB>text")
+        elif expert.strip() not in catalog.ids:
+            errors.append(f"line {number}: unknown expert {expert.strip()!r}")
+        else:
+            rows.append((expert.strip(), " ".join(text.split())))
+    if errors:
+        raise ConfigError(str(path), "invalid routing examples:\n" + "\n".join(f"  - {e}" for e in errors))
+    return rows
+
+
+@dataclass(frozen=True)
+class LineIndex:
+    """Embedded scope lines of every expert, with a FAISS inner-product index over them."""
+
+    vectors: Vectors
+    owners: npt.NDArray[np.int64]
+    """For every row, the position of its expert in ``ExpertIndex.expert_ids``."""
+    texts: tuple[str, ...]
+    faiss_index: Any
+    _grid: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict, compare=False, repr=False)
+
+    def padded(self, n_experts: int) -> npt.NDArray[np.int64]:
+        """Row numbers of each expert's lines as an (experts, most lines) grid padded with ``len(lines)``."""
+        cached = self._grid.get(n_experts)
+        if cached is None:
+            cols = [np.flatnonzero(self.owners == e) for e in range(n_experts)]
+            width = max((c.size for c in cols), default=0)
+            cached = np.full((n_experts, max(width, 1)), self.vectors.shape[0], dtype=np.int64)
+            for e, c in enumerate(cols):
+                cached[e, : c.size] = c
+            self._grid[n_experts] = cached
+        return cached
+
+
+@dataclass(frozen=True)
+class ExpertIndex:
+    """Everything the router needs, as loaded from (or written to) the cache."""
+
+    expert_ids: tuple[str, ...]
+    capability: LineIndex
+    exclusion: LineIndex
+    dim: int
+    model_id: str
+    content_hash: str
+    directory: Path | None
+    built: bool
+    """Whether this load built the index (cold cache) rather than reading it."""
+    seconds: float
+    probe: LexicalProbe | None = None
+    """The learned term; None when the catalog has no routing examples."""
+    examples: int = 0
+    """How many routing examples the probe was trained on (besides the capability lines)."""
+
+    def aggregate(self, lines: LineIndex, queries: Vectors, top_k: int) -> Vectors:
+        """Per (query, expert): the mean of the ``top_k`` best line similarities.
+
+        Every line is scored, so the similarities are one matrix product: the same numbers an exhaustive FAISS
+        search returns, without the full sort by similarity that it adds and this aggregation throws away
+        (about half of the routing time outside the embedding).
+        """
+        n, n_lines = queries.shape[0], lines.vectors.shape[0]
+        full = np.empty((n, n_lines + 1), dtype=np.float32)  # the last column pads short experts
+        np.matmul(queries, lines.vectors.T, out=full[:, :n_lines])
+        full[:, n_lines] = -np.inf
+        grid = lines.padded(len(self.expert_ids))  # (experts, most lines), padded with n_lines
+        block = full[:, grid]  # (n, experts, most lines)
+        k = max(1, min(top_k, grid.shape[1]))
+        top = -np.partition(-block, k - 1, axis=2)[:, :, :k] if k < grid.shape[1] else block
+        counts = np.minimum((grid < n_lines).sum(axis=1), k).astype(np.float32)  # an expert with < k lines
+        top = np.where(np.isfinite(top), top, 0.0)
+        out: Vectors = (top.sum(axis=2) / np.maximum(counts, 1.0)).astype(np.float32)
+        out[:, counts == 0] = 0.0
+        return out
+
+
+def cache_dir() -> Path:
+    """``$COE_EXPERT_EMBEDDINGS``, else ``config/expert_embeddings`` of the project."""
+    return expert_index_dir()
+
+
+def content_hash(catalog: Catalog, embedder: Embedder, examples: list[tuple[str, str]] | None = None) -> str:
+    """The cache key: catalog routing content + routing examples + embedding model + cache format."""
+    rows = examples if examples is not None else load_examples(catalog)
+    examples_hash = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
+    probe = f"lexical-ridge:{PROBE_RIDGE}"
+    payload = (
+        f"{FORMAT_VERSION}\n{embedder.model_id}\n{embedder.dim}\n{catalog.routing_hash()}\n{examples_hash}\n{probe}"
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _faiss_index(vectors: Vectors) -> Any:
+    import faiss
+
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    index.add(vectors)
+    return index
+
+
+def _line_index(vectors: Vectors, owners: list[int], texts: list[str], faiss_index: Any = None) -> LineIndex:
+    return LineIndex(
+        vectors=vectors,
+        owners=np.asarray(owners, dtype=np.int64),
+        texts=tuple(texts),
+        faiss_index=faiss_index if faiss_index is not None else _faiss_index(vectors),
+    )
+
+
+def build_index(catalog: Catalog, embedder: Embedder, probe: LexicalProbe | None = None) -> ExpertIndex:
+    """Embed every scope line of the catalog and train the learned term (no disk access).
+
+    Args:
+        catalog: The expert catalog whose scope lines are embedded and whose routing examples train the probe.
+        embedder: The model that embeds the lines.
+        probe: The learned term, when the caller has it already: it reads words, not vectors, so another
+            embedder's index of the same catalog and examples can share it instead of training it again.
+    """
+    t0 = time.perf_counter()
+    ids = catalog.ids
+    cap_owners, cap_texts, exc_owners, exc_texts = [], [], [], []
+    for pos, scope in enumerate(catalog):
+        for line in scope.capabilities:
+            cap_owners.append(pos)
+            cap_texts.append(line)
+        for line in scope.exclusions:
+            exc_owners.append(pos)
+            exc_texts.append(line)
+    examples = load_examples(catalog)
+    n_lines = len(cap_texts) + len(exc_texts)
+    vectors = embedder.encode(cap_texts + exc_texts)
+    cap_vecs = check_vectors(vectors[: len(cap_texts)], embedder.dim, "expert capability vectors")
+    exc_vecs = check_vectors(vectors[len(cap_texts) : n_lines], embedder.dim, "expert exclusion vectors")
+    if examples and probe is None:
+        labels = np.asarray(cap_owners + [ids.index(e) for e, _ in examples], dtype=np.int64)
+        probe = train_probe(cap_texts + [text for _, text in examples], labels, len(ids))
+    return ExpertIndex(
+        expert_ids=ids,
+        capability=_line_index(cap_vecs, cap_owners, cap_texts),
+        exclusion=_line_index(exc_vecs, exc_owners, exc_texts),
+        dim=embedder.dim,
+        model_id=embedder.model_id,
+        content_hash=content_hash(catalog, embedder, examples),
+        directory=None,
+        built=True,
+        seconds=time.perf_counter() - t0,
+        probe=probe if examples else None,
+        examples=len(examples),
+    )
+
+
+def load_or_build_index(
+    catalog: Catalog,
+    embedder: Embedder,
+    directory: Path | None = None,
+    part: str | None = None,
+    probe: LexicalProbe | None = None,
+) -> ExpertIndex:
+    """Load the cached index if it matches the catalog and embedder, else build it and write the cache.
+
+    A cache that cannot be written (read-only install) is written to the user cache directory instead;
+    if neither can be written, the index is used from memory and a warning is logged.
+
+    Args:
+        catalog: The expert catalog whose scope lines (and routing examples) are embedded.
+        embedder: The model that embeds them; queries must come from the same model.
+        directory: The cache directory (default: :func:`cache_dir`).
+        part: A subdirectory for a second index kept beside the main one (the router's static first stage):
+            a directory holds one index, and two embedders sharing one would rebuild each other's.
+        probe: The learned term of another index of the same catalog (see :func:`build_index`): used instead of
+            training one or keeping the cached copy, so both indexes hold the same arrays.
+    """
+    t0 = time.perf_counter()
+    wanted = content_hash(catalog, embedder)
+    primary = directory if directory is not None else cache_dir()
+    fallback = expert_index_fallback_dir() if directory is None else None
+    candidates = [primary] if fallback is None else [primary, fallback]
+    if part is not None:
+        candidates = [path / part for path in candidates]
+    for path in candidates:
+        loaded = _try_load(path, wanted, embedder)
+        if loaded is not None:
+            if probe is not None and loaded.probe is not None:
+                loaded = _with(loaded, probe=probe)  # the same examples trained both (the content hash covers them)
+            return _with(loaded, directory=path, built=False, seconds=time.perf_counter() - t0)
+    index = build_index(catalog, embedder, probe)
+    for path in candidates:
+        try:
+            _write(path, index)
+        except OSError as exc:
+            logger.warning("cannot write the expert index cache to %s: %s", path, exc.strerror or exc)
+            continue
+        return _with(index, directory=path, built=True, seconds=time.perf_counter() - t0)
+    return _with(index, directory=None, built=True, seconds=time.perf_counter() - t0)
+
+
+def _with(index: ExpertIndex, **changes: Any) -> ExpertIndex:
+    from dataclasses import replace
+
+    return replace(index, **changes)
+
+
+def _try_load(path: Path, wanted: str, embedder: Embedder) -> ExpertIndex | None:
+    meta_path = path / "metadata.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("content_hash") != wanted:
+        logger.info("expert index in %s is stale or absent; rebuilding", path)
+        return None
+    try:
+        import faiss
+
+        ids = tuple(json.loads((path / "expert_ids.json").read_text(encoding="utf-8")))
+        lines = json.loads((path / "lines.json").read_text(encoding="utf-8"))
+        parts = {}
+        for kind in ("capability", "exclusion"):
+            vectors = check_vectors(
+                np.load(path / f"{kind}_vectors.npy", allow_pickle=False), embedder.dim, f"{path}/{kind}_vectors.npy"
+            )
+            owners = [int(o) for o, _ in lines[kind]]
+            texts = [str(t) for _, t in lines[kind]]
+            index = faiss.read_index(str(path / f"{kind}.index"))
+            if (
+                vectors.shape[0] != len(owners)
+                or index.ntotal != len(owners)
+                or index.d != embedder.dim
+                or len(owners) != meta["counts"][kind]
+            ):
+                logger.warning("expert index files in %s disagree with its metadata; rebuilding", path)
+                return None
+            parts[kind] = _line_index(vectors, owners, texts, index)
+        probe = None
+        if meta["counts"].get("examples", 0):
+            arrays = {name: np.load(path / f"probe_{name}.npy", allow_pickle=False) for name in PROBE_ARRAYS}
+            if arrays["weights"].ndim != 2 or arrays["weights"].shape[1] != len(ids):
+                logger.warning("expert index probe in %s disagrees with its metadata; rebuilding", path)
+                return None
+            try:
+                probe = LexicalProbe(
+                    buckets=arrays["buckets"].astype(np.int64),
+                    idf=arrays["idf"].astype(np.float32),
+                    unseen_idf=float(meta["probe_unseen_idf"]),
+                    weights=arrays["weights"].astype(np.float32),
+                )
+            except ValueError as exc:
+                raise VectorInvariantError(f"{path}/probe_weights.npy", str(exc)) from exc
+    except VectorInvariantError as exc:
+        logger.warning("expert index in %s is damaged (%s); rebuilding", path, exc)
+        return None
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        logger.warning("expert index in %s cannot be read (%s); rebuilding", path, exc)
+        return None
+    return ExpertIndex(
+        expert_ids=ids,
+        capability=parts["capability"],
+        exclusion=parts["exclusion"],
+        dim=embedder.dim,
+        model_id=embedder.model_id,
+        content_hash=wanted,
+        directory=path,
+        built=False,
+        seconds=0.0,
+        probe=probe,
+        examples=int(meta["counts"].get("examples", 0)),
+    )
+
+
+def _write(path: Path, index: ExpertIndex) -> None:
+    import faiss
+
+    path.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        (path / "metadata.json").unlink()  # readers see no cache, never a half-written one
+    lines: dict[str, list[list[Any]]] = {}
+    for kind, part in (("capability", index.capability), ("exclusion", index.exclusion)):
+
+        def save_npy(tmp: Path, vectors: Vectors = part.vectors) -> None:
+            with tmp.open("wb") as handle:
+                np.save(handle, vectors, allow_pickle=False)
+
+        def save_index(tmp: Path, faiss_index: Any = part.faiss_index) -> None:
+            faiss.write_index(faiss_index, str(tmp))
+
+        atomic_write(path / f"{kind}_vectors.npy", save_npy)
+        atomic_write(path / f"{kind}.index", save_index)
+        lines[kind] = [[int(o), t] for o, t in zip(part.owners.tolist(), part.texts, strict=True)]
+    if index.probe is not None:
+        for name in PROBE_ARRAYS:
+            array = getattr(index.probe, name)
+
+            def save_probe(tmp: Path, values: np.ndarray = array) -> None:
+                with tmp.open("wb") as handle:
+                    np.save(handle, values, allow_pickle=False)
+
+            atomic_write(path / f"probe_{name}.npy", save_probe)
+    atomic_write(path / "lines.json", lambda tmp: tmp.write_text(json.dumps(lines, indent=0), encoding="utf-8"))
+    atomic_write(
+        path / "expert_ids.json", lambda tmp: tmp.write_text(json.dumps(list(index.expert_ids)), encoding="utf-8")
+    )
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "content_hash": index.content_hash,
+        "model_id": index.model_id,
+        "dim": index.dim,
+        "experts": len(index.expert_ids),
+        "counts": {
+            "capability": len(index.capability.texts),
+            "exclusion": len(index.exclusion.texts),
+            "examples": index.examples if index.probe is not None else 0,
+        },
+        "probe_unseen_idf": index.probe.unseen_idf if index.probe is not None else None,
+        "index_type": "IndexFlatIP",
+        "build_seconds": round(index.seconds, 3),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    atomic_write(path / "metadata.json", lambda tmp: tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8"))

@@ -1,0 +1,300 @@
+"""The answer's quality machinery on hand-made outputs: contract rules, checks that run code, best-of-N.
+
+Best-of-N runs :func:`engine.slot_work.run_slot` against a scripted backend that answers each draw with the next
+text of its script, so every candidate, its score and the choice can be asserted exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from engine.arithmetic import compute
+from engine.artifacts import code_artifacts
+from engine.checks import CheckContext, check_answer, extract_examples
+from engine.contracts import contract_of, infer_deliverable
+from engine.selection import best, score
+from engine.slot_work import SlotJob, fit_prompt, run_slot
+from experts.models import Generation, GenerationRequest
+from state.context import resolve_settings
+from state.framework import Deliverable, Framework, SlotSpec
+from state.outline import parse_output
+from state.quality import CandidateRecord, CheckResult, SlotQuality
+from state.settings import Settings
+
+PALINDROME_TASK = (
+    "Write a Python function is_palindrome(text) that checks whether a string is a palindrome.\n"
+    ">>> is_palindrome('racecar')\nTrue\n>>> is_palindrome('abc')\nFalse\n"
+)
+GOOD_CODE = (
+    "## Outline\n1. Palindrome check\n\n## 1. Palindrome check\n```python\n"
+    "def is_palindrome(text: str) -> bool:\n    return text == text[::-1]\n```\n"
+)
+WRONG_CODE = (
+    "## Outline\n1. Palindrome check\n\n## 1. Palindrome check\n```python\n"
+    "def is_palindrome(text: str) -> bool:\n    return True\n```\n"
+)
+BROKEN_CODE = (
+    "## Outline\n1. Palindrome check\n\n## 1. Palindrome check\n```python\n"
+    "def is_palindrome(text: str) -> bool\n    return text == text[::-1]\n```\n"
+)
+
+
+def failed(text: str, task: str, deliverable: Deliverable = "prose", language: str | None = None) -> dict[str, str]:
+    contract = contract_of(deliverable, language)
+    result = parse_output(text, "s", "e", min_items=contract.min_items, max_items=contract.max_items)
+    checks, _ = check_answer(result, CheckContext(task, contract))
+    return {c.name: c.detail for c in checks if c.severity == "hard" and not c.passed}
+
+
+# --- contract rules -----------------------------------------------------------------------------------------
+
+
+def prose(*sections: tuple[str, str]) -> str:
+    outline = "\n".join(f"{n}. {title}" for n, (title, _) in enumerate(sections, 1))
+    bodies = "\n\n".join(f"## {n}. {title}\n{body}" for n, (title, body) in enumerate(sections, 1))
+    return f"## Outline\n{outline}\n\n{bodies}\n"
+
+
+PARAGRAPH_A = "Caching keeps the hot rows of the catalogue in memory, so most reads never reach the database."
+PARAGRAPH_B = "Invalidation runs on every write: the service deletes the cached row before it commits the change."
+TASK = "Explain how our product catalogue service should cache its reads"
+
+
+def test_a_clean_prose_answer_passes_every_hard_check() -> None:
+    assert failed(prose(("Caching reads", PARAGRAPH_A), ("Invalidation", PARAGRAPH_B)), TASK) == {}
+
+
+def test_a_stub_section_fails() -> None:
+    bad = failed(prose(("Caching reads", PARAGRAPH_A), ("Invalidation", "TODO")), TASK)
+    assert "contract.stubs" in bad and "2" in bad["contract.stubs"]
+    placeholder = failed(
+        prose(("Caching reads", PARAGRAPH_A), ("Invalidation", PARAGRAPH_B + " [insert details]")), TASK
+    )
+    assert "placeholder" in placeholder["contract.stubs"]
+
+
+def test_a_duplicated_section_fails() -> None:
+    bad = failed(prose(("Caching reads", PARAGRAPH_A), ("Cached reads", PARAGRAPH_A)), TASK)
+    assert bad["contract.duplicates"] == "sections 1 and 2 say the same"
+
+
+def test_a_section_titled_with_the_task_fails() -> None:
+    bad = failed(prose((TASK, PARAGRAPH_A), ("Invalidation", PARAGRAPH_B)), TASK)
+    assert "repeats the task as its title" in bad["contract.titles"]
+
+
+def test_an_answer_cut_mid_sentence_fails_for_prose() -> None:
+    bad = failed(prose(("Caching reads", PARAGRAPH_A), ("Invalidation", PARAGRAPH_B + " Then the service")), TASK)
+    assert "stops mid-sentence" in bad["contract.ends"]
+
+
+def test_a_leaked_delimiter_and_degenerate_repetition_fail() -> None:
+    leaked = failed(prose(("Caching reads", PARAGRAPH_A + '\n<reference part="x">')), TASK)
+    assert "contract.leaks" in leaked
+    looping = failed(prose(("Caching reads", " ".join([PARAGRAPH_A] * 4))), TASK)
+    assert "repeated 4 times" in looping["prose.repetition"]
+
+
+def test_copying_a_referenced_slot_fails_own_work() -> None:
+    reference = " ".join(f"Sentence number {n} of the requirements says something specific." for n in range(6))
+    contract = contract_of("prose")
+    result = parse_output(prose(("Requirements again", reference)), "s", "e")
+    checks, signals = check_answer(result, CheckContext(TASK, contract, references=(reference,)))
+    own = next(c for c in checks if c.name == "contract.own_work")
+    assert not own.passed and signals["copied_from_references"] == 1.0
+
+
+# --- checks that run the code -------------------------------------------------------------------------------
+
+
+def test_the_tasks_examples_are_run_against_the_code() -> None:
+    assert extract_examples(PALINDROME_TASK).count == 2
+    assert failed(GOOD_CODE, PALINDROME_TASK, "code", "python") == {}
+    assert "python.examples" in failed(WRONG_CODE, PALINDROME_TASK, "code", "python")
+    assert "python.parses" in failed(BROKEN_CODE, PALINDROME_TASK, "code", "python")
+
+
+def test_tests_that_redefine_the_module_are_caught() -> None:
+    text = GOOD_CODE.replace("1. Palindrome check\n\n", "1. Palindrome check\n2. Tests\n\n") + (
+        "\n## 2. Tests\n```python\ndef is_palindrome(text):\n    assert text\n\n"
+        "assert is_palindrome('aa') is None\n```\n"
+    )
+    contract = contract_of("code", "python")
+    result = parse_output(text, "s", "e", min_items=1, max_items=2)
+    checks, _ = check_answer(result, CheckContext(PALINDROME_TASK, contract))
+    tests = [c for c in checks if c.name.startswith("python.tests")]
+    assert tests and not all(c.passed for c in tests)
+    assert any("is_palindrome" in c.detail for c in tests)
+
+
+def test_sql_is_parsed_in_the_tasks_dialect() -> None:
+    good = "## Outline\n1. Query\n\n## 1. Query\n```sql\nSELECT id, total FROM orders WHERE total > 100;\n```\n"
+    bad = good.replace("FROM orders WHERE", "FROM orders WHERE WHERE (")
+    task = "Write a PostgreSQL query for orders over 100"
+    assert failed(good, task, "code", "sql") == {}
+    assert "sql.parses" in failed(bad, task, "code", "sql")
+
+
+@pytest.mark.parametrize(
+    ("text", "expert", "expected"),
+    [
+        ("Write a Python function that reverses a list", "python_coder", ("code", "python")),
+        ("Write a query for the top customers", "sql_specialist", ("code", "sql")),
+        ("Write a Dockerfile for a Flask app", "devops_engineer", ("code", "dockerfile")),
+        ("Give me a checklist for a release", "general_assistant", ("plan", None)),
+        ("Compare three databases in a table", "general_assistant", ("table", None)),
+        ("Write a short story about a lighthouse", "creative_writer", ("prose", None)),
+    ],
+)
+def test_the_deliverable_follows_the_expert_and_the_text(text: str, expert: str, expected: tuple) -> None:
+    assert infer_deliverable(text, expert) == expected
+
+
+# --- arithmetic is computed, not trusted ---------------------------------------------------------------------
+
+
+def test_arithmetic_is_computed_by_running_the_expression() -> None:
+    text, changes = compute("12 inches is equal to 12 * 2.54 centimeters.")
+    assert text == "12 inches is equal to 12 * 2.54 = 30.48 centimeters." and changes
+    text, _ = compute("That is [[3 * 7 + 1]] apples.")
+    assert text == "That is 22 apples."
+    text, changes = compute("So 17 * 23 = 381 in all.")
+    assert text == "So 17 * 23 = 391 in all." and "corrected" in changes[0]
+
+
+def test_ranges_dates_and_versions_are_not_calculations() -> None:
+    for text in ("It takes 3-5 days.", "Released on 11/23.", "Upgrade from 3.11 - 2 steps."):
+        assert compute(text) == (text, [])
+
+
+# --- artifacts --------------------------------------------------------------------------------------------------
+
+
+def test_code_artifacts_are_the_modules_and_their_tests() -> None:
+    text = GOOD_CODE.replace("1. Palindrome check\n\n", "1. Palindrome check\n2. Tests\n\n") + (
+        "\n## 2. Tests\n```python\ndef test_it():\n    assert is_palindrome('aba')\n```\n"
+    )
+    result = parse_output(text, "palindrome", "python_coder", min_items=1, max_items=2)
+    checks, _ = check_answer(result, CheckContext(PALINDROME_TASK, contract_of("code", "python")))
+    result = result.model_copy(update={"quality": SlotQuality(deliverable="code", language="python", checks=checks)})
+    fw = Framework(id="f", title="t", slots=[SlotSpec(id="palindrome", title="P", description="d")])
+    files = code_artifacts(fw, {"palindrome": result})
+    assert list(files) == ["palindrome.py", "test_palindrome.py"]
+    assert files["palindrome.py"].startswith("def is_palindrome")
+    assert files["test_palindrome.py"].startswith("from palindrome import *")
+
+
+# --- best-of-N ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Scripted:
+    """A backend that answers draw n with ``texts[n]`` (the last repeats) and records every request."""
+
+    texts: list[str]
+    requests: list[GenerationRequest] = field(default_factory=list)
+
+    def supports_grammar(self) -> bool:
+        return False
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        self.requests.append(request)
+        text = self.texts[min(len(self.requests), len(self.texts)) - 1]
+        return Generation(text=text, prompt_tokens=100, completion_tokens=len(text) // 4, finish_reason="stop")
+
+
+def job(task: str = PALINDROME_TASK) -> SlotJob:
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="code", language="python")
+    return SlotJob(
+        spec=spec,
+        task=task,
+        constraints=(),
+        expert="python_coder",
+        persona="You write Python.",
+        references={},
+        max_tokens=600,
+        temperature=0.0,
+    )
+
+
+def settings(**values: object) -> Settings:
+    return resolve_settings({"backend": "fake", "best_of": 3, **values}, env={})
+
+
+def test_a_failing_first_answer_draws_more_and_keeps_the_passing_one_verbatim() -> None:
+    backend = Scripted([WRONG_CODE, GOOD_CODE, WRONG_CODE])
+    outcome = run_slot(job(), backend, settings(), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    quality = outcome.result.quality
+    assert len(backend.requests) == 2  # drawing stops at the first candidate that passes
+    assert quality.chosen == "c2" and quality.passed
+    assert outcome.result.raw == GOOD_CODE  # verbatim: nothing merged or rewritten
+    assert [c.chosen for c in quality.candidates] == [False, True]
+    assert quality.tokens_generated == sum(c.completion_tokens for c in quality.candidates)
+    assert any(e.action == "select" for e in outcome.ledger)
+
+
+def test_a_passing_first_answer_is_never_replaced() -> None:
+    backend = Scripted([GOOD_CODE, WRONG_CODE])
+    outcome = run_slot(job(), backend, settings(), emit=lambda _: None)
+    assert len(backend.requests) == 1
+    assert outcome.result is not None and outcome.result.raw == GOOD_CODE
+
+
+def test_a_bad_later_candidate_never_replaces_a_better_earlier_one() -> None:
+    backend = Scripted([WRONG_CODE, BROKEN_CODE, BROKEN_CODE])
+    outcome = run_slot(job(), backend, settings(), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert len(backend.requests) == 3
+    assert outcome.result.quality.chosen == "c1" and outcome.result.raw == WRONG_CODE
+    assert not outcome.result.quality.passed
+    assert any(n.source == "checks" for n in outcome.notices)  # delivered with a caveat, never silently
+
+
+def test_retries_are_fresh_prompts_at_another_temperature() -> None:
+    backend = Scripted([WRONG_CODE, WRONG_CODE, GOOD_CODE])
+    run_slot(job(), backend, settings(), emit=lambda _: None)
+    first, second, third = backend.requests
+    assert len(second.messages) == len(first.messages) == 2  # never the failed answer appended
+    assert "return True" not in second.messages[1].content
+    assert "python.examples" in second.messages[1].content  # the feedback names what was wrong
+    assert (first.temperature, second.temperature, third.temperature) == (0.0, 0.3, 0.5)
+
+
+def test_best_of_one_keeps_the_first_answer() -> None:
+    backend = Scripted([WRONG_CODE, GOOD_CODE])
+    outcome = run_slot(job(), backend, settings(best_of=1), emit=lambda _: None)
+    assert len(backend.requests) == 1 and outcome.result is not None and outcome.result.raw == WRONG_CODE
+
+
+def test_a_passing_score_outranks_any_failing_one() -> None:
+    passing = [CheckResult(name="a", passed=True), CheckResult(name="b", severity="soft", passed=False)]
+    failing = [CheckResult(name="a", passed=False), CheckResult(name="b", severity="soft", passed=True)]
+    assert score(passing) > score(failing)
+    records = [
+        CandidateRecord(id="c1", origin="first", model="m", temperature=0, score=score(failing)),
+        CandidateRecord(id="c2", origin="sample", model="m", temperature=0.3, score=score(passing)),
+        CandidateRecord(id="c3", origin="sample", model="m", temperature=0.5, score=score(passing)),
+    ]
+    assert [c.id for c in best(records)] == ["c2", "c3"]
+
+
+def test_a_prompt_that_is_too_long_is_cut_to_fit_not_failed() -> None:
+    huge = parse_output(prose(("Part", "word " * 6000)), "ref", "e")
+    spec = SlotSpec(id="s", title="S", description="Write S.", deps=["ref"], can_reference=["ref"])
+    long_job = SlotJob(
+        spec=spec,
+        task="A task",
+        constraints=(),
+        expert="e",
+        persona="P",
+        references={"ref": ("Reference", huge)},
+        max_tokens=900,
+        temperature=0.0,
+        n_ctx=2048,
+    )
+    prompt = fit_prompt(long_job, settings())
+    assert prompt.cuts and "outline" in prompt.cuts[0]
+    assert sum(len(m.content) for m in prompt.messages) / 3 + prompt.max_tokens < 2048

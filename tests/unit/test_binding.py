@@ -1,0 +1,46 @@
+"""Which model an expert or the planner runs on: one decision, used by routing, execution, consults and planning."""
+
+from __future__ import annotations
+
+from experts.catalog import ExpertScope, load_catalog, resolve_binding
+from state.context import resolve_settings
+
+CATALOG = load_catalog()
+
+
+def _true_expert(model: str, fallback: str = "base") -> ExpertScope:
+    coder = CATALOG.get("python_coder")
+    binding = coder.model.model_copy(update={"model": model, "fallback": fallback})
+    return coder.model_copy(update={"model": binding})
+
+
+def test_a_persona_runs_on_the_base_model() -> None:
+    settings = resolve_settings({"backend": "llama"}, env={})
+    binding = resolve_binding(settings, CATALOG.get("legal_drafting"))
+    assert (binding.model, binding.kind, binding.problem, binding.fatal) == (None, "faux", None, False)
+    assert binding.label == "base model (faux)"
+
+
+def test_a_true_expert_runs_on_its_own_model_unless_true_experts_are_off() -> None:
+    scope = _true_expert("qwen2.5-coder-1.5b")
+    on = resolve_binding(resolve_settings({"backend": "fake"}, env={}), scope)
+    assert (on.model, on.kind) == ("qwen2.5-coder-1.5b", "true")
+    off = resolve_binding(resolve_settings({"backend": "fake", "true_experts": False}, env={}), scope)
+    assert (off.model, off.kind) == (None, "faux")
+
+
+def test_a_missing_model_falls_back_or_is_fatal_as_the_scope_says() -> None:
+    settings = resolve_settings({"backend": "llama"}, env={})
+    fallback = resolve_binding(settings, _true_expert("/nowhere/coder.gguf"))
+    assert (fallback.model, fallback.kind, fallback.fatal) == (None, "faux-fallback", False)
+    assert fallback.problem is not None and "/nowhere/coder.gguf" in fallback.problem
+    fatal = resolve_binding(settings, _true_expert("/nowhere/coder.gguf", fallback="error"))
+    assert fatal.fatal and fatal.kind == "faux-fallback" and fatal.problem == fallback.problem
+
+
+def test_the_planner_falls_back_to_the_base_model() -> None:
+    settings = resolve_settings({"backend": "llama"}, env={})
+    missing = resolve_binding(settings, model="/nowhere/planner.gguf")
+    assert (missing.model, missing.kind, missing.fatal) == (None, "faux-fallback", False) and missing.problem
+    assert resolve_binding(settings, model="") == resolve_binding(settings, model=None)
+    assert resolve_binding(settings, model=None).model is None
