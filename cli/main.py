@@ -30,6 +30,7 @@ from cli.kb_cmd import kb_app
 from cli.retention_cmd import prune
 from cli.status_cmd import status
 from cli.templates_cmd import templates_app
+from engine.artifacts import code_artifacts
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
 from state.errors import ConfigError
@@ -382,8 +383,6 @@ def _report(state: Passport, output: Output) -> int:
 
 def _write_files(state: Passport, directory: Path, document: str | None = None) -> None:
     """Write the document as answer.md and every code slot's module and tests into ``directory``."""
-    from engine.artifacts import code_artifacts
-
     files = {"answer.md": document if document is not None else state.document or ""}
     if state.framework is not None:
         files.update(code_artifacts(state.framework, state.results))

@@ -54,6 +54,19 @@ def test_run_writes_document_with_ledger_and_show_reads_it_back(tmp_path: Path, 
     assert set(as_json["routing"]["answer"]["scores"]) == set(load_catalog().ids)
 
 
+def test_out_dir_writes_the_document_and_each_code_module(tmp_path: Path, cp: list[str]) -> None:
+    out = tmp_path / "result"
+    result = runner.invoke(app, ["run", TASK, "--backend", "fake", "--out-dir", str(out), *cp])
+    assert result.exit_code == 0, result.output
+    assert (out / "answer.md").read_text().startswith("# " + TASK)
+    modules = sorted(p.name for p in out.glob("*.py"))
+    assert modules == ["answer.py"]  # the one code slot's module, as the document shows it
+    assert (out / "answer.py").read_text() in (out / "answer.md").read_text()
+    compile((out / "answer.py").read_text(), "answer.py", "exec")
+    bad = runner.invoke(app, ["run", TASK, "--backend", "fake", "--out-dir", str(out / "answer.md"), *cp])
+    assert bad.exit_code == 2 and "--out-dir" in bad.output
+
+
 def test_task_from_stdin(cp: list[str]) -> None:
     result = runner.invoke(app, ["run", "-", "--backend", "fake", "--json", *cp], input="Explain TLS\n")
     assert result.exit_code == 0
