@@ -11,6 +11,7 @@ placeholders) and it does not copy the slots it references instead of doing its 
   right, so they rank candidates but never reject one. SQL parses with sqlglot in the task's dialect; YAML
   and JSON load; a shell script passes ``bash -n``; a Dockerfile starts with ``FROM``.
 * **data**: the block parses as its language.
+* The text beside code or data (the usage note) must not repeat itself either.
 * **prose** and **plan**: no degenerate repetition (a sentence three times, a line repeated in a run, a phrase
   looping); hedges are counted as a signal.
 * **table**: it holds a Markdown table.
@@ -128,6 +129,8 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
         checks.append(_table_check(result))
     if kind in ("prose", "plan", "table"):
         checks.append(_repetition_check(result.body_text()))
+    else:  # the note beside the code is read too: a looping note is as degenerate as looping prose
+        checks.append(_repetition_check(_without_code(result.body_text())))
     return checks, signals_of(result, ctx)
 
 

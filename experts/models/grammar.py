@@ -65,6 +65,8 @@ written; it carries the text bounds for it (``max_line_chars=300 max_block_lines
 _MAX_LABEL = 9
 _MAX_CODE_LINES = 40
 _NOTE_CODE_LINES = 24
+_NOTE_LINE_CHARS = 240
+"""Longest line of the note after a code deliverable's module (a usage line, not an essay)."""
 _MAX_INDENT = 24
 _LANGUAGE = re.compile(r"^[a-z0-9_+#.-]{1,20}$")
 
@@ -288,10 +290,11 @@ def _text_rules(
     first = (
         [
             # The first section of a code deliverable: one block in that language, at least one line, nothing else;
-            # after it only short notes: at most three lines or small code blocks (a usage line, a few tests).
+            # after it only a short note: at most two usage lines (240 characters each) or small code blocks.
             f'code-first ::= "```{code_first}\\n" code-line{{1,{max_code_lines}}} "```\\n"',
             'note ::= note-chunk ( "\\n"? note-chunk ){0,1}',
-            "note-chunk ::= text-line | note-code",
+            "note-chunk ::= note-line | note-code",
+            f'note-line ::= [ \\t]{{0,{_MAX_INDENT}}} line-start [^\\n]{{0,{_NOTE_LINE_CHARS - 1}}} "\\n"',
             f'note-code ::= "```" [a-zA-Z0-9_+.-]{{0,20}} "\\n" code-line{{0,{_NOTE_CODE_LINES}}} "```\\n"',
         ]
         if code_first

@@ -5,6 +5,9 @@ A task is *trivial* when it is short (at most :data:`MAX_WORDS` words) and at le
 library and to any expert's capabilities (cosine similarity, same embedder as routing and retrieval): "what is a
 mutex?" is trivial, "write a Python function that reverses a linked list" is a coder's work.
 
+A task that hands over one function to complete (a ``def`` whose body is only a docstring, ``pass`` or ``...``,
+as in "Complete the following Python function: ...") is *single*: the deliverable is that function.
+
 Otherwise it is *single* when it reads more like one expert's capability (the router's score for the whole
 task) than like any template of the library: ``expert - template >= SINGLE_MARGIN``. Within
 :data:`NARROW_BAND` below that line the scope is unclear, and the autonomous default "unclear scope ->
@@ -17,6 +20,8 @@ was made on.
 
 from __future__ import annotations
 
+import ast
+import re
 import threading
 from pathlib import Path
 
@@ -31,7 +36,15 @@ from state.errors import ConfigError
 from state.paths import config_dir
 from state.scope import DefaultRule, ScopeDecision, ScopeKind
 
-__all__ = ["MARGIN", "MAX_WORDS", "NARROW_BAND", "SINGLE_MARGIN", "classify", "prototypes_path"]
+__all__ = [
+    "MARGIN",
+    "MAX_WORDS",
+    "NARROW_BAND",
+    "SINGLE_MARGIN",
+    "classify",
+    "function_to_complete",
+    "prototypes_path",
+]
 
 MAX_WORDS = 10
 MARGIN = -0.05
@@ -64,6 +77,39 @@ def _prototype_vectors(embedder: Embedder, path: Path) -> Vectors:
         return cached
 
 
+_CODE = re.compile(r"```[\w+-]*\n(.*?)```", re.S)
+
+
+def function_to_complete(task: str) -> str | None:
+    """The name of the one function the task hands over to complete, or None.
+
+    That function's body is only a docstring, ``pass`` or ``...``; other functions given in full are helpers.
+    The code is the task's first fenced block, else the task from its first ``def`` or ``import`` line.
+    """
+    block = _CODE.search(task)
+    if block is not None:
+        code = block.group(1)
+    else:
+        start = re.search(r"^(from \w|import \w|def \w)", task, re.M)
+        if start is None:
+            return None
+        code = task[start.start() :]
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    stubs = [f.name for f in functions if all(_empty(statement) for statement in f.body)]
+    return stubs[0] if len(stubs) == 1 else None
+
+
+def _empty(statement: ast.stmt) -> bool:
+    """A statement that does nothing: a docstring or other bare constant (``...``), or ``pass``."""
+    return isinstance(statement, ast.Pass) or (
+        isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+    )
+
+
 def classify(
     task: str,
     embedder: Embedder,
@@ -84,7 +130,10 @@ def classify(
     best = router.route_vectors(vector, [task])[0]
     expert, fit = best.raw_best, best.scores[best.raw_best]
     rule: DefaultRule | None = None
-    if words <= max_words and trivial >= max(template, fit) + margin:
+    stub = function_to_complete(task)
+    if stub is not None:
+        kind, reason = "single", f"the task hands over one function to complete ({stub}): one expert's work"
+    elif words <= max_words and trivial >= max(template, fit) + margin:
         kind: ScopeKind = "trivial"
         reason = (
             f"closer to a trivial request ({trivial:.3f}) than to any template ({template:.3f}) "

@@ -116,6 +116,12 @@ def test_the_tasks_examples_are_run_against_the_code() -> None:
     assert "python.parses" in failed(BROKEN_CODE, PALINDROME_TASK, "code", "python")
 
 
+def test_a_looping_note_beside_correct_code_fails() -> None:
+    note = "This requires Python coding expertise, not Python coding expertise. " * 4
+    text = GOOD_CODE.replace("1. Palindrome check\n\n", "1. Palindrome check\n2. Note\n\n") + f"\n## 2. Note\n{note}\n"
+    assert "prose.repetition" in failed(text, PALINDROME_TASK, "code", "python")
+
+
 def test_tests_that_redefine_the_module_are_caught() -> None:
     text = GOOD_CODE.replace("1. Palindrome check\n\n", "1. Palindrome check\n2. Tests\n\n") + (
         "\n## 2. Tests\n```python\ndef is_palindrome(text):\n    assert text\n\n"

@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing.router import RouteResult, get_router
-from experts.routing.scope import classify
+from experts.routing.scope import classify, function_to_complete
 from experts.routing.templates import load_or_build
 from graph import build_graph
 from graph.persistence import serializer
@@ -65,6 +65,33 @@ def test_one_deliverable_for_one_expert_is_single(task: str, expert: str) -> Non
     assert decision.kind == "single" and decision.expert == expert and decision.rule is None, decision.reason
     assert decision.expert_similarity is not None and decision.template_similarity is not None
     assert decision.expert_similarity - decision.template_similarity >= 0
+
+
+MAKE_PALINDROME = '''Complete the following Python function:
+```python
+def is_palindrome(string: str) -> bool:
+    """ Test if given string is a palindrome """
+    return string == string[::-1]
+
+
+def make_palindrome(string: str) -> str:
+    """ Find the shortest palindrome that begins with a supplied string.
+    Algorithm idea is simple:
+    - Find the longest postfix of supplied string that is a palindrome.
+    - Append to the end of the string reverse of a string prefix that comes before the palindromic suffix.
+    >>> make_palindrome('cat')
+    'catac'
+    """
+```'''
+
+
+def test_a_function_handed_over_to_complete_is_one_experts_work() -> None:
+    assert function_to_complete(MAKE_PALINDROME) == "make_palindrome"  # the other function is a helper
+    assert function_to_complete("def f(x):\n    pass\n\ndef g(y):\n    ...\n") is None  # two to write
+    assert function_to_complete("Write a Python function that checks whether a string is a palindrome") is None
+    assert function_to_complete("Document this:\n```python\ndef f():\n    return 1\n```") is None
+    decision = _classify(MAKE_PALINDROME, single_margin=1.0, narrow_band=0.0)  # a plan by similarity alone
+    assert decision.kind == "single" and "make_palindrome" in decision.reason
 
 
 def test_an_unclear_scope_takes_the_narrower_reading_and_says_so() -> None:
