@@ -203,17 +203,23 @@ def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_results(name: str, payload: dict[str, Any], markdown: str) -> tuple[Path, Path]:
-    """Write ``bench/results/<name>.json`` (with machine info and a timestamp) and ``<name>.md``."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+def write_results(
+    name: str, payload: dict[str, Any], markdown: str, directory: Path | None = None
+) -> tuple[Path, Path]:
+    """Write ``<name>.json`` (with machine info and a timestamp) and ``<name>.md`` into ``directory``.
+
+    The default directory is ``bench/results`` (the published figures); quick modes and tests pass their own.
+    """
+    directory = RESULTS_DIR if directory is None else directory
+    directory.mkdir(parents=True, exist_ok=True)
     doc = {
         "benchmark": name,
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
         **payload,
     }
-    json_path = RESULTS_DIR / f"{name}.json"
-    md_path = RESULTS_DIR / f"{name}.md"
+    json_path = directory / f"{name}.json"
+    md_path = directory / f"{name}.md"
     json_path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
     m = doc["machine"]
     header = (
