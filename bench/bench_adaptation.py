@@ -1,10 +1,11 @@
 """Adaptation benchmark: retrieval + constrained adaptation with the planner model over varied tasks.
 
-Run: ``python -m bench.bench_adaptation [--tasks N]``. Writes ``bench/results/adaptation.{json,md}``.
+Run: ``python -m bench.bench_adaptation [--tasks N]`` (``--quick``: two tasks on the fake backend). Writes
+``bench/results/adaptation.{json,md}``.
 
 Tasks: the first N non-trivial tasks of ``bench/data/template_tasks.yaml`` taken round-robin over the
 template families (so the set is varied). For each: the best template by search, then
-:func:`nodes.adaptation.adapt` with the llama.cpp backend and the planner model (``--model``; grammar on).
+:func:`engine.adaptation.adapt` with the llama.cpp backend and the planner model (``--model``; grammar on).
 Reported: share of frameworks valid without fallback, share that needed a retry, share that fell back (to the
 seed, to one slot), operations per plan, mean and max seconds per adaptation, and whether every framework that
 would reach execution passes validation (it must: 100%).
@@ -12,7 +13,6 @@ would reach execution passes validation (it must: 100%).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -22,14 +22,15 @@ from typing import Any
 
 import yaml
 
-from bench.common import write_results
-from experts.catalog import config_dir, load_catalog
+from bench.common import bench_parser, write_results
+from engine.adaptation import adapt
+from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.pool import get_backend
-from experts.template_index import load_or_build
-from nodes.adaptation import adapt
+from experts.models.pool import get_backend
+from experts.routing.templates import load_or_build
 from state.context import resolve_settings
 from state.framework import validation_errors
+from state.paths import config_dir
 from state.template import load_library
 
 TASKS = Path(__file__).resolve().parent / "data" / "template_tasks.yaml"
@@ -48,19 +49,19 @@ def pick_tasks(n: int, families: dict[str, str]) -> list[str]:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--model", default=None, help="planner model (default: the planner_model setting; '' = base)")
     parser.add_argument("--name", default="adaptation")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     catalog = load_catalog()
     library = load_library([config_dir() / "framework_templates"], catalog.ids).templates
     index = load_or_build(library, get_embedder())
-    settings = resolve_settings({"backend": "llama"}, env={})
+    settings = resolve_settings({"backend": "fake" if args.quick else "llama"}, env={})
     model = args.model if args.model is not None else settings.planner_model
     backend = get_backend(settings, model or None)
-    tasks = pick_tasks(args.tasks, {t.id: t.family for t in library.values()})
+    tasks = pick_tasks(2 if args.quick else args.tasks, {t.id: t.family for t in library.values()})
     rows: list[dict[str, Any]] = []
     for task in tasks:
         hit = index.search(task, 1)[0]
@@ -104,7 +105,8 @@ def main() -> int:
         f"template unchanged: {summary['plans_with_no_operation']}. Time per adaptation: mean "
         f"{summary['seconds_mean']:.1f} s, max {summary['seconds_max']:.1f} s.",
     ]
-    write_results(args.name, {"summary": summary, "model": model or "base", "rows": rows}, "\n".join(md) + "\n")
+    payload = {"summary": summary, "model": model or "base", "quick": args.quick, "rows": rows}
+    write_results(args.name, payload, "\n".join(md) + "\n", directory=args.out)
     print("\n".join(md))
     return 0
 

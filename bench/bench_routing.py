@@ -13,7 +13,7 @@ from the calibration texts (the run refuses to start when that file and the cali
    accuracy and trap accuracy, then accuracy (ties: lambda nearest the seed's 0.3, then the tie margin nearest
    0.15). Then the second look (only if it gains 1% accuracy: it costs a second embedding), then the
    low-confidence threshold: the middle of the widest interval of thresholds that keep that accuracy. Last, the
-   two-stage gap: the static first stage (``experts/embedding_static.py``, with the instruction-head check of
+   two-stage gap: the static first stage (``experts/embedding/static.py``, with the instruction-head check of
    ``ExpertRouter.decisive``) is cross-validated the same way, and
    the gap is the smallest (the most texts decided without the encoder) at which the two stages together lose
    at most one calibration text overall and one trap against the encoder alone.
@@ -37,11 +37,13 @@ from the calibration texts (the run refuses to start when that file and the cali
 7. **The int8 variant** (``onnx-int8``): its own index, built in memory; cosine to the float vectors, accuracy on
    the held-out sets with the float calibration's parameters and the shipped ones, and one-chunk latency in
    alternation with the float router.
+
+``--quick``: every stage on a sample of each set (one text in twelve of the calibration set, one in six of the
+held-out sets), one repetition, no start-up timings: a test of the benchmark, not a calibration.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import json
@@ -58,10 +60,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from bench.common import write_results
-from experts.lexical import train_probe
-from experts.router import ExpertRouter, RouterParams, get_router, instruction_head
-from experts.router_cache import EXAMPLES_FILE
+from bench.common import bench_parser, write_results
+from experts.routing.index import EXAMPLES_FILE
+from experts.routing.lexical import train_probe
+from experts.routing.router import ExpertRouter, RouterParams, get_router, instruction_head
 
 DATA = Path(__file__).resolve().parent / "data" / "routing_eval.yaml"
 DEV2 = Path(__file__).resolve().parent / "data" / "routing_dev2.yaml"
@@ -499,7 +501,7 @@ def _python(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
 LOAD_ROUTER = """
 import json, time
 t0 = time.perf_counter()
-from experts.router import get_router
+from experts.routing.router import get_router
 t1 = time.perf_counter()
 r = get_router()
 t2 = time.perf_counter()
@@ -579,7 +581,7 @@ def backends(texts: list[str]) -> dict[str, Any]:
 def distil_time(router: ExpertRouter) -> dict[str, Any]:
     """Distilling the static table from the encoder into an empty cache (done once per model)."""
     from experts.embedding import BertSentenceEncoder
-    from experts.embedding_static import StaticEmbedder
+    from experts.embedding.static import StaticEmbedder
 
     assert isinstance(router.embedder, BertSentenceEncoder)
     with tempfile.TemporaryDirectory() as empty:
@@ -605,7 +607,7 @@ def int8_variant(
     measured in pairs with the float router (text by text, alternating which goes first).
     """
     from experts.embedding import get_embedder
-    from experts.router_cache import build_index
+    from experts.routing.index import build_index
 
     embedder = get_embedder("onnx-int8")
     index = build_index(router.catalog, embedder, router.index.probe)
@@ -644,14 +646,16 @@ def int8_variant(
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
     parser.add_argument("--reps", type=int, default=5, help="repetitions for latency and start-up")
     parser.add_argument("--skip-startup", action="store_true")
     parser.add_argument(
         "--write-examples", action="store_true", help=f"write config/expert_scopes/{EXAMPLES_FILE} and stop"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.reps, args.skip_startup = 1, True
 
     items = load_items()
     dev = calibration_items(items)
@@ -664,6 +668,8 @@ def main() -> int:
         return 0
     if not examples_path.is_file() or examples_path.read_text(encoding="utf-8") != examples_text(dev):
         sys.exit(f"{examples_path} is not made from the calibration texts; run with --write-examples first")
+    if args.quick:  # every stage on a sample of each set: a test of the benchmark, not a calibration
+        dev, test, test2, test3 = dev[::12], test[::6], test2[::6], test3[::6]
     held_out = {" ".join(i["text"].split()) for i in test + test2 + test3}
     assert not held_out & {" ".join(i["text"].split()) for i in dev}, "a held-out text is in the calibration data"
     router = get_router()
@@ -866,7 +872,7 @@ def main() -> int:
             )
             + ".",
         ]
-    write_results("routing", payload, "\n".join(md) + "\n")
+    write_results("routing", payload, "\n".join(md) + "\n", directory=args.out)
     print("\n".join(md))
     return 0
 

@@ -10,7 +10,6 @@ Run: ``python -m bench.bench_scheduling`` (results in ``bench/results/scheduling
 
 from __future__ import annotations
 
-import argparse
 import operator
 import tempfile
 import time
@@ -20,6 +19,7 @@ from typing import Annotated, Any, TypedDict
 
 from bench.common import (
     RunTiming,
+    bench_parser,
     make_framework,
     md_table,
     median,
@@ -194,7 +194,7 @@ def bench_case(case: Case, reps: int, warmup: int, workdir: Path) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--reps", type=int, default=3, help="repetitions per DAG and executor (default 3)")
     parser.add_argument(
         "--warmup",
@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--name", default="scheduling", help="results file name (default: scheduling)")
     args = parser.parse_args(argv)
+    if args.quick:  # one run per DAG and executor, no warm-up
+        args.reps, args.warmup = 1, 0
 
     cases = [branchy(args.d_latency), wide()]
     results: dict[str, Any] = {}
@@ -267,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     payload = {"reps": args.reps, "d_latency_s": args.d_latency, "target_ratio": TARGET_RATIO, "cases": results}
-    json_path, md_path = write_results(args.name, payload, table + notes + gaps)
+    json_path, md_path = write_results(args.name, payload, table + notes + gaps, directory=args.out)
     print()
     print(table)
     print(gaps)

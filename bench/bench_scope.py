@@ -1,6 +1,7 @@
 """Scope benchmark: calibration and held-out precision/recall of trivial and single-expert detection.
 
-Run: ``python -m bench.bench_scope``. Writes ``bench/results/scope.{json,md}``.
+Run: ``python -m bench.bench_scope``. Writes ``bench/results/scope.{json,md}``. ``--quick``: every stage on one
+task in six of each set (a test of the benchmark, not a calibration).
 
 Trivial: calibrated on ``bench/data/trivial_calibration.yaml`` (written with the prototypes): the margin and
 maximum word count with the best F0.5 (ties: the larger margin, the fewer words). F0.5 weighs precision twice:
@@ -27,12 +28,13 @@ from typing import Any
 import numpy as np
 import yaml
 
-from bench.common import write_results
-from experts.catalog import config_dir, load_catalog
+from bench.common import bench_parser, write_results
+from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.router import ExpertRouter, get_router
-from experts.scope import MARGIN, MAX_WORDS, NARROW_BAND, SINGLE_MARGIN, classify
-from experts.template_index import TemplateIndex, load_or_build
+from experts.routing.router import ExpertRouter, get_router
+from experts.routing.scope import MARGIN, MAX_WORDS, NARROW_BAND, SINGLE_MARGIN, classify
+from experts.routing.templates import TemplateIndex, load_or_build
+from state.paths import config_dir
 from state.scope import ScopeDecision
 from state.template import load_library
 
@@ -57,12 +59,15 @@ def score(rows: list[tuple[bool, bool]]) -> dict[str, float]:
     }
 
 
-def _load(name: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = yaml.safe_load((DATA / name).read_text(encoding="utf-8"))["items"]
+def _load(name: str, sample: int = 1) -> list[dict[str, Any]]:
+    """The items of a data file; ``sample`` > 1 keeps every sample-th (quick mode)."""
+    items: list[dict[str, Any]] = yaml.safe_load((DATA / name).read_text(encoding="utf-8"))["items"][::sample]
     return items
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = bench_parser(__doc__).parse_args(argv)
+    sample = 6 if args.quick else 1
     embedder = get_embedder()
     index: TemplateIndex = load_or_build(
         load_library([config_dir() / "framework_templates"], load_catalog().ids).templates, embedder
@@ -72,8 +77,8 @@ def main() -> int:
     def decide(task: str, **params: Any) -> ScopeDecision:
         return classify(task, embedder, index, router, **params)
 
-    trivial = _trivial(decide)
-    single = _single(decide, router)
+    trivial = _trivial(decide, sample)
+    single = _single(decide, router, sample)
     payload = {"trivial": trivial, "single": single}
     md = [
         "## Trivial tasks",
@@ -122,24 +127,24 @@ def main() -> int:
     ]
     for label, row in single["confusion"].items():
         md.append(f"| {label} | {row['trivial']} | {row['single']} | {row['multi']} |")
-    write_results("scope", payload, "\n".join(md) + "\n")
+    write_results("scope", payload, "\n".join(md) + "\n", directory=args.out)
     print("\n".join(md))
     return 0
 
 
-def _trivial(decide: Any) -> dict[str, Any]:
+def _trivial(decide: Any, sample: int) -> dict[str, Any]:
     def evaluate(items: list[dict[str, Any]], margin: float, words: int) -> dict[str, float]:
         rows = [
             (decide(i["task"], margin=margin, max_words=words).kind == "trivial", bool(i["trivial"])) for i in items
         ]
         return score(rows)
 
-    calibration = _load("trivial_calibration.yaml")
+    calibration = _load("trivial_calibration.yaml", sample)
     grid = []
     for margin, words in itertools.product([-0.1, -0.05, 0.0, 0.02, 0.05, 0.1], [10, 12, 15, 20]):
         grid.append({"margin": margin, "max_words": words, **evaluate(calibration, margin, words)})
     best = max(grid, key=lambda g: (g["f0.5"], g["margin"], -g["max_words"]))
-    held = _load("template_tasks.yaml")
+    held = _load("template_tasks.yaml", sample)
     trivial = [i for i in held if i["trivial"]]
     others = [i for i in held if not i["trivial"]][::7][: len(trivial)]
     shipped = {"margin": MARGIN, "max_words": MAX_WORDS}
@@ -150,7 +155,7 @@ def _trivial(decide: Any) -> dict[str, Any]:
         }
         for name, p in (("calibrated", best), ("shipped", shipped))
     }
-    singles = _load("single_expert_tasks.yaml")
+    singles = _load("single_expert_tasks.yaml", sample)
     false_positives = sum(decide(i["task"]).kind == "trivial" for i in singles)
     return {
         "calibration": {"best": best, "grid": grid, "n": len(calibration)},
@@ -160,9 +165,9 @@ def _trivial(decide: Any) -> dict[str, Any]:
     }
 
 
-def _single(decide: Any, router: ExpertRouter) -> dict[str, Any]:
-    singles = _load("single_expert_tasks.yaml")
-    multis = [i for i in _load("template_tasks.yaml") if not i["trivial"]]
+def _single(decide: Any, router: ExpertRouter, sample: int) -> dict[str, Any]:
+    singles = _load("single_expert_tasks.yaml", sample)
+    multis = [i for i in _load("template_tasks.yaml", sample) if not i["trivial"]]
     labelled = [(i["task"], "single", i["expert"]) for i in singles] + [(i["task"], "multi", None) for i in multis]
     decisions = [decide(task) for task, _, _ in labelled]
     fits = [

@@ -14,7 +14,6 @@ experts, so the difference is what the server adds: HTTP, its run queue and work
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import socket
@@ -27,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import run_input, write_results
+from bench.common import bench_parser, run_input, write_results
 from state.framework import load_framework_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,11 +153,13 @@ def over_api(db: Path, runs: int, warmup: int) -> dict[str, Any]:
         log.close()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:  # one run each way, no warm-up
+        args.runs, args.warmup = 1, 0
     with tempfile.TemporaryDirectory() as tmp:
         local = in_process(Path(tmp) / "local.sqlite", args.runs, args.warmup)
         api = over_api(Path(tmp) / "server.sqlite", args.runs, args.warmup)
@@ -191,7 +192,7 @@ def main() -> int:
         "(`ops.Runs.next`). A deployment on the LangGraph server with Postgres/Redis uses another queue; "
         "not measured here.",
     ]
-    write_results("server", payload, "\n".join(md) + "\n")
+    write_results("server", payload, "\n".join(md) + "\n", directory=args.out)
     print("\n".join(md))
     return 0
 

@@ -9,13 +9,12 @@ Run: ``python -m bench.bench_templates`` (``--synthetic N`` to change the large 
   vectors plus Gaussian noise, renormalised (spread over the region real templates occupy, not uniform random,
   whose neighbours would be meaningless). Queries are real task texts (the routing evaluation set), embedded
   once. For ``IndexFlatIP`` (exact) and ``IndexHNSWFlat`` (M and efConstruction of
-  ``experts/template_index.py``, efSearch swept): build time, search p50/p99 and HNSW's recall@5 against the
+  ``experts/routing/templates.py``, efSearch swept): build time, search p50/p99 and HNSW's recall@5 against the
   exact result.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -24,10 +23,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from bench.common import write_results
-from experts.catalog import config_dir, load_catalog
+from bench.common import bench_parser, write_results
+from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.template_index import HNSW_EF_SEARCH, HNSW_M, build_faiss_index, load_or_build
+from experts.embedding.faiss_index import HNSW_EF_SEARCH, HNSW_M, build_faiss_index
+from experts.routing.templates import load_or_build
+from state.paths import config_dir
 from state.template import load_library
 
 QUERIES = Path(__file__).resolve().parent / "data" / "routing_eval.yaml"
@@ -53,12 +54,14 @@ def stats(samples: list[float]) -> dict[str, float]:
     return {"p50_ms": float(np.percentile(arr, 50)), "p99_ms": float(np.percentile(arr, 99)), "n": len(samples)}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
     parser.add_argument("--synthetic", type=int, default=100_000)
     parser.add_argument("--noise", type=float, default=0.02, help="per-dimension noise of synthetic vectors")
     parser.add_argument("--reps", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:  # a small synthetic library, one repetition
+        args.synthetic, args.reps = 2_000, 1
 
     embedder = get_embedder()
     report = load_library([config_dir() / "framework_templates"], load_catalog().ids)
@@ -142,8 +145,8 @@ def main() -> int:
             f"| IndexHNSWFlat (M={HNSW_M}, efSearch={ef}) | {large['hnsw_build_s']:.2f} s | {row['p50_ms']:.3f} ms | "
             f"{row['p99_ms']:.3f} ms | {row['recall_at_5_vs_flat']:.3f} |"
         )
-    md.append(f"\nThe harness uses efSearch {HNSW_EF_SEARCH} (experts/template_index.py).")
-    write_results("templates", payload, "\n".join(md) + "\n")
+    md.append(f"\nThe harness uses efSearch {HNSW_EF_SEARCH} (experts/routing/templates.py).")
+    write_results("templates", payload, "\n".join(md) + "\n", directory=args.out)
     print("\n".join(md))
     return 0
 

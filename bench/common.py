@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -201,6 +202,18 @@ def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def bench_parser(doc: str | None) -> argparse.ArgumentParser:
+    """An argument parser for a benchmark, with the two options every one has: ``--quick`` and ``--out``."""
+    parser = argparse.ArgumentParser(description=(doc or "").strip().split("\n")[0])
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="seconds, not minutes: fake experts or one tiny repetition (a test of the benchmark, not a measurement)",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/results)")
+    return parser
 
 
 def write_results(

@@ -107,8 +107,10 @@ def parse_consult_answer(text: str) -> tuple[str | None, str]:
 
 
 def echoes_question(answer: str, question: str) -> bool:
-    """The answer only repeats the question's words (``"Billing database person on call"`` for
-    ``billing_database_person_on_call``): it names the fact without giving it."""
+    """The answer only repeats the question's words: it names the fact without giving it.
+
+    ``"Billing database person on call"`` for ``billing_database_person_on_call`` is such an answer.
+    """
     words = {w for w in re.findall(r"[a-z0-9]+", answer.lower().replace("_", " ")) if len(w) > 2}
     asked = set(re.findall(r"[a-z0-9]+", question.lower().replace("_", " ")))
     return not words - asked - _FILLER

@@ -21,9 +21,10 @@ honour one; the parser and the checks (:mod:`engine.checks`) judge every answer 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from experts.models.grammar import outline_grammar
+from experts.routing.scope import function_to_complete
 from state.framework import Deliverable, SlotSpec
 
 __all__ = ["CONTRACTS", "Contract", "contract_for", "contract_of", "deliverable_of", "infer_deliverable"]
@@ -62,6 +63,8 @@ def infer_deliverable(text: str, expert: str | None) -> tuple[Deliverable, str |
     Returns:
         ``(deliverable, language)``; the language is set for code and data only.
     """
+    if function_to_complete(text) is not None:  # whoever runs it, the deliverable is that function
+        return "code", "python"
     if expert in CODE_EXPERTS:
         language = CODE_EXPERTS[expert]
         if language == "sql" and _PYTHON.search(text) and not _SQL.search(text):
@@ -97,6 +100,8 @@ class Contract:
     max_code_lines: int
     max_tokens: int
     """The answer budget when neither the person nor the expert's scope sets one."""
+    function: str | None = None
+    """The one function the task hands over to complete (code only): the deliverable is that function."""
 
     @property
     def code_first(self) -> bool:
@@ -117,17 +122,7 @@ class Contract:
 
     def with_language(self, language: str | None) -> Contract:
         """The same contract for another language (code and data)."""
-        return Contract(
-            self.deliverable,
-            language,
-            self.min_items,
-            self.max_items,
-            self.max_sub_items,
-            self.max_block_lines,
-            self.max_line_chars,
-            self.max_code_lines,
-            self.max_tokens,
-        )
+        return replace(self, language=language)
 
 
 CONTRACTS: dict[Deliverable, Contract] = {
@@ -159,5 +154,13 @@ def contract_of(deliverable: Deliverable, language: str | None = None) -> Contra
 
 
 def contract_for(spec: SlotSpec, expert: str | None) -> Contract:
-    """The contract of a slot: its declared deliverable and language, else the ones inferred from its text."""
-    return contract_of(*deliverable_of(spec, expert))
+    """The contract of a slot: its declared deliverable and language, else the ones inferred from its text.
+
+    A Python slot whose text hands over one function to complete gets one item only: the completed code, no
+    note (the person asked for that function, nothing more).
+    """
+    contract = contract_of(*deliverable_of(spec, expert))
+    name = function_to_complete(spec.description) if contract.language == "python" else None
+    if contract.deliverable == "code" and name is not None:
+        return replace(contract, max_items=1, function=name)
+    return contract

@@ -18,6 +18,14 @@ REQUIRED OUTPUT STRUCTURE (mandatory):
    functions again).
 4. Do not use the task's wording as a title, and write nothing after the last section."""
 
+CONTRACT_FUNCTION = """\
+REQUIRED OUTPUT STRUCTURE (mandatory):
+1. First write the line "## Outline". Under it write the line "1. {function}".
+2. Then write "## 1. {function}", and under it exactly one ```{language} code block holding the complete code:
+   every import, every function you were given, and {function} with its body written out in full, nothing left
+   to fill in. Write nothing after the code block."""
+"""The contract of a task that hands over one function to complete: the completed code and nothing else."""
+
 CONTRACT_DATA = """\
 REQUIRED OUTPUT STRUCTURE (mandatory):
 1. First write the line "## Outline". Under it write "1. " and a short title that names the data. Add "2. " and

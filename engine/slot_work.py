@@ -276,6 +276,8 @@ def _messages(
 
 def _contract_text(contract: Contract) -> str:
     if contract.deliverable == "code":
+        if contract.function is not None:
+            return prompts.CONTRACT_FUNCTION.format(language=contract.language or "text", function=contract.function)
         return prompts.CONTRACT_CODE.format(language=contract.language or "text")
     if contract.deliverable == "data":
         return prompts.CONTRACT_DATA.format(language=contract.language or "json")

@@ -75,10 +75,7 @@ def assemble(state: PlannedPassport) -> dict[str, Any]:
         status=status,
         title=title,
         framework_source=fw.source,
-        slots=[
-            _slot_summary(s.id, s.title, states[s.id], state.results.get(s.id))
-            for s in fw.slots
-        ],
+        slots=[_slot_summary(s.id, s.title, states[s.id], state.results.get(s.id)) for s in fw.slots],
         warnings=warnings,
         unresolved=unresolved,
     )

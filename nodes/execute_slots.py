@@ -14,7 +14,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from engine.contracts import contract_for, contract_of
+from engine.contracts import contract_for
 from engine.scheduler import Finished, release, scheduler_for
 from engine.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
@@ -79,7 +79,8 @@ def execute_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[
             backends[model] = get_backend(settings, model)
         scope = catalog.get(expert)
         if decision is not None and decision.deliverable is not None and decision.expert == expert:
-            contract = contract_of(decision.deliverable, decision.language)
+            routed = spec.model_copy(update={"deliverable": decision.deliverable, "language": decision.language})
+            contract = contract_for(routed, expert)  # the deliverable route_slots recorded
         else:  # not routed, or the breaker gave it to another expert: its declared deliverable, else the runner's
             contract = contract_for(spec, expert)
         max_tokens, temperature = generation_settings(scope, settings)

@@ -19,6 +19,7 @@ from typing import Any
 from engine.contracts import deliverable_of
 from experts.catalog import Catalog, ExpertScope, load_catalog, resolve_binding
 from experts.routing import RouteResult, RouterParams, get_router
+from experts.routing.scope import function_to_complete
 from state.errors import RunFailure
 from state.framework import SlotSpec
 from state.passport import LedgerEntry, Notice, PlannedPassport, RoutingDecision, SlotState, utcnow
@@ -26,6 +27,8 @@ from state.scope import AppliedDefault
 from state.settings import Settings
 
 NODE = "route_slots"
+CODER = "python_coder"
+"""The expert of code handed over to complete (a ``def`` with only a docstring)."""
 
 
 def routing_text(spec: SlotSpec) -> str:
@@ -62,6 +65,15 @@ def route_slots(state: PlannedPassport) -> dict[str, Any]:
     for spec in state.framework.slots:
         if spec.expert is not None:
             decisions[spec.id] = RoutingDecision(slot_id=spec.id, expert=spec.expert, reason="set by the framework")
+        elif function_to_complete(spec.description) and CODER in catalog and decisions[spec.id].expert != CODER:
+            # Code handed over to complete is the coder's work, whatever the words of its docstring are about.
+            decisions[spec.id] = decisions[spec.id].model_copy(
+                update={
+                    "expert": CODER,
+                    "reason": f"a function handed over to complete goes to {CODER} "
+                    f"(the router's pick: {decisions[spec.id].expert})",
+                }
+            )
 
     notices: list[Notice] = []
     ledger: list[LedgerEntry] = []

@@ -130,11 +130,12 @@ def classify(
     best = router.route_vectors(vector, [task])[0]
     expert, fit = best.raw_best, best.scores[best.raw_best]
     rule: DefaultRule | None = None
+    kind: ScopeKind
     stub = function_to_complete(task)
     if stub is not None:
         kind, reason = "single", f"the task hands over one function to complete ({stub}): one expert's work"
     elif words <= max_words and trivial >= max(template, fit) + margin:
-        kind: ScopeKind = "trivial"
+        kind = "trivial"
         reason = (
             f"closer to a trivial request ({trivial:.3f}) than to any template ({template:.3f}) "
             f"or expert ({expert} {fit:.3f})"

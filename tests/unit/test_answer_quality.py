@@ -13,9 +13,9 @@ import pytest
 from engine.arithmetic import compute
 from engine.artifacts import code_artifacts
 from engine.checks import CheckContext, check_answer, extract_examples
-from engine.contracts import contract_of, infer_deliverable
+from engine.contracts import contract_for, contract_of, infer_deliverable
 from engine.selection import best, score
-from engine.slot_work import SlotJob, fit_prompt, run_slot
+from engine.slot_work import SlotJob, build_messages, fit_prompt, run_slot
 from experts.models import Generation, GenerationRequest
 from state.context import resolve_settings
 from state.framework import Deliverable, Framework, SlotSpec
@@ -156,6 +156,17 @@ def test_sql_is_parsed_in_the_tasks_dialect() -> None:
 )
 def test_the_deliverable_follows_the_expert_and_the_text(text: str, expert: str, expected: tuple) -> None:
     assert infer_deliverable(text, expert) == expected
+
+
+def test_a_function_handed_over_to_complete_is_delivered_as_code_alone() -> None:
+    task = 'Complete the following Python function:\n```python\ndef inc(x: int) -> int:\n    """Add one."""\n```'
+    spec = SlotSpec(id="answer", title="Answer", description=task)
+    contract = contract_for(spec, "python_coder")
+    assert (contract.deliverable, contract.min_items, contract.max_items) == ("code", 1, 1)
+    system, _ = build_messages(job(task), settings())
+    assert contract.function == "inc" and "1. inc" in system.content and "Usage" not in system.content
+    other = contract_for(SlotSpec(id="s", title="S", description="Write a function inc(x)"), "python_coder")
+    assert other.max_items == 2  # a function to write from a description may come with a usage note
 
 
 # --- arithmetic is computed, not trusted ---------------------------------------------------------------------

@@ -21,6 +21,7 @@ EXPECTED = {
     "TASK_PROMPT": {"task", "expected_outputs", "constraints", "references", "feedback"},
     "FEEDBACK_BLOCK": {"problems"},
     "CONTRACT_CODE": {"language"},
+    "CONTRACT_FUNCTION": {"language", "function"},
     "CONTRACT_DATA": {"language"},
     "CONTRACT_PROSE": {"max_items"},
     "CONTRACT_PLAN": {"min_items", "max_items"},

@@ -154,3 +154,24 @@ def test_a_missing_true_expert_model_falls_back_to_the_base_model_or_fails_as_co
     strict = missing.model_copy(update={"model": missing.model.model_copy(update={"fallback": "error"})})
     with pytest.raises(RunFailure, match="expert python_coder: its model is unavailable"):
         _binding(strict, settings, [], [])
+
+
+POLYNOMIAL = '''Complete the following Python function:
+```python
+def find_zero(xs: list) -> float:
+    """ xs are coefficients of a polynomial. find_zero finds x such that poly(x) = 0.
+    The polynomial has an even number of coefficients and a non-zero largest one.
+    """
+```'''
+
+
+def test_a_function_handed_over_to_complete_goes_to_the_coder_as_code() -> None:
+    # The router alone picks math_reasoning for this docstring; the code is still the python coder's work.
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "polynomial"}}
+    graph.invoke(RunInput(task=POLYNOMIAL), config, context={"backend": "fake"})
+    state = Passport.model_validate(graph.get_state(config).values)
+    assert state.scope is not None and state.scope.kind == "single" and "find_zero" in state.scope.reason
+    [decision] = state.routing.values()
+    assert decision.expert == "python_coder" and "(the router's pick:" in decision.reason
+    assert (decision.deliverable, decision.language) == ("code", "python")

@@ -1,0 +1,23 @@
+"""The quick modes of the benchmarks that need the real model or the server (see tests/unit/test_bench_quick.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_bench_quick import run_quick
+
+
+@pytest.mark.integration
+@pytest.mark.model
+@pytest.mark.parametrize(("module", "name"), [("bench_generation", "generation"), ("bench_pool", "pool")])
+def test_quick_mode_on_the_real_model(module: str, name: str, tmp_path: Path) -> None:
+    result = run_quick(module, name, tmp_path)
+    assert len(result) > 3
+
+
+@pytest.mark.integration
+def test_quick_mode_of_the_server_benchmark(tmp_path: Path) -> None:
+    result = run_quick("bench_server", "server", tmp_path)
+    assert result["runs"] == 1 and result["api"]["run"]["p50_ms"] > 0

@@ -1,0 +1,46 @@
+"""Every benchmark's quick mode runs and writes its result files, so a change that breaks a benchmark breaks a
+test instead of a published figure. Quick results go to a temporary directory, never to bench/results.
+
+The benchmarks of the real model (generation, pool) and of the server are in
+``tests/integration/test_bench_quick_real.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+FAKE_OR_NO_MODEL = {
+    "bench_adaptation": "adaptation",
+    "bench_assist": "assist",
+    "bench_humaneval": "humaneval",
+    "bench_overhead": "overhead",
+    "bench_routing": "routing",
+    "bench_scheduling": "scheduling",
+    "bench_scope": "scope",
+    "bench_templates": "templates",
+}
+
+
+def run_quick(module: str, name: str, out: Path) -> dict:
+    bench = importlib.import_module(f"bench.{module}")
+    assert bench.main(["--quick", "--out", str(out)]) == 0
+    result = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+    assert result["benchmark"] == name and result["machine"]["cpu_count"] >= 1
+    assert (out / f"{name}.md").read_text(encoding="utf-8").startswith(f"# {name}\n")
+    return result
+
+
+@pytest.mark.parametrize(("module", "name"), sorted(FAKE_OR_NO_MODEL.items()))
+def test_quick_mode_runs_and_writes_its_results(module: str, name: str, tmp_path: Path) -> None:
+    result = run_quick(module, name, tmp_path)
+    assert len(result) > 3  # the benchmark's own payload beside the header fields
+
+
+def test_every_benchmark_has_a_quick_test() -> None:
+    modules = {p.stem for p in (Path(__file__).resolve().parents[2] / "bench").glob("bench_*.py")}
+    real = {"bench_generation", "bench_pool", "bench_server"}
+    assert modules == set(FAKE_OR_NO_MODEL) | real | {"bench_review"} or modules == set(FAKE_OR_NO_MODEL) | real
