@@ -51,6 +51,7 @@ __all__ = [
     "code_blocks",
     "extract_examples",
     "module_code",
+    "repetition_check",
     "signals_of",
 ]
 
@@ -128,9 +129,9 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
     elif kind == "table":
         checks.append(_table_check(result))
     if kind in ("prose", "plan", "table"):
-        checks.append(_repetition_check(result.body_text()))
+        checks.append(repetition_check(result.body_text()))
     else:  # the note beside the code is read too: a looping note is as degenerate as looping prose
-        checks.append(_repetition_check(_without_code(result.body_text())))
+        checks.append(repetition_check(_without_code(result.body_text())))
     return checks, signals_of(result, ctx)
 
 
@@ -245,7 +246,7 @@ def _copied_share(text: str, references: tuple[str, ...]) -> float:
 # --- prose ------------------------------------------------------------------------------------------------------
 
 
-def _repetition_check(text: str) -> CheckResult:
+def repetition_check(text: str) -> CheckResult:
     """Degenerate repetition: a sentence three times or more, a run of repeated lines, a phrase looping."""
     sentences = [_norm(s) for s in _sentences(text) if len(s.split()) >= 5]
     counts = Counter(sentences)

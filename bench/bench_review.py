@@ -1,0 +1,311 @@
+"""The review set: ``coe run`` against the bare model it runs on, judged as a reader would, by written rubrics.
+
+``bench/data/review_set.yaml`` holds 48 tasks, four per expert, prose and code, each with a rubric of what a
+correct answer must contain (an item is met when its regular expression is found in the document) and, for
+Python tasks, tests. For each task:
+
+* **harness**: the compiled graph in process with default settings, as ``coe run`` runs it; the document it
+  delivers, and its code (:func:`engine.artifacts.code_artifacts`).
+* **bare**: the model the harness routed the task's first slot to, given the task sentence alone, greedy,
+  900 tokens, on the same pooled model instance; its reply, and its first Python code block.
+
+Both documents are judged the same way:
+
+* **degenerate**: the project's repetition check (:func:`engine.checks.repetition_check`: a sentence three times
+  or more, a line repeated in a run, a phrase looping, under 75% distinct sentences) finds repetition;
+* **stub sections**: a heading whose section has fewer than three words and no code, or placeholder text
+  (TODO, "[insert ...]", "to be added");
+* **duplicated sections**: two sections with the same text (over 40 characters);
+* **truncated code**: an unclosed code fence, or a Python block that does not parse;
+* **rubric**: the share of rubric items met; **tests**: the task's asserts run after the delivered code, in the
+  project's sandbox (:mod:`engine.sandbox`).
+
+Reported: each rate per side, rubric coverage per side and by expert, tests passed, median seconds, and the
+harness's tokens generated and thrown away per kept token.
+
+Run: ``python -m bench.bench_review`` (hours on 2 cores: multi-slot plans); ``--limit N``, ``--ids a,b`` or
+``--per-expert K`` for a subset; ``--quick``: three tasks on the fake backend (a test of the bench).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.common import bench_parser, md_table, write_results
+from engine.artifacts import code_artifacts
+from engine.checks import STUB, code_blocks, repetition_check
+from engine.sandbox import SandboxLimits, run_python
+from experts.models import ChatMessage, GenerationRequest, get_backend
+from graph import build_graph, open_checkpointer
+from state import Passport
+from state.context import resolve_settings
+from state.io import RunInput
+
+DATA = Path(__file__).resolve().parent / "data" / "review_set.yaml"
+BARE_MAX_TOKENS = 900
+_HEADING = re.compile(r"^#{1,6}[ \t]+.*$", re.M)
+_WORD = re.compile(r"[\w']+")
+
+
+@dataclass
+class Judged:
+    """One document, judged."""
+
+    degenerate: bool = False
+    degenerate_detail: str = ""
+    stub_sections: int = 0
+    duplicated_sections: int = 0
+    truncated_code: bool = False
+    rubric_met: list[bool] = field(default_factory=list)
+    tests_passed: bool | None = None
+    seconds: float = 0.0
+    chars: int = 0
+
+    @property
+    def coverage(self) -> float:
+        return sum(self.rubric_met) / len(self.rubric_met) if self.rubric_met else 1.0
+
+
+@dataclass
+class Row:
+    """One task, both ways."""
+
+    id: str
+    expert: str
+    kind: str
+    routed_expert: str = ""
+    model: str = ""
+    slots: int = 0
+    status: str = ""
+    candidates: int = 0
+    tokens_generated: int = 0
+    tokens_kept: int = 0
+    harness: Judged = field(default_factory=Judged)
+    bare: Judged = field(default_factory=Judged)
+
+
+def load_tasks() -> list[dict[str, Any]]:
+    """The review set's tasks."""
+    items: list[dict[str, Any]] = yaml.safe_load(DATA.read_text(encoding="utf-8"))["items"]
+    return items
+
+
+def sections(document: str) -> list[tuple[int, str, bool]]:
+    """Each heading's ``(level, text under it, a deeper heading follows)`` in a Markdown document."""
+    text = _fenced_safe(document)
+    heads = list(_HEADING.finditer(text))
+    out = []
+    for n, head in enumerate(heads):
+        end = heads[n + 1].start() if n + 1 < len(heads) else len(text)
+        level = len(head.group(0)) - len(head.group(0).lstrip("#"))
+        nxt = heads[n + 1].group(0) if n + 1 < len(heads) else ""
+        deeper = bool(nxt) and len(nxt) - len(nxt.lstrip("#")) > level
+        out.append((level, text[head.end() : end].strip(), deeper))
+    return out
+
+
+def _fenced_safe(document: str) -> str:
+    # a "#" line inside a code block (a comment) is not a heading
+    return re.sub(r"```.*?```", lambda m: m.group(0).replace("\n#", "\n\u2063#"), document, flags=re.S)
+
+
+def judge(document: str, code: str, item: dict[str, Any], seconds: float) -> Judged:
+    """Judge one document (and the code it delivers) against the task's rubric and tests."""
+    out = Judged(seconds=round(seconds, 1), chars=len(document))
+    prose = re.sub(r"```.*?```", " ", document, flags=re.S)
+    repetition = repetition_check(prose)
+    out.degenerate, out.degenerate_detail = not repetition.passed, repetition.detail
+    parts = sections(document)
+    for _, body, deeper in parts:
+        words = len(_WORD.findall(re.sub(r"```.*?```", " ", body, flags=re.S)))
+        if (not body and deeper) or body.startswith(">"):  # a heading over sub-sections; a caveat's quote
+            continue
+        if ("```" not in body and words < 3) or STUB.search(body):
+            out.stub_sections += 1
+    bodies = [body for _, body, _ in parts]
+    normalised = [" ".join(b.lower().split()) for b in bodies if len(b) > 40]
+    out.duplicated_sections = len(normalised) - len(set(normalised))
+    fences = len(re.findall(r"^\s*```", document, re.M))
+    python = [c for lang, c in code_blocks(document) if lang in ("python", "py", "python3")]
+    out.truncated_code = fences % 2 == 1 or not all(_parses(c) for c in python)
+    out.rubric_met = [bool(re.search(r["pattern"], document, re.I | re.M)) for r in item["rubric"]]
+    if item.get("tests"):
+        out.tests_passed = passes(code, item["tests"])
+    return out
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except SyntaxError:
+        return False
+    return True
+
+
+def passes(code: str, tests: str) -> bool:
+    """The task's tests pass when run after ``code``, in the sandbox."""
+    if not code.strip():
+        return False
+    files = {"solution.py": code, "check.py": "from solution import *  # noqa: F403\n" + tests}
+    return run_python(files, "check.py", limits=SandboxLimits(timeout_s=10)).ok
+
+
+def first_python(text: str) -> str:
+    """The first Python code block of a reply ('' when it has none)."""
+    blocks = [c for lang, c in code_blocks(text) if lang in ("python", "py", "python3", "")]
+    return blocks[0] if blocks else ""
+
+
+def run_one(graph: Any, settings: Any, context: dict[str, Any], item: dict[str, Any]) -> Row:
+    row = Row(id=item["id"], expert=item["expert"], kind=item["kind"])
+    config = {"configurable": {"thread_id": f"review-{uuid.uuid4()}"}}
+    t0 = time.perf_counter()
+    graph.invoke(RunInput(task=item["task"]).model_dump(mode="json"), config, context=context, durability="exit")
+    seconds = time.perf_counter() - t0
+    state = Passport.model_validate(graph.get_state(config).values)
+    row.status = state.status.value
+    row.slots = len(state.framework.slots) if state.framework else 0
+    decision = next(iter(state.routing.values()), None)
+    row.routed_expert = decision.expert if decision else "(direct answer)"
+    model = decision.model if decision else None
+    row.model = model or "base"
+    for result in state.results.values():
+        if result.quality is not None:
+            row.candidates += len(result.quality.candidates)
+            row.tokens_generated += result.quality.tokens_generated
+            row.tokens_kept += result.quality.tokens_kept
+    files = code_artifacts(state.framework, state.results) if state.framework else {}
+    code = "\n\n".join(t for n, t in files.items() if n.endswith(".py") and not n.startswith("test_"))
+    document = state.document or ""
+    row.harness = judge(document, code or first_python(document), item, seconds)
+    backend = get_backend(settings, model)
+    request = GenerationRequest(
+        messages=(ChatMessage("user", item["task"]),), max_tokens=BARE_MAX_TOKENS, temperature=0.0, slot_id="bare"
+    )
+    t0 = time.perf_counter()
+    reply = backend.generate(request).text
+    row.bare = judge(reply, first_python(reply), item, time.perf_counter() - t0)
+    return row
+
+
+def chosen(args: Any) -> list[dict[str, Any]]:
+    items = load_tasks()
+    if args.ids:
+        wanted = set(args.ids.split(","))
+        return [i for i in items if i["id"] in wanted]
+    if args.quick:
+        return items[:3]
+    if args.per_expert:
+        seen: dict[str, int] = {}
+        picked = []
+        for item in items:
+            if seen.get(item["expert"], 0) < args.per_expert:
+                seen[item["expert"]] = seen.get(item["expert"], 0) + 1
+                picked.append(item)
+        return picked
+    return items[: args.limit] if args.limit else items
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N tasks")
+    parser.add_argument("--ids", default="", help="comma-separated task ids")
+    parser.add_argument("--per-expert", type=int, default=0, help="only the first K tasks of each expert")
+    parser.add_argument("--name", default="review")
+    args = parser.parse_args(argv)
+    context: dict[str, Any] = {"backend": "fake"} if args.quick else {}
+    settings = resolve_settings(context)
+    items = chosen(args)
+    rows: list[Row] = []
+    with open_checkpointer("memory") as saver:
+        graph = build_graph(saver)
+        for n, item in enumerate(items, 1):
+            row = run_one(graph, settings, context, item)
+            rows.append(row)
+            h, b = row.harness, row.bare
+            print(
+                f"[{n}/{len(items)}] {row.id} ({row.routed_expert}, {row.slots} slots): harness rubric "
+                f"{h.coverage:.0%}{' DEGENERATE' if h.degenerate else ''} {h.seconds:.0f} s; bare rubric "
+                f"{b.coverage:.0%}{' DEGENERATE' if b.degenerate else ''} {b.seconds:.0f} s",
+                flush=True,
+            )
+    payload, markdown = summarise(rows, args)
+    paths = write_results(args.name, payload, markdown, directory=args.out)
+    print(markdown)
+    print(f"wrote {paths[0]} and {paths[1]}")
+    return 0
+
+
+def _rates(judged: list[Judged]) -> dict[str, float]:
+    n = len(judged) or 1
+    tested = [j for j in judged if j.tests_passed is not None]
+    return {
+        "degenerate": round(sum(j.degenerate for j in judged) / n, 3),
+        "with_stub_sections": round(sum(j.stub_sections > 0 for j in judged) / n, 3),
+        "with_duplicated_sections": round(sum(j.duplicated_sections > 0 for j in judged) / n, 3),
+        "truncated_code": round(sum(j.truncated_code for j in judged) / n, 3),
+        "rubric_coverage": round(sum(j.coverage for j in judged) / n, 3),
+        "tests_passed": round(sum(bool(j.tests_passed) for j in tested) / len(tested), 3) if tested else 0.0,
+        "median_seconds": round(statistics.median(j.seconds for j in judged), 1) if judged else 0.0,
+    }
+
+
+def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
+    harness = _rates([r.harness for r in rows])
+    bare = _rates([r.bare for r in rows])
+    kept = sum(r.tokens_kept for r in rows)
+    thrown = (sum(r.tokens_generated for r in rows) - kept) / kept if kept else 0.0
+    experts = sorted({r.expert for r in rows})
+    by_expert = {
+        e: {
+            "harness": round(statistics.mean(r.harness.coverage for r in rows if r.expert == e), 3),
+            "bare": round(statistics.mean(r.bare.coverage for r in rows if r.expert == e), 3),
+        }
+        for e in experts
+    }
+    summary = {
+        "tasks": len(rows),
+        "quick": args.quick,
+        "harness": harness,
+        "bare": bare,
+        "rubric_difference": round(harness["rubric_coverage"] - bare["rubric_coverage"], 3),
+        "tokens_thrown_away_per_kept_token": round(thrown, 3),
+        "by_expert": by_expert,
+    }
+    label = " (QUICK: fake backend, not a measurement)" if args.quick else ""
+    measures = [
+        ("degenerate documents", "degenerate"),
+        ("documents with stub sections", "with_stub_sections"),
+        ("documents with duplicated sections", "with_duplicated_sections"),
+        ("documents with truncated code", "truncated_code"),
+        ("rubric coverage", "rubric_coverage"),
+        ("Python tasks whose tests pass", "tests_passed"),
+        ("median seconds per task", "median_seconds"),
+    ]
+    table = md_table(["measure", "harness", "bare model"], [[m, harness[k], bare[k]] for m, k in measures])
+    experts_table = md_table(
+        ["expert", "harness rubric", "bare rubric"], [[e, v["harness"], v["bare"]] for e, v in by_expert.items()]
+    )
+    degenerate = [f"{r.id} ({r.harness.degenerate_detail})" for r in rows if r.harness.degenerate]
+    markdown = (
+        f"Review set, {len(rows)} tasks{label}\n\n{table}\n\nRubric coverage, harness minus bare: "
+        f"**{summary['rubric_difference']:+.3f}** (goal > 0); degenerate harness documents: "
+        f"{len(degenerate)} (goal 0){': ' + '; '.join(degenerate) if degenerate else ''}. Tokens generated and "
+        f"thrown away per kept token: {thrown:.2f}.\n\n{experts_table}\n"
+    )
+    payload = {"summary": summary, "rows": [asdict(r) for r in rows], "args": vars(args) | {"out": str(args.out)}}
+    return payload, markdown
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The review set is sound: every expert is covered, rubrics are not met by the task's own words, and the
+tests of each Python task pass a correct solution and fail a stub."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import bench_review
+from experts.catalog import load_catalog
+
+ITEMS = bench_review.load_tasks()
+PYTHON = [i for i in ITEMS if i.get("tests")]
+
+
+def test_the_set_covers_every_expert_with_prose_and_code() -> None:
+    assert len(ITEMS) >= 40
+    assert len({i["id"] for i in ITEMS}) == len(ITEMS)
+    for expert in load_catalog().ids:
+        assert sum(i["expert"] == expert for i in ITEMS) >= 3, expert
+    assert {i["kind"] for i in ITEMS} >= {"code", "prose", "plan", "table"}
+
+
+def test_rubric_patterns_compile_and_the_task_alone_does_not_meet_them() -> None:
+    met_by_task = 0
+    items = 0
+    for item in ITEMS:
+        assert 2 <= len(item["rubric"]) <= 6, item["id"]
+        for rubric in item["rubric"]:
+            pattern = re.compile(rubric["pattern"], re.I | re.M)
+            items += 1
+            met_by_task += bool(pattern.search(item["task"]))
+    # Some items name what the task names (a reader checks the answer keeps it); most must ask for more.
+    assert met_by_task / items < 0.4, f"{met_by_task} of {items} rubric items are met by the task sentence"
+
+
+@pytest.mark.parametrize("item", PYTHON, ids=[i["id"] for i in PYTHON])
+def test_python_tests_pass_the_reference_and_fail_a_stub(item: dict) -> None:
+    assert bench_review.passes(item["reference"], item["tests"])
+    name = re.search(r"def (\w+)\(", item["reference"]).group(1)  # type: ignore[union-attr]
+    assert not bench_review.passes(f"def {name}(*args):\n    return None\n", item["tests"])
+    assert re.search(rf"\b{name}\(", item["task"]), "the task names the function its tests call"
+
+
+def test_judging_finds_degenerate_stub_duplicated_and_truncated_documents() -> None:
+    item = {"rubric": [{"what": "x", "pattern": "palindrome"}]}
+    loop = "The answer is the answer and it is the answer. " * 4
+    same = "Same text here, long enough to count. " * 2
+    bad = f"# T\n\n## 1. A\n{loop}\n```python\ndef f(:\n```\n\n## 2. B\nTODO\n\n## 3. C\n{same}\n\n## 4. D\n{same}\n"
+    judged = bench_review.judge(bad, "", item, 1.0)
+    assert judged.degenerate and judged.stub_sections == 1 and judged.duplicated_sections == 1
+    assert judged.truncated_code and judged.rubric_met == [False]
+    good = "# T\n\n## 1. A\nA palindrome reads the same both ways.\n\n```python\ndef f(s):\n    return s\n```\n"
+    clean = bench_review.judge(good, "", item, 1.0)
+    assert not (clean.degenerate or clean.stub_sections or clean.duplicated_sections or clean.truncated_code)
+    assert clean.coverage == 1.0
+
+
+def test_quick_mode_runs_both_sides_and_writes_its_results(tmp_path: Path) -> None:
+    assert bench_review.main(["--quick", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "review.json").read_text(encoding="utf-8"))
+    assert result["summary"]["tasks"] == 3 and len(result["rows"]) == 3
+    assert {"degenerate", "rubric_coverage", "tests_passed"} <= set(result["summary"]["harness"])
