@@ -211,7 +211,7 @@ def prepare_real(ctx: dict[str, Any]) -> tuple[Any | None, str | None, dict[str,
         backend = get_backend(settings)
         info["resolve_model_s"] = round(time.perf_counter() - t0, 3)
         inner = getattr(backend, "backend", backend)  # the pool's entry wraps the llama.cpp backend
-        info["model_path"] = str(getattr(inner, "model_path", settings.model))
+        info["model_path"] = str(getattr(inner, "model_path", settings.model_path))
         info["n_threads"] = getattr(inner, "n_threads", None)
         info["n_ctx"] = getattr(inner, "n_ctx", None)
         load = getattr(backend, "load", None)
