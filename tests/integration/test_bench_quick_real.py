@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,10 @@ from tests.unit.test_bench_quick import run_quick
 @pytest.mark.model
 @pytest.mark.parametrize(("module", "name"), [("bench_generation", "generation"), ("bench_pool", "pool")])
 def test_quick_mode_on_the_real_model(module: str, name: str, tmp_path: Path) -> None:
+    before = {k: v for k, v in os.environ.items() if k.startswith("COE_")}
     result = run_quick(module, name, tmp_path)
     assert len(result) > 3
+    assert {k: v for k, v in os.environ.items() if k.startswith("COE_")} == before  # the process is left as it was
 
 
 @pytest.mark.integration
