@@ -6,7 +6,8 @@ library and to any expert's capabilities (cosine similarity, same embedder as ro
 mutex?" is trivial, "write a Python function that reverses a linked list" is a coder's work.
 
 A task that hands over one function to complete (a ``def`` whose body is only a docstring, ``pass`` or ``...``,
-as in "Complete the following Python function: ...") is *single*: the deliverable is that function.
+as in "Complete the following Python function: ...") is *single*: the deliverable is that function. So is a task
+that asks for one function by its name and parameters ("Write a Python function dedupe(items) that ...").
 
 Otherwise it is *single* when it reads more like one expert's capability (the router's score for the whole
 task) than like any template of the library: ``expert - template >= SINGLE_MARGIN``. Within
@@ -42,6 +43,7 @@ __all__ = [
     "NARROW_BAND",
     "SINGLE_MARGIN",
     "classify",
+    "function_asked",
     "function_to_complete",
     "prototypes_path",
 ]
@@ -78,6 +80,16 @@ def _prototype_vectors(embedder: Embedder, path: Path) -> Vectors:
 
 
 _CODE = re.compile(r"```[\w+-]*\n(.*?)```", re.S)
+_ASKED_FUNCTION = re.compile(r"\b(?:function|method)\s+`?([A-Za-z_]\w*)\s*\([^()]*\)", re.I)
+
+
+def function_asked(task: str) -> str | None:
+    """The name of the one function a task asks for by name and parameters, or None (none, or several).
+
+    "Write a Python function dedupe(items) that ..." asks for ``dedupe``.
+    """
+    names = set(_ASKED_FUNCTION.findall(task))
+    return names.pop() if len(names) == 1 else None
 
 
 def function_to_complete(task: str) -> str | None:
@@ -132,8 +144,11 @@ def classify(
     rule: DefaultRule | None = None
     kind: ScopeKind
     stub = function_to_complete(task)
+    asked = function_asked(task)
     if stub is not None:
         kind, reason = "single", f"the task hands over one function to complete ({stub}): one expert's work"
+    elif asked is not None:
+        kind, reason = "single", f"the task asks for one function ({asked}): one expert's work"
     elif words <= max_words and trivial >= max(template, fit) + margin:
         kind = "trivial"
         reason = (

@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing.router import RouteResult, get_router
-from experts.routing.scope import classify, function_to_complete
+from experts.routing.scope import classify, function_asked, function_to_complete
 from experts.routing.templates import load_or_build
 from graph import build_graph
 from graph.persistence import serializer
@@ -92,6 +92,15 @@ def test_a_function_handed_over_to_complete_is_one_experts_work() -> None:
     assert function_to_complete("Document this:\n```python\ndef f():\n    return 1\n```") is None
     decision = _classify(MAKE_PALINDROME, single_margin=1.0, narrow_band=0.0)  # a plan by similarity alone
     assert decision.kind == "single" and "make_palindrome" in decision.reason
+
+
+def test_a_function_asked_for_by_name_is_one_experts_work() -> None:
+    task = "Write a Python function dedupe(items) that returns a new list with duplicates removed"
+    assert function_asked(task) == "dedupe"
+    assert function_asked("Write a function parse(text) and a function render(tree) for our templates") is None
+    assert function_asked("Design the billing service's functions and their tests") is None
+    decision = _classify(task, single_margin=1.0, narrow_band=0.0)  # a plan by similarity alone
+    assert decision.kind == "single" and "dedupe" in decision.reason
 
 
 def test_an_unclear_scope_takes_the_narrower_reading_and_says_so() -> None:
