@@ -70,6 +70,12 @@ LEAKS = (
 )
 """The harness' own delimiters, which must never come back in an answer (quoting the instructions' wording is
 harmless and common; copying a delimiter means a reference or a candidate was pasted in)."""
+_EXAMPLE_PLACEHOLDER = re.compile(
+    r"\{\{\s*ASSIST\s*:\s*(lookup\s*:\s*the fact|user\s*:\s*the detail|expert\s*:\s*domain\s*:\s*"
+    r"(the question|short description))\s*\}\}",
+    re.I,
+)
+"""The uncertainty protocol's own example placeholders: copied as written, they ask for nothing."""
 STUB = re.compile(
     r"(\bTODO\b|\bTBD\b|lorem ipsum|\[insert\b|<insert\b|to be (added|completed|written|determined)\b|"
     r"^\s*\.\.\.\s*$|your code here|implementation goes here|fill in)",
@@ -196,6 +202,7 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
     checks.append(CheckResult(name="contract.duplicates", passed=not duplicates, detail="; ".join(duplicates[:2])))
     lowered = result.raw.lower()
     leaked = [leak for leak in LEAKS if leak in lowered]
+    leaked += [m.group(0) for m in _EXAMPLE_PLACEHOLDER.finditer(result.raw)][:1]
     checks.append(
         CheckResult(
             name="contract.leaks",

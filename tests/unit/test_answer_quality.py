@@ -97,6 +97,13 @@ def test_a_leaked_delimiter_and_degenerate_repetition_fail() -> None:
     assert "repeated 4 times" in looping["prose.repetition"]
 
 
+def test_the_protocols_example_placeholder_copied_as_written_fails() -> None:
+    copied = failed(prose(("Caching reads", PARAGRAPH_A + " Ask {{ASSIST:user:the detail}}.")), TASK)
+    assert "the detail" in copied["contract.leaks"]
+    real = failed(prose(("Caching reads", PARAGRAPH_A + " Ask {{ASSIST:user:the cache size}}.")), TASK)
+    assert "contract.leaks" not in real
+
+
 def test_copying_a_referenced_slot_fails_own_work() -> None:
     reference = " ".join(f"Sentence number {n} of the requirements says something specific." for n in range(6))
     contract = contract_of("prose")
