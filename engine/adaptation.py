@@ -21,6 +21,8 @@ from state.template import Template
 
 MAX_OPERATIONS = 4
 """Operations a plan may have: enough for real edits, few enough to finish within the token budget."""
+MIN_ATTEMPT_SECONDS = 1.0
+"""An attempt is not started with less time than this left of the budget."""
 RETRY_TEMPERATURE = 0.5
 """A retry samples (greedy decoding would repeat the same plan); the first attempt is greedy."""
 SLOT_ID = "adapt_template"
@@ -33,7 +35,11 @@ def adaptation_messages(template: Template, task: str, experts: list[str]) -> li
         deps = f", after {', '.join(slot.deps)}" if slot.deps else ""
         lines.append(
             prompts.ADAPT_SLOT_LINE.format(
-                id=slot.id, title=slot.title, expert=slot.expert, deps=deps, description=slot.description
+                id=slot.id,
+                title=slot.title,
+                expert=slot.expert or "any expert",
+                deps=deps,
+                description=slot.description,
             )
         )
     low, high = template.adaptable.slot_count
@@ -58,8 +64,13 @@ def adapt(
     *,
     max_retries: int = 2,
     max_tokens: int = 512,
+    time_budget: float | None = None,
 ) -> tuple[Framework, AdaptationRecord]:
-    """The framework to run for ``task`` from its best template, and the record of how it was made."""
+    """The framework to run for ``task`` from its best template, and the record of how it was made.
+
+    ``time_budget`` bounds the planner's attempts together (seconds; None: no bound): an answer still being
+    written when it runs out is ended there and counts as failed, and no attempt starts without time left.
+    """
     record = AdaptationRecord(seed_id=template.id, similarity=similarity)
     if similarity >= AS_IS_SIMILARITY:
         seed = template.to_framework()
@@ -69,8 +80,12 @@ def adapt(
     if backend.supports_grammar():
         grammar = adaptation_grammar([s.id for s in template.slots], experts, max_ops=MAX_OPERATIONS)
     attempts: list[AdaptationAttempt] = []
+    started = time.perf_counter()
     for attempt in range(1, max_retries + 2):
         t0 = time.perf_counter()
+        left = None if time_budget is None else time_budget - (t0 - started)
+        if left is not None and left < MIN_ATTEMPT_SECONDS:
+            break
         try:
             gen = backend.generate(
                 GenerationRequest(
@@ -82,13 +97,17 @@ def adapt(
                     slot_id=SLOT_ID,
                     slot_title="Adapt the template",
                     attempt=attempt,
+                    time_limit=left,
                 )
             )
         except Exception as exc:  # a backend failure ends adaptation; the fallbacks still give a framework
             attempts.append(AdaptationAttempt(attempt=attempt, errors=[f"{type(exc).__name__}: {exc}"]))
             break
         plan, errors = parse_plan(gen.text)
-        if gen.finish_reason == "length":
+        if gen.finish_reason == "time":
+            errors = [f"the planner's time ({time_budget:g} s) ran out before the plan was finished"]
+            plan = None
+        elif gen.finish_reason == "length":
             errors = [f"the answer was cut off at {max_tokens} tokens; use fewer, shorter operations", *errors]
             plan = None
         framework = None
@@ -119,6 +138,8 @@ def adapt(
     seed = template.to_framework()
     if not validation_errors(seed):
         why = f"no valid adaptation after {len(attempts)} attempt(s); the seed template is used unmodified"
+        if not attempts:
+            why = "no planner time (plan_seconds); the seed template is used as fitted"
         return seed, record.model_copy(update={"attempts": attempts, "fallback": "seed", "reason": why})
     why = "neither an adaptation nor the seed template is valid; the one-slot framework is used"
     return fallback_framework(task), record.model_copy(

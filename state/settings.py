@@ -76,6 +76,12 @@ class Settings(BaseModel):
         default="qwen2.5-coder-1.5b",
         description="Model that adapts templates (bundled name or GGUF path; else the base model).",
     )
+    plan_seconds: Annotated[float, Env("COE_PLAN_SECONDS")] = Field(
+        default=20.0,
+        ge=0.0,
+        le=3600.0,
+        description="Time the planner may spend editing a template (0: no planner; the fitted template runs).",
+    )
     # --- generation ----------------------------------------------------------------------------------------------
     max_parallel: Annotated[int, Env("COE_MAX_PARALLEL", from_profile=True)] = Field(
         default=4, ge=1, le=64, description="Slots run at the same time (default: the hardware profile's)."

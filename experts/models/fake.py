@@ -249,7 +249,8 @@ class FakeBackend:
             response = rule.response(request.attempt) if rule is not None else self.script.default
         self._log_call(request)
         start = time.perf_counter()
-        self._wait(response, request)
+        if self._wait(response, request):
+            return Generation(text="", seconds=time.perf_counter() - start, finish_reason="time", model="fake")
         if response.fail is not None:
             raise BackendError(f"fake backend: {response.fail}", slot_id=request.slot_id)
         text = (
@@ -266,13 +267,20 @@ class FakeBackend:
             model="fake",
         )
 
-    def _wait(self, response: FakeResponse, request: GenerationRequest) -> None:
-        """Sleep the delay (allocating ``grow_mb`` along the way, freed at the end) unless stopped."""
+    def _wait(self, response: FakeResponse, request: GenerationRequest) -> bool:
+        """Sleep the delay (allocating ``grow_mb`` along the way, freed at the end) unless stopped.
+
+        Returns True when the request's time limit ended the wait before the delay did.
+        """
         held: list[mmap.mmap] = []  # anonymous maps: returned to the system when closed, unlike heap memory
         steps = max(1, int(response.grow_mb // 8)) if response.grow_mb else 1
+        delay = response.delay
+        timed_out = request.time_limit is not None and delay > request.time_limit
+        if timed_out:
+            delay = request.time_limit or 0.0
         try:
             for _ in range(steps):
-                if self._stop.wait(response.delay / steps) if response.delay else self._stop.is_set():
+                if self._stop.wait(delay / steps) if delay else self._stop.is_set():
                     raise GenerationStopped(
                         "fake backend: generation stopped by the model pool", "stopped", slot_id=request.slot_id
                     )
@@ -284,6 +292,7 @@ class FakeBackend:
         finally:
             for block in held:
                 block.close()
+        return timed_out
 
     def _log_call(self, request: GenerationRequest) -> None:
         if not self.calls_log:

@@ -330,10 +330,11 @@ class LlamaBackend:
                     )
                     processors.append(mask)
             # Last, so a stop overrides the grammar (which may not allow end-of-text mid-section).
-            switch = StopSwitch(self._stop, llm.token_eos())
+            started = time.perf_counter()
+            deadline = None if request.time_limit is None else started + request.time_limit
+            switch = StopSwitch(self._stop, llm.token_eos(), deadline)
             processors.append(switch)
             options["logits_processor"] = _import_llama_cpp().LogitsProcessorList(processors)
-            started = time.perf_counter()
             try:
                 llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
                 response = llm.create_chat_completion(
@@ -372,7 +373,7 @@ class LlamaBackend:
             prompt_tokens=usage["prompt_tokens"],
             completion_tokens=completion_tokens,
             seconds=seconds,
-            finish_reason=choice.get("finish_reason") or "stop",
+            finish_reason="time" if switch.timed_out else choice.get("finish_reason") or "stop",
             model=self.model_path.name,
             extra=extra,
         )

@@ -38,23 +38,28 @@ def only_end_of_text(scores: npt.NDArray[np.single], eos: int) -> npt.NDArray[np
 
 
 class StopSwitch:
-    """A logits processor that ends the generation at the next token once the pool asks it to stop.
+    """A logits processor that ends the generation at the next token on a stop or once the time limit passed.
 
     ``create_chat_completion`` takes no stopping criteria, so stopping works like the grammar mask does:
     every token but end-of-text is masked (later processors see only end-of-text allowed and leave it).
     """
 
-    def __init__(self, stop: threading.Event, eos: int) -> None:
+    def __init__(self, stop: threading.Event, eos: int, deadline: float | None = None) -> None:
         self._stop = stop
         self._eos = eos
+        self._deadline = deadline
         self.first_at: float | None = None
         """When the first token's logits were ready (``time.perf_counter``): the prompt has been read."""
+        self.timed_out = False
+        """The deadline (``time.perf_counter``) passed and the answer was ended there."""
 
     def __call__(self, input_ids: npt.NDArray[np.intc], scores: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
         """The logits unchanged, or only end-of-text once a stop was asked for."""
         if self.first_at is None:
             self.first_at = time.perf_counter()
-        if not self._stop.is_set():
+        if self._deadline is not None and time.perf_counter() > self._deadline:
+            self.timed_out = True
+        if not self._stop.is_set() and not self.timed_out:
             return scores
         return only_end_of_text(scores, self._eos)
 

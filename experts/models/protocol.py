@@ -36,6 +36,9 @@ class GenerationRequest:
     """Which slot asks (used by the scripted fake backend; informative for others)."""
     slot_title: str | None = None
     attempt: int = 1
+    time_limit: float | None = None
+    """Seconds after which the answer ends where it is, with ``finish_reason`` "time" (None: no limit).
+    The llama.cpp and fake backends honour it; the remote backend ignores it (its request timeout still holds)."""
 
 
 @dataclass(frozen=True)
