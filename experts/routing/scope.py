@@ -9,6 +9,11 @@ A task that hands over one function to complete (a ``def`` whose body is only a 
 as in "Complete the following Python function: ...") is *single*: the deliverable is that function. So is a task
 that asks for one function by its name and parameters ("Write a Python function dedupe(items) that ...").
 
+A task whose instructions name its deliverables (:func:`experts.routing.aspects.named_deliverables`) is
+*single* when they name exactly one ("Write the opening scene of a mystery novel set on a night train") and
+*multi* when they name several ("Diagnose the causes, propose indexes, rewrite the query and explain the
+change"), whatever the similarities say.
+
 Otherwise it is *single* when it reads more like one expert's capability (the router's score for the whole
 task) than like any template of the library: ``expert - template >= SINGLE_MARGIN``. Within
 :data:`NARROW_BAND` below that line the scope is unclear, and the autonomous default "unclear scope ->
@@ -31,6 +36,7 @@ import yaml
 
 from experts.embedding.encoder import Embedder
 from experts.embedding.vectors import Vectors, check_vectors
+from experts.routing.aspects import named_deliverables
 from experts.routing.router import ExpertRouter
 from experts.routing.templates import TemplateIndex
 from state.errors import ConfigError
@@ -166,6 +172,14 @@ def classify(
     else:
         kind = "multi"
         reason = f"a plan: the best template fits at {template:.3f}, the best single expert ({expert}) at {fit:.3f}"
+    named = named_deliverables(task) if stub is None and asked is None and kind != "trivial" else []
+    if len(named) == 1 and kind == "multi":
+        kind, rule = "single", None
+        reason = f"the task names one deliverable ({named[0].text!r}): one expert's work (similarity: {reason})"
+    elif len(named) >= 2 and kind == "single":
+        kind, rule = "multi", None
+        listed = "; ".join(a.text for a in named)
+        reason = f"the task names {len(named)} deliverables ({listed}): a plan (similarity: {reason})"
     return ScopeDecision(
         kind=kind,
         words=words,

@@ -44,7 +44,10 @@ def test_short_simple_requests_are_trivial(task: str) -> None:
     "task",
     [
         "Write a migration plan from MySQL 5.7 to PostgreSQL 16, with the rollback steps and a cut-over checklist",
-        "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law",
+        (
+            "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law, and write "
+            "a plain-English summary of it for the illustrator"
+        ),
     ],
 )
 def test_tasks_a_template_fits_get_a_plan(task: str) -> None:
@@ -104,7 +107,7 @@ def test_a_function_asked_for_by_name_is_one_experts_work() -> None:
 
 
 def test_an_unclear_scope_takes_the_narrower_reading_and_says_so() -> None:
-    task = "Write a Python function that checks whether a string is a palindrome"
+    task = "How should a small team structure error handling in a Python web service?"  # names no deliverable
     plain = _classify(task)
     assert plain.expert_similarity is not None and plain.template_similarity is not None
     fit = plain.expert_similarity - plain.template_similarity
@@ -149,7 +152,10 @@ def test_a_trivial_task_is_answered_directly_without_experts() -> None:
 
 
 def test_a_multi_slot_task_goes_on_to_planning_and_scope_is_recorded() -> None:
-    task = "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law"
+    task = (
+        "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law, and write a "
+        "plain-English summary of it for the illustrator"
+    )
     state = _run("task", task)
     assert state.scope is not None and state.scope.kind == "multi", state.scope
     assert state.framework is not None and state.framework.source.startswith("template:")
@@ -246,3 +252,15 @@ def test_routing_records_the_tie_rule_as_a_default() -> None:
     )
     [applied] = _defaults("script", tie, load_catalog())
     assert applied.rule == "tie_prefers_task_type" and applied.alternatives == ["python_coder", "medical_clinical"]
+
+
+def test_the_deliverables_a_task_names_decide_over_the_similarities() -> None:
+    scene = "Write the opening scene of a mystery novel set on a night train through the Alps."
+    decision = _classify(scene, single_margin=1.0, narrow_band=0.0)  # a plan by similarity alone
+    assert decision.kind == "single" and "names one deliverable" in decision.reason
+    task = (
+        "Our monthly sales report query takes 3 minutes on PostgreSQL. Diagnose likely causes, propose indexes and "
+        "rewrite the query, then explain the change to the finance team."
+    )
+    decision = _classify(task, single_margin=-1.0, narrow_band=0.0)  # one expert by similarity alone
+    assert decision.kind == "multi" and "names 4 deliverables" in decision.reason

@@ -1,0 +1,221 @@
+"""The aspects of a task: the deliverables it names, found by a deterministic pass over its clauses.
+
+"Secure a FastAPI backend: add authentication, rate limiting and input validation, and document the changes"
+names four: *add authentication*, *add rate limiting*, *add input validation*, *document the changes*. Plans
+are checked against them (every aspect covered by a slot, every slot serving the task), and a multi-part task
+that no template fits is planned from them, one slot per aspect.
+
+The pass reads only instructions: a sentence counts when it starts with an imperative verb (after "please",
+"can you", "I need you to" and the like) or asks for something ("I need a ..."). Within an instruction it
+splits coordinated parts (commas, "and", "then", semicolons): a part that starts with a verb is a new aspect,
+a part that does not is another object of the verb before it ("add X, Y and Z"), unless that verb takes its
+objects together ("compare X and Y") or a relative clause has begun ("a function that parses dates and
+returns ..."). Sentences that only give context ("Our report query takes 3 minutes.") name no aspect. A task
+in which no instruction is found is one aspect, the whole task.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Aspect", "named_deliverables", "task_aspects"]
+
+MAX_ASPECTS = 8
+"""More than this and the task is a list of requirements, not of deliverables: it is kept as one aspect."""
+
+VERBS = frozenset(
+    """
+    add adapt advise analyse analyze answer apply argue assess audit automate benchmark brainstorm build calculate
+    check choose clean compare compile compose compute configure containerise containerize convert correct
+    create debug decide define deliver deploy derive describe design detect develop diagnose document draft draw
+    edit estimate evaluate explain export extend extract find fix forecast format generate give harden help
+    identify implement improve include install integrate interpret investigate justify label list load
+    make map measure merge migrate model monitor name normalise normalize optimise optimize outline parse plan
+    predict prepare present prioritise project prioritize produce profile propose protect prove provide publish
+    rank reconstruct recommend reconcile reduce refactor rename reply report research resolve restructure review
+    revise rewrite run threat-model
+    schedule score secure select send set simplify sketch solve sort specify split state structure suggest
+    summarise summarize support test train transform translate troubleshoot tune update upgrade validate verify
+    visualise visualize walk write
+    """.split()
+)
+"""Imperative verbs that start an instruction (base forms only: "returns" in a relative clause is not one)."""
+
+JOINT_VERBS = frozenset(
+    "compare contrast reconcile merge combine choose weigh match integrate connect link map convert migrate "
+    "translate select decide walk discuss cover explain".split()
+)
+"""Verbs whose coordinated objects are one piece of work: "compare PostgreSQL and MySQL" is one aspect."""
+
+BINOMIALS = (
+    "terms and conditions",
+    "pros and cons",
+    "profit and loss",
+    "research and development",
+    "questions and answers",
+    "question and answer",
+    "trial and error",
+    "drag and drop",
+    "search and replace",
+    "read and write",
+    "input and output",
+    "strengths and weaknesses",
+    "dos and don'ts",
+    "rules and regulations",
+    "sales and marketing",
+    "health and safety",
+    "mergers and acquisitions",
+    "supply and demand",
+    "black and white",
+)
+"""Fixed pairs joined by "and" that name one thing; they are never split."""
+
+_LEAD = re.compile(
+    r"^(?:(?:please|kindly|also|now|finally|first|next|lastly|then|and)\s*,?\s+"
+    r"|(?:can|could|would|will) you(?: please)?\s+"
+    r"|(?:i|we) (?:need|want|would like|'d like) (?:you )?to\s+"
+    r"|help (?:me|us)(?: to)?\s+"
+    r"|i'd like you to\s+"
+    r"|your (?:job|task) is to\s+)+",
+    re.I,
+)
+_REQUEST = re.compile(r"^(?:i|we) (?:need|want|would like|'d like)\s+(?=(?:a|an|the|some|two|three)\b)", re.I)
+_RELATIVE = re.compile(r"\b(?:that|which|who|whose|where|when|so that|to|for|with|from|by)\s", re.I)
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
+_COLON = re.compile(r":\s+")
+_BETWEEN = re.compile(r"\b(?:between|both|either|versus|vs\.?)\s", re.I)
+_PARTS = re.compile(r",\s*(?:and\s+)?then\s+|,\s*and\s+|,\s*|\s+and then\s+|\s+then\s+|\s+and\s+|\s+as well as\s+")
+_PREPOSITION = re.compile(
+    r"^(?:(?:with|without|including|using|in|on|for|of|from|into|by|as|at|per|via)\b|[a-z]+ing\s+\w)", re.I
+)
+_GIVEN = re.compile(r"\b(?:these|those|this|the following|following|below|above)\b[\w\s'-]*$", re.I)
+_DELIVERABLE = re.compile(
+    r"^(?:a|an|the|one|two|three|four|five|some)\s+(?:[\w'-]+\s+){0,3}?"
+    r"(?:script|function|query|queries|notice|policy|checklist|report|summary|plan|document|documentation|guide|"
+    r"email|emails|letter|memo|post|page|diagram|table|list|test|tests|dashboard|presentation|slide|slides|"
+    r"story|poem|song|clause|contract|agreement|disclaimer|budget|schedule|proposal|brief|briefing|handout|"
+    r"quiz|outline|spreadsheet|model|service|endpoint|api|class|module|pipeline|manifest|manifests|runbook|"
+    r"template|faq|glossary|timeline|roadmap|estimate|forecast|analysis|review|readme|dockerfile)\b",
+    re.I,
+)
+_CODE = re.compile(r"```.*?```", re.S)
+_QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|'[^'\n]{3,400}'")
+_PLACEHOLDER = "\x00"
+
+
+@dataclass(frozen=True)
+class Aspect:
+    """One deliverable a task names: its text (verb and object, as written), its verb, and its context.
+
+    The context is what the task says around it: the goal a listed deliverable serves ("Secure the backend: add
+    X, Y and Z"), or else the task's sentences that give context rather than instructions.
+    """
+
+    text: str
+    verb: str
+    context: str = ""
+
+
+def task_aspects(task: str) -> list[Aspect]:
+    """The deliverables ``task`` names, in the order it names them (at least one: the task itself)."""
+    found = named_deliverables(task)
+    if not found:
+        whole = " ".join(task.split())
+        return [Aspect(whole, _first_word(whole))]
+    return found
+
+
+def named_deliverables(task: str) -> list[Aspect]:
+    """The deliverables the pass finds in ``task``'s instructions, in order.
+
+    None when it finds no instruction, or more than :data:`MAX_ASPECTS` (a list of requirements, not of
+    deliverables).
+    """
+    body = _QUOTED.sub(lambda m: m.group(0).replace(" and ", f" {_PLACEHOLDER} "), _CODE.sub(" ", task))
+    aspects: list[Aspect] = []
+    context: list[str] = []
+    for sentence in _SENTENCES.split(body):
+        sentence = sentence.strip().rstrip(".!?").strip()
+        head, *tail = _COLON.split(sentence, maxsplit=1)
+        listed = _sentence_aspects(tail[0]) if tail else []
+        if tail and not listed:
+            listed = _listed_objects(head, tail[0])
+        if len(listed) >= 2:
+            # "Secure the backend: add X, Y and Z": the words before the colon name the goal the list serves.
+            aspects += [Aspect(a.text, a.verb, head) for a in listed]
+        elif found := _sentence_aspects(head) + listed:
+            aspects += found
+        elif sentence:
+            context.append(sentence)  # "Our report query takes 3 minutes."
+    given = _clip(". ".join(context))
+    seen: set[str] = set()
+    unique = []
+    for aspect in aspects:
+        key = aspect.text.lower()
+        if key not in seen:
+            seen.add(key)
+            around = (_clip(aspect.context) or given).replace(_PLACEHOLDER, "and")
+            unique.append(Aspect(aspect.text.replace(_PLACEHOLDER, "and"), aspect.verb, around))
+    return unique if len(unique) <= MAX_ASPECTS else []
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rsplit(" ", 1)[0] + "..."
+
+
+def _sentence_aspects(sentence: str) -> list[Aspect]:
+    text = _LEAD.sub("", sentence).strip()
+    request = _REQUEST.match(text)
+    if request is not None:
+        text = "deliver " + text[request.end() :]
+    if not text or _first_word(text) not in VERBS or text.split()[0].isupper():
+        return []  # context, a question, or code ("SELECT * FROM ...")
+    for pair in BINOMIALS:
+        text = re.sub(re.escape(pair), pair.replace(" and ", f" {_PLACEHOLDER} "), text, flags=re.I)
+    aspects: list[Aspect] = []
+    verb = ""
+    clause = ""  # the current aspect's text
+    for part in (p.strip() for p in _PARTS.split(text)):
+        if not part:
+            continue
+        head = _first_word(_LEAD.sub("", part))
+        if head in VERBS:
+            if clause:
+                aspects.append(Aspect(clause, verb))
+            verb, clause = head, _LEAD.sub("", part)
+        elif not clause:
+            continue
+        elif _PREPOSITION.match(part) or (
+            (verb in JOINT_VERBS or _RELATIVE.search(clause[len(verb) :] + " ") or _BETWEEN.search(clause))
+            and not _DELIVERABLE.match(part)
+        ):
+            clause = f"{clause} and {part}"  # still the same piece of work
+        else:
+            aspects.append(Aspect(clause, verb))
+            clause = f"{verb} {part}"
+    if clause:
+        aspects.append(Aspect(clause, verb))
+    return aspects
+
+
+def _listed_objects(head: str, listing: str) -> list[Aspect]:
+    """Each listed thing, made by the head's verb ("Prepare a lesson: objectives, an activity, and a quiz")."""
+    found = _sentence_aspects(head)
+    parts: list[str] = []
+    for part in (p.strip() for p in _PARTS.split(listing)):
+        if parts and _PREPOSITION.match(part):
+            parts[-1] = f"{parts[-1]} {part}"  # "..., showing each step" qualifies the item before it
+        elif part:
+            parts.append(part)
+    if any(not p[0].isalpha() for p in parts):
+        return []  # a formula or a number, not a list of things to make
+    if len(found) != 1 or len(parts) < 2 or found[0].verb in JOINT_VERBS or _GIVEN.search(head):
+        return []  # one thing, a choice among the listed ("decide between: ..."), or given material
+    verb = found[0].verb
+    return [Aspect(f"{verb} {part}", verb) for part in parts]
+
+
+def _first_word(text: str) -> str:
+    match = re.match(r"[A-Za-z'-]+", text)
+    return match.group(0).lower() if match else ""
