@@ -1,22 +1,31 @@
 """Node ``adapt_template``: fit the template ``select_template`` retrieved to the task, with the planner model.
 
-Only when a template was retrieved; otherwise (a given framework, a single-expert task, templates off) the node
-passes. A template at least :data:`~experts.routing.AS_IS_SIMILARITY` similar to the task is used as it is.
-Otherwise the planner model (``Settings.planner_model``, through :func:`experts.catalog.resolve_binding`; the
-base model, with a warning, when it is not installed) writes constrained edit operations
-(:func:`engine.adaptation.adapt`: retries, then the unmodified template, then the one-slot framework).
-The operations, rationale, attempts and any fallback are recorded in ``adaptation`` and the ledger; a slot the
-plan added without dependencies is recorded as an autonomous default.
+Only when a template was retrieved; otherwise (a given framework, a single-expert task, a plan built from the
+task's aspects, templates off) the node passes. In order:
+
+1. the template is fitted to the task (:func:`engine.planning.fit_template`): slots that serve nothing the task
+   asks for are removed, and every deliverable the task names that no slot covers gets a slot;
+2. a template at least :data:`~experts.routing.AS_IS_SIMILARITY` similar to the task is used as it is;
+   otherwise the planner model (``Settings.planner_model``, through :func:`experts.catalog.resolve_binding`;
+   the base model, with a warning, when it is not installed) writes constrained edit operations within
+   ``plan_seconds`` (:func:`engine.adaptation.adapt`: retries, then the fitted template, then one slot);
+3. the result passes the same relevance and coverage tier again (:func:`engine.planning.fit_plan`), so a slot
+   the planner added that serves nothing, or an aspect it removed, is caught.
+
+The fits, operations, rationale, attempts, fallback and time to the plan are recorded in ``adaptation`` and the
+ledger. Removed and added slots, and a slot the plan added without dependencies, are autonomous defaults.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.adaptation import adapt
+from engine.planning import plan_from_template
 from experts.catalog import load_catalog, resolve_binding
+from experts.embedding import get_embedder
 from experts.models import ExpertBackend, get_backend
-from state.framework import validate_framework
+from state.adaptation import PlanFit
+from state.framework import Framework
 from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
 from state.scope import AppliedDefault
 from state.settings import Settings
@@ -31,8 +40,16 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
         return {}
     catalog = load_catalog()
     planner, notices = _planner(state.settings)
-    fw, record = adapt(template, seed.similarity, state.mission.task, planner, list(catalog.ids))
-    validate_framework(fw)  # every framework that reaches execution is valid
+    fw, record = plan_from_template(
+        template,
+        seed.similarity,
+        state.mission.task,
+        planner,
+        list(catalog.ids),
+        get_embedder(),
+        time_budget=state.settings.plan_seconds,
+    )
+    before, after = record.fit_before or PlanFit(), record.fit_after or PlanFit()
     operations = ", ".join(op.op + " " + (op.slot or op.id or "") for op in record.operations)
     entry = LedgerEntry(
         agent="router",
@@ -42,6 +59,8 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
             f"{record.reason}; fallback {record.fallback}; {len(record.operations)} operations"
             + (f": {operations}" if operations else "")
             + (f"; rationale: {record.rationale[:200]}" if record.rationale else "")
+            + _fit_summary(before, after)
+            + f"; {record.seconds or 0:.1f} s to the plan"
         ),
     )
     update: dict[str, Any] = {
@@ -64,6 +83,7 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
         for slot_id in added
         if any(s.id == slot_id for s in fw.slots)
     ]
+    defaults += _fit_defaults(before, after, fw)
     if defaults:
         update["defaults"] = defaults
     if record.fallback != "none":
@@ -81,3 +101,41 @@ def _planner(settings: Settings) -> tuple[ExpertBackend, list[Notice]]:
         message = f"the planner model is unavailable ({binding.problem}); templates are adapted by the base model"
         notices.append(Notice(level="warning", source=NODE, message=message))
     return get_backend(settings, binding.model), notices
+
+
+def _fit_summary(before: PlanFit, after: PlanFit) -> str:
+    removed = before.removed + after.removed
+    added = before.added + after.added
+    return (f"; removed as unasked: {', '.join(removed)}" if removed else "") + (
+        f"; added for uncovered aspects: {', '.join(added)}" if added else ""
+    )
+
+
+def _fit_defaults(before: PlanFit, after: PlanFit, fw: Framework) -> list[AppliedDefault]:
+    """The removals and additions of the plan checks, as autonomous defaults (what the person could undo)."""
+    applied = []
+    for fit in (before, after):
+        for slot_id in fit.removed:
+            applied.append(
+                AppliedDefault(
+                    rule="irrelevant_slot_removed",
+                    node=NODE,
+                    slot_id=slot_id,
+                    detail=f"slot {slot_id} scored {fit.relevance[slot_id]:.3f} against the task and its aspects",
+                    question=f"Slot {slot_id} looks unrelated to the task. Remove it?",
+                    alternatives=["remove", "keep"],
+                )
+            )
+        for aspect, slot_id in zip(fit.missing, fit.added, strict=True):
+            if any(s.id == slot_id for s in fw.slots):
+                applied.append(
+                    AppliedDefault(
+                        rule="uncovered_aspect_added",
+                        node=NODE,
+                        slot_id=slot_id,
+                        detail=f"no slot covered {aspect!r} (best {fit.coverage[aspect]:.3f}): slot {slot_id} added",
+                        question=f"The task asks for {aspect!r} and no slot covers it. Add a slot for it?",
+                        alternatives=["add", "leave out"],
+                    )
+                )
+    return applied

@@ -21,7 +21,7 @@ from experts.catalog import Catalog, ExpertScope, load_catalog, resolve_binding
 from experts.routing import RouteResult, RouterParams, get_router
 from experts.routing.scope import function_to_complete
 from state.errors import RunFailure
-from state.framework import SlotSpec
+from state.framework import slot_text
 from state.passport import LedgerEntry, Notice, PlannedPassport, RoutingDecision, SlotState, utcnow
 from state.scope import AppliedDefault
 from state.settings import Settings
@@ -29,14 +29,6 @@ from state.settings import Settings
 NODE = "route_slots"
 CODER = "python_coder"
 """The expert of code handed over to complete (a ``def`` with only a docstring)."""
-
-
-def routing_text(spec: SlotSpec) -> str:
-    """What the router embeds for a slot: its title, description and expected outputs."""
-    parts = [spec.title.strip().rstrip("."), spec.description.strip()]
-    if spec.expected_outputs:
-        parts.append("Deliver: " + "; ".join(spec.expected_outputs))
-    return ". ".join(p for p in parts if p)
 
 
 def route_slots(state: PlannedPassport) -> dict[str, Any]:
@@ -48,7 +40,7 @@ def route_slots(state: PlannedPassport) -> dict[str, Any]:
     applied: list[AppliedDefault] = []
     if to_route:
         router = get_router(RouterParams.from_settings(settings), catalog)
-        for spec, res in zip(to_route, router.route_many([routing_text(s) for s in to_route]), strict=True):
+        for spec, res in zip(to_route, router.route_many([slot_text(s) for s in to_route]), strict=True):
             applied += _defaults(spec.id, res, catalog)
             decisions[spec.id] = RoutingDecision(
                 slot_id=spec.id,

@@ -2,8 +2,10 @@
 
 In order: the framework given in the run options (``--framework FILE``); with ``use_templates`` on (the
 default): for a task that ``scope`` judged a single expert's work, one slot that answers it, and otherwise the
-best template of the library for the task, retrieved by meaning (``adapt_template`` then fits it to the task);
-with it off, the documented last-resort framework, a single slot that answers the whole task.
+best template of the library for the task, retrieved by meaning (``adapt_template`` then fits it to the task),
+unless even the best one is under :data:`~engine.planning.TEMPLATE_FIT_LINE`: then the plan is built from the
+deliverables the task names (:func:`engine.planning.aspect_framework`, one slot per aspect; one slot when it
+names only one); with it off, the documented last-resort framework, a single slot that answers the whole task.
 
 A retrieved template is recorded in the Passport (``template``, and ``adaptation`` with its similarity) and its
 unmodified framework is the run's framework until ``adapt_template`` replaces it.
@@ -15,6 +17,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from engine.planning import TEMPLATE_FIT_LINE, plan_from_aspects
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing import library, library_dir
@@ -57,6 +60,10 @@ def _from_library(task: str, runtime: Runtime[RunContext]) -> tuple[Framework, s
         notice = Notice(level="warning", source=NODE, message=f"no valid templates in {library_dir()}; one slot used")
         return validate_framework(fallback_framework(task)), "no template library", {"notices": [notice]}
     hit = index.search(task, 1)[0]
+    if hit.similarity < TEMPLATE_FIT_LINE:
+        why = f"no template fits (the nearest, {hit.template_id}, at {hit.similarity:.3f} < {TEMPLATE_FIT_LINE})"
+        fw, record = plan_from_aspects(task, get_embedder(), why)
+        return fw, record.reason, {"adaptation": record}
     template = templates[hit.template_id]
     runtime.stream_writer({"event": "template_selected", "template": template.id, "similarity": hit.similarity})
     record = AdaptationRecord(seed_id=template.id, similarity=hit.similarity)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from state.framework import Framework, SlotSpec, validation_errors
 from state.template import Template
 
-__all__ = ["AdaptationAttempt", "AdaptationRecord", "EditOp", "Plan", "apply_operations", "parse_plan"]
+__all__ = ["AdaptationAttempt", "AdaptationRecord", "EditOp", "Plan", "PlanFit", "apply_operations", "parse_plan"]
 
 OpName = Literal["KEEP", "REMOVE", "MODIFY", "ADD", "REORDER"]
 
@@ -65,6 +65,25 @@ class AdaptationAttempt(BaseModel):
     seconds: float = 0.0
 
 
+class PlanFit(BaseModel):
+    """How a plan was fitted to its task (:mod:`engine.planning`): the aspects, relevance and coverage."""
+
+    aspects: list[str] = Field(default_factory=list)
+    """The deliverables the task names (:func:`experts.routing.aspects.task_aspects`)."""
+    verbs: list[str] = Field(default_factory=list)
+    """Each aspect's verb."""
+    relevance: dict[str, float] = Field(default_factory=dict)
+    """Per slot of the plan as it was assessed: similarity to the task or its closest aspect."""
+    removed: list[str] = Field(default_factory=list)
+    """Slots removed as serving nothing the task asked for."""
+    coverage: dict[str, float] = Field(default_factory=dict)
+    """Per aspect: similarity to the closest slot that stays."""
+    missing: list[str] = Field(default_factory=list)
+    """Aspects no slot covered."""
+    added: list[str] = Field(default_factory=list)
+    """Slots added for those aspects."""
+
+
 class AdaptationRecord(BaseModel):
     """How the run's framework was chosen and adapted (kept in the Passport)."""
 
@@ -77,6 +96,14 @@ class AdaptationRecord(BaseModel):
     attempts: list[AdaptationAttempt] = Field(default_factory=list)
     fallback: Literal["none", "seed", "single_slot"] = "none"
     reason: str = ""
+    built_from: Literal["template", "aspects"] = "template"
+    """``aspects``: no template fitted (similarity under the line), the plan is one slot per aspect."""
+    fit_before: PlanFit | None = None
+    """The template fitted to the task before the planner edited it."""
+    fit_after: PlanFit | None = None
+    """The validation tier on the plan that runs (after the planner, or of the aspect-built plan)."""
+    seconds: float | None = None
+    """Time to the plan (fitting and the planner)."""
 
 
 def parse_plan(text: str) -> tuple[Plan | None, list[str]]:
@@ -104,7 +131,11 @@ def apply_operations(
 ) -> tuple[Framework | None, list[str]]:
     """Apply a plan to a template; return the framework, or None and every problem found."""
     experts = set(known_experts)
-    slots: dict[str, dict[str, Any]] = {s.id: s.model_dump(exclude={"parallel_hint"}) for s in template.slots}
+    # Experts stay only where the template pins them; every other slot is routed on what it says after the edits.
+    slots: dict[str, dict[str, Any]] = {
+        s.id: s.model_dump(exclude={"parallel_hint", "pin"}) | ({} if s.pin else {"expert": None})
+        for s in template.slots
+    }
     order = [s.id for s in template.slots]
     removed: set[str] = set()
     errors: list[str] = []
@@ -155,7 +186,7 @@ def apply_operations(
                 "title": (op.title or "").strip(),
                 "description": (op.description or "").strip(),
                 "expected_outputs": [],
-                "expert": op.expert,
+                "expert": None,  # the planner's choice is checked by the router like any other
                 "deps": deps,
                 "can_reference": list(deps),
                 "reference_hints": {},

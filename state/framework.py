@@ -82,6 +82,14 @@ class Framework(BaseModel):
         raise KeyError(slot_id)
 
 
+def slot_text(spec: SlotSpec) -> str:
+    """What a slot is about, as the router and the plan checks embed it: title, description, expected outputs."""
+    parts = [spec.title.strip().rstrip("."), spec.description.strip()]
+    if spec.expected_outputs:
+        parts.append("Deliver: " + "; ".join(spec.expected_outputs))
+    return ". ".join(p for p in parts if p)
+
+
 def fallback_framework(task: str, *, source: str = "fallback:single_slot") -> Framework:
     """One slot that answers the whole task: the last resort, and the plan of a single-expert task."""
     return Framework(

@@ -13,13 +13,17 @@ DefaultRule = Literal[
     "context_not_expertise",
     "tie_prefers_task_type",
     "missing_deps_parallel",
+    "irrelevant_slot_removed",
+    "uncovered_aspect_added",
 ]
 """The autonomous defaults of the design (docs/decisions.md, "Autonomous defaults"):
 
 - ``unclear_scope_narrower``: a task between one expert and a plan gets one expert;
 - ``context_not_expertise``: domain words that describe the data or context do not pick the expert;
 - ``tie_prefers_task_type``: between close experts the task-type specialist wins;
-- ``missing_deps_parallel``: a slot added without dependencies runs in parallel with the others.
+- ``missing_deps_parallel``: a slot added without dependencies runs in parallel with the others;
+- ``irrelevant_slot_removed``: a plan's slot that serves nothing the task asks for is removed;
+- ``uncovered_aspect_added``: a deliverable the task names that no slot covers gets a slot.
 """
 
 

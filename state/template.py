@@ -55,6 +55,11 @@ class TemplateSlot(SlotSpec):
     parallel_hint: bool | None = Field(
         default=None, description="True when the slot can run beside its siblings; informative for adaptation."
     )
+    pin: str | None = Field(
+        default=None,
+        max_length=300,
+        description="Why this slot must keep its expert; without it the slot is routed like any other.",
+    )
 
 
 class Adaptable(BaseModel):
@@ -88,8 +93,17 @@ class Template(BaseModel):
     source: str = ""
 
     def to_framework(self) -> Framework:
-        """The template as a runnable framework (hints dropped), sourced as ``template:<id>``."""
-        slots = [SlotSpec.model_validate(s.model_dump(exclude={"parallel_hint"})) for s in self.slots]
+        """The template as a runnable framework, sourced as ``template:<id>``.
+
+        Hints are dropped, and so is each slot's expert unless the slot pins it (``pin``): the router checks
+        what the slot now says, after adaptation, instead of trusting the template's choice.
+        """
+        slots = [
+            SlotSpec.model_validate(
+                s.model_dump(exclude={"parallel_hint", "pin"}) | ({} if s.pin else {"expert": None})
+            )
+            for s in self.slots
+        ]
         return Framework(id=self.id, title=self.title, source=f"template:{self.id}", slots=slots)
 
     def retrieval_text(self) -> str:

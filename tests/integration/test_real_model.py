@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from experts.routing.router import get_router
-from nodes.route_slots import routing_text
-from state.framework import fallback_framework
+from state.framework import fallback_framework, slot_text
 from tests.integration.cli_proc import coe_run
 
 TASK = "Write a haiku about the first snow of winter"  # one expert's work (creative_writer), a short answer
@@ -28,7 +27,7 @@ def test_coe_run_on_the_default_model(tmp_path: Path) -> None:
     assert summary["framework_source"] == "scope:single_expert"  # one expert's work: one slot, no adaptation
     (slot,) = summary["slots"]
     assert slot["status"] == "done"
-    assert slot["expert"] == get_router().route(routing_text(fallback_framework(TASK).slots[0])).expert
+    assert slot["expert"] == get_router().route(slot_text(fallback_framework(TASK).slots[0])).expert
     doc = summary["document"]
     assert doc.startswith("# " + TASK)
     assert "### 1. " in doc and "### 3. " in doc  # the expert's numbered sections, nested under the slot

@@ -52,7 +52,8 @@ def test_operations_edit_the_seed_and_keep_the_dag_valid() -> None:
     readme = fw.slot("readme")
     assert "tests" not in readme.deps and "tests" not in readme.can_reference and "tests" not in readme.reference_hints
     assert fw.slot("implementation").title == "CSV validator"
-    assert fw.slot("changelog").deps == ["implementation"] and fw.slot("changelog").expert == "technical_writer"
+    # the planner's expert is not kept: an added slot is routed like any other (issue 18)
+    assert fw.slot("changelog").deps == ["implementation"] and fw.slot("changelog").expert is None
     assert fw.source == "template:code_with_docs (adapted)"
 
 
@@ -157,9 +158,9 @@ def test_template_selection_through_the_graph(tmp_path: Path, monkeypatch: pytes
     script = tmp_path / "script.yaml"
     modify = {
         "op": "MODIFY",
-        "slot": "condition_overview",
-        "title": "What atrial fibrillation is",
-        "description": "Explain atrial fibrillation in plain words.",
+        "slot": "symptoms_and_diagnosis",
+        "title": "Warning signs of atrial fibrillation",
+        "description": "List the warning signs of atrial fibrillation that need a doctor, in plain words.",
     }
     script.write_text(
         json.dumps(
@@ -175,12 +176,15 @@ def test_template_selection_through_the_graph(tmp_path: Path, monkeypatch: pytes
     )
     graph = build_graph(InMemorySaver(serde=serializer()))
     config = {"configurable": {"thread_id": "templates"}}
-    task = "Explain to my father what atrial fibrillation is and how it is treated"
+    task = (
+        "Explain to my father what atrial fibrillation is, describe how it is treated, and list the warning signs "
+        "that need a doctor"
+    )
     graph.invoke(RunInput(task=task), config, context={"backend": "fake", "fake_script": str(script)})
     state = Passport.model_validate(graph.get_state(config).values)
     assert state.adaptation is not None and state.adaptation.seed_id == "condition_explainer"
     assert state.adaptation.fallback == "none" and state.framework is not None
-    assert state.framework.slot("condition_overview").title == "What atrial fibrillation is"
+    assert state.framework.slot("symptoms_and_diagnosis").title == "Warning signs of atrial fibrillation"
     assert state.status.value == "completed" and len(state.results) == len(state.framework.slots)
     assert any(e.action == "adapt_template" and "seed condition_explainer" in e.inputs_summary for e in state.ledger)
     # with template selection off, the same task runs the one-slot framework
@@ -195,21 +199,24 @@ def test_a_slot_added_without_dependencies_is_recorded_as_a_default(tmp_path: Pa
     added = {
         "op": "ADD",
         "id": "caregiver_tips",
-        "title": "Tips for the caregiver",
-        "description": "Practical tips for a family member looking after someone with atrial fibrillation.",
+        "title": "Treatment tips for the caregiver",
+        "description": "How atrial fibrillation is treated, told to a family member who looks after the patient.",
         "expert": "medical_clinical",
     }
     plan = json.dumps({"operations": [added], "rationale": "the father has a carer"})
     script.write_text(json.dumps({"rules": [{"slot": "adapt_template", "text": plan}]}))
     graph = build_graph(InMemorySaver(serde=serializer()))
     config = {"configurable": {"thread_id": "added"}}
-    task = "Explain to my father what atrial fibrillation is and how it is treated"
+    task = (
+        "Explain to my father what atrial fibrillation is, describe how it is treated, and list the warning signs "
+        "that need a doctor"
+    )
     graph.invoke(RunInput(task=task), config, context={"backend": "fake", "fake_script": str(script)})
     state = Passport.model_validate(graph.get_state(config).values)
     assert state.adaptation is not None and state.adaptation.fallback == "none"
     [applied] = [d for d in state.defaults if d.rule == "missing_deps_parallel"]
     assert applied.slot_id == "caregiver_tips" and applied.node == "adapt_template"
-    assert "caregiver_tips" in applied.question and "condition_overview" in applied.alternatives
+    assert "caregiver_tips" in applied.question and "symptoms_and_diagnosis" in applied.alternatives
 
 
 def test_coe_run_templates_flag(tmp_path: Path) -> None:
@@ -218,7 +225,10 @@ def test_coe_run_templates_flag(tmp_path: Path) -> None:
     from cli.main import app
 
     cp = ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
-    task = "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law"
+    task = (
+        "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law, and write a "
+        "plain-English summary of it for the illustrator"
+    )
     result = CliRunner().invoke(app, ["run", task, "--backend", "fake", "--json", *cp])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)

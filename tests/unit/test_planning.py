@@ -1,0 +1,252 @@
+"""Plans that fit the task (issue 18): the aspects a task names, relevance and coverage of every plan, plans built
+from the aspects when no template fits, and the planner's time bound."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from engine.adaptation import adapt
+from engine.planning import (
+    TEMPLATE_FIT_LINE,
+    aspect_framework,
+    plan_from_aspects,
+    plan_from_template,
+    prune_slots,
+    work_phase,
+)
+from experts.catalog import load_catalog
+from experts.embedding import get_embedder
+from experts.models import GenerationRequest
+from experts.models.fake import FakeBackend, FakeScript, load_script
+from experts.routing import get_router, library
+from experts.routing.aspects import named_deliverables, task_aspects
+from graph import build_graph
+from graph.persistence import serializer
+from state import Passport
+from state.framework import SlotSpec, slot_text, validation_errors
+from state.io import RunInput
+
+CATALOG = load_catalog()
+EXPERTS = list(CATALOG.ids)
+FASTAPI = (
+    "Secure a Python FastAPI backend: add authentication, rate limiting and input validation, and document the changes."
+)
+HIPAA = (
+    "Write a Python script to securely analyze medical records from a HIPAA compliant database and generate a "
+    "Delaware-jurisdiction legal disclaimer"
+)
+SLOW_QUERY = (
+    "Our monthly sales report query takes 3 minutes on PostgreSQL. Diagnose likely causes, propose indexes and "
+    "rewrite the query, then explain the change to the finance team."
+)
+
+
+def texts(task: str) -> list[str]:
+    return [a.text for a in task_aspects(task)]
+
+
+# ---------------------------------------------------------------- aspects
+
+
+def test_a_colon_list_names_one_aspect_per_item_with_the_goal_as_context() -> None:
+    aspects = task_aspects(FASTAPI)
+    assert [a.text for a in aspects] == [
+        "add authentication",
+        "add rate limiting",
+        "add input validation",
+        "document the changes",
+    ]
+    assert {a.context for a in aspects} == {"Secure a Python FastAPI backend"}
+
+
+def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
+    aspects = task_aspects(SLOW_QUERY)
+    assert [a.text for a in aspects] == [
+        "Diagnose likely causes",
+        "propose indexes",
+        "rewrite the query",
+        "explain the change to the finance team",
+    ]
+    assert aspects[0].context == "Our monthly sales report query takes 3 minutes on PostgreSQL"
+    assert [work_phase(a.verb) for a in aspects] == [0, 1, 2, 4]
+
+
+@pytest.mark.parametrize(
+    ("task", "expected"),
+    [
+        (HIPAA, 2),
+        ("Compare PostgreSQL and MySQL for a write-heavy workload", 1),  # objects of a joint verb
+        ("Write a Python function that parses dates and returns them in ISO format", 1),  # a relative clause
+        ("Explain how compound interest works on a savings account, with a worked example", 1),  # a qualifier
+        ("Write the opening scene of a mystery novel set on a night train through the Alps.", 1),
+        ("Prepare a lesson on photosynthesis: learning objectives, a hands-on activity, and a short quiz.", 3),
+        ("Write release notes from these bullet points: faster sync, dark mode, fixed login bug", 1),  # given data
+        ("Solve for x: 3x^2 - 12x + 9 = 0, showing each step", 1),
+        ("Write SQL to find late invoices and a Python script that emails the list every Monday", 2),
+        ("Write the terms and conditions for our shop", 1),  # a fixed pair is one thing
+    ],
+)
+def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
+    assert len(named_deliverables(task)) == expected, texts(task)
+
+
+def test_a_task_without_an_instruction_is_one_aspect_the_whole_task() -> None:
+    task = "What are the side effects of metformin, and when should a patient call a doctor?"
+    assert named_deliverables(task) == []
+    assert texts(task) == [task]
+
+
+def test_quoted_text_and_code_are_not_instructions() -> None:
+    task = 'Translate "save and exit" into French.\n```\nwrite this; and that\n```'
+    assert texts(task) == ['Translate "save and exit" into French']
+
+
+# ---------------------------------------------------------------- plan checks
+
+
+def test_removing_a_slot_rewires_its_dependents_and_drops_stale_references() -> None:
+    slots = [
+        SlotSpec(id="a", title="A", description="a"),
+        SlotSpec(id="b", title="B", description="b", deps=["a"], can_reference=["a"]),
+        SlotSpec(id="c", title="C", description="c", deps=["b"], can_reference=["a", "b"]),
+        SlotSpec(id="d", title="D", description="d", can_reference=["b"]),
+    ]
+    kept = {s.id: s for s in prune_slots(slots, {"b"})}
+    assert list(kept) == ["a", "c", "d"]
+    assert kept["c"].deps == ["a"] and kept["c"].can_reference == ["a"]
+    assert kept["d"].can_reference == []
+
+
+@pytest.fixture(scope="module")
+def planning_parts() -> tuple[object, object, object]:
+    embedder = get_embedder()
+    templates, index = library(CATALOG.ids, embedder)
+    assert index is not None
+    return embedder, templates, index
+
+
+def plan_and_route(task: str, parts: tuple[object, object, object]) -> tuple[list[SlotSpec], list[str], object]:
+    embedder, templates, index = parts
+    hit = index.search(task, 1)[0]  # type: ignore[attr-defined]
+    no_planner = FakeBackend(script=FakeScript())  # with no planner time it is never called
+    if hit.similarity < TEMPLATE_FIT_LINE:
+        fw, record = plan_from_aspects(task, embedder, "no template fits")  # type: ignore[arg-type]
+    else:
+        fw, record = plan_from_template(
+            templates[hit.template_id],  # type: ignore[index]
+            hit.similarity,
+            task,
+            no_planner,
+            EXPERTS,
+            embedder,  # type: ignore[arg-type]
+            time_budget=0.0,
+        )
+    assert validation_errors(fw) == []  # every plan that runs has passed validation
+    open_slots = [s for s in fw.slots if s.expert is None]
+    routed = iter(get_router().route_many([slot_text(s) for s in open_slots]))
+    experts = [s.expert if s.expert is not None else next(routed).expert for s in fw.slots]
+    return fw.slots, experts, record
+
+
+def test_the_fastapi_task_gets_no_legal_or_sql_slot(planning_parts: tuple[object, object, object]) -> None:
+    slots, experts, record = plan_and_route(FASTAPI, planning_parts)
+    assert "legal_drafting" not in experts and "sql_specialist" not in experts, list(zip(slots, experts, strict=True))
+    titles = " ".join(s.title.lower() for s in slots)
+    for deliverable in ("authentication", "rate limiting", "input validation", "document"):
+        assert deliverable in titles
+    assert record.seconds is not None and record.seconds < 5  # type: ignore[attr-defined]
+
+
+def test_the_hipaa_task_keeps_python_security_and_legal_and_has_no_clinical_slot(
+    planning_parts: tuple[object, object, object],
+) -> None:
+    slots, experts, record = plan_and_route(HIPAA, planning_parts)
+    plan = list(zip(slots, experts, strict=True))
+    assert {"python_coder", "security_architect", "legal_drafting"} <= set(experts), plan
+    assert "medical_clinical" not in experts
+    assert record.seed_id == "secure_code_with_legal_artifact"  # type: ignore[attr-defined]
+
+
+def test_a_task_no_template_fits_gets_a_plan_from_its_aspects(planning_parts: tuple[object, object, object]) -> None:
+    embedder = planning_parts[0]
+    task = "Plant a vegetable garden plan: choose the crops, sketch the beds, and schedule the sowing."
+    fw, record = plan_from_aspects(task, embedder, "no template fits")  # type: ignore[arg-type]
+    assert record.built_from == "aspects" and fw.source == "aspects"
+    assert [s.title for s in fw.slots] == ["Choose the crops", "Sketch the beds", "Schedule the sowing"]
+    # design before the work: choosing and sketching come first, scheduling depends on them
+    assert fw.slot("schedule_the_sowing").deps == ["choose_the_crops", "sketch_the_beds"]
+    assert all(s.expert is None for s in fw.slots)  # every slot is routed
+    one, single = plan_from_aspects("Write a haiku about rain", embedder, "no template fits")  # type: ignore[arg-type]
+    assert len(one.slots) == 1 and one.source == "aspects:single" and "one deliverable" in single.reason
+
+
+def test_aspect_plans_order_the_work() -> None:
+    aspects = task_aspects(SLOW_QUERY)
+    fw = aspect_framework(SLOW_QUERY, aspects, "Slow query")
+    deps = {s.id: s.deps for s in fw.slots}
+    assert deps["diagnose_likely_causes"] == []
+    assert deps["propose_indexes"] == ["diagnose_likely_causes"]
+    assert deps["rewrite_the_query"] == ["propose_indexes"]
+    assert deps["explain_the_change_to_the"] == ["rewrite_the_query"]
+    assert "Context: Our monthly sales report query" in fw.slot("rewrite_the_query").description
+
+
+# ---------------------------------------------------------------- time to the plan
+
+
+def _slow_planner(tmp_path: Path, delay: float) -> FakeBackend:
+    path = tmp_path / "script.yaml"
+    plan = json.dumps({"operations": [{"op": "KEEP", "slot": "implementation"}], "rationale": "fits"})
+    path.write_text(json.dumps({"rules": [{"slot": "adapt_template", "text": plan, "delay": delay}]}))
+    return FakeBackend(script=load_script(str(path)))
+
+
+def test_a_generation_past_its_time_limit_ends_with_finish_reason_time(tmp_path: Path) -> None:
+    backend = _slow_planner(tmp_path, 5.0)
+    started = time.perf_counter()
+    gen = backend.generate(
+        GenerationRequest(
+            messages=({"role": "user", "content": "plan"},), max_tokens=64, slot_id="adapt_template", time_limit=0.2
+        )
+    )
+    assert gen.finish_reason == "time" and gen.text == "" and time.perf_counter() - started < 2
+
+
+def test_the_planner_is_bounded_by_its_time_budget(
+    tmp_path: Path, planning_parts: tuple[object, object, object]
+) -> None:
+    templates = planning_parts[1]
+    seed = templates["code_with_docs"]  # type: ignore[index]
+    started = time.perf_counter()
+    fw, record = adapt(seed, 0.6, "A date parser with docs", _slow_planner(tmp_path, 5.0), EXPERTS, time_budget=1.5)
+    assert time.perf_counter() - started < 3
+    assert record.fallback == "seed" and len(record.attempts) == 1
+    assert "time (1.5 s) ran out" in record.attempts[0].errors[0]
+    none, nothing = adapt(seed, 0.6, "A date parser", _slow_planner(tmp_path, 5.0), EXPERTS, time_budget=0.0)
+    assert nothing.attempts == [] and "no planner time" in nothing.reason
+
+
+# ---------------------------------------------------------------- through the graph
+
+
+def test_the_graph_runs_a_fitted_plan_and_records_the_fit(tmp_path: Path) -> None:
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "fastapi"}}
+    graph.invoke(RunInput(task=FASTAPI), config, context={"backend": "fake", "plan_seconds": 0})
+    state = Passport.model_validate(graph.get_state(config).values)
+    assert state.status.value == "completed" and state.framework is not None
+    assert validation_errors(state.framework) == []
+    experts = {d.expert for d in state.routing.values()}
+    assert "legal_drafting" not in experts and "sql_specialist" not in experts
+    record = state.adaptation
+    assert record is not None and record.fit_before is not None and record.seconds is not None
+    assert record.fit_before.removed, "the template's unasked slots are removed"
+    rules = {d.rule for d in state.defaults}
+    assert "irrelevant_slot_removed" in rules
+    entry = next(e for e in state.ledger if e.action == "adapt_template")
+    assert "removed as unasked" in entry.outputs_summary and "s to the plan" in entry.outputs_summary
