@@ -91,14 +91,8 @@ class Planner:
             "built_from": record.built_from,
             "fallback": record.fallback,
             "operations": [op.op for op in record.operations],
-            "removed": [
-                *(record.fit_before.removed if record.fit_before else []),
-                *(record.fit_after.removed if record.fit_after else []),
-            ],
-            "added": [
-                *(record.fit_before.added if record.fit_before else []),
-                *(record.fit_after.added if record.fit_after else []),
-            ],
+            "removed": [s for fit in record.fits for s in fit.removed],
+            "added": [s for fit in record.fits for s in fit.added],
             "aspects": record.fit_after.aspects if record.fit_after else [],
             "seconds": record.seconds or 0.0,
         }

@@ -231,6 +231,19 @@ def fit_slots(slots: Sequence[S], fit: PlanFit, make: type[S], aspects: Sequence
     return kept + added, fit.model_copy(update={"added": [s.id for s in added]})
 
 
+def _fitted(
+    slots: Sequence[S],
+    task: str,
+    embedder: Embedder,
+    make: type[S],
+    aspects: Sequence[Aspect] | None,
+    relevance_line: float | None,
+) -> tuple[list[S], PlanFit]:
+    found = list(aspects) if aspects is not None else task_aspects(task)
+    fit = assess(slots, task, embedder, aspects=found, relevance_line=relevance_line)
+    return fit_slots(slots, fit, make, found)
+
+
 def relevance_line_for(similarity: float) -> float:
     """The relevance line for the slots of a template this similar to the task."""
     return TRUSTED_RELEVANCE_LINE if similarity >= STRONG_FIT_LINE else RELEVANCE_LINE
@@ -245,9 +258,7 @@ def fit_plan(
     relevance_line: float | None = None,
 ) -> tuple[Framework, PlanFit]:
     """The plan with irrelevant slots removed and uncovered aspects added, and the record of both."""
-    found = list(aspects) if aspects is not None else task_aspects(task)
-    fit = assess(framework.slots, task, embedder, aspects=found, relevance_line=relevance_line)
-    slots, fit = fit_slots(framework.slots, fit, SlotSpec, found)
+    slots, fit = _fitted(framework.slots, task, embedder, SlotSpec, aspects, relevance_line)
     return framework.model_copy(update={"slots": slots}), fit
 
 
@@ -264,9 +275,7 @@ def fit_template(
     Its adaptable slot count is widened to the slots it now has and one more, so the planner may keep them all
     and still add one.
     """
-    found = list(aspects) if aspects is not None else task_aspects(task)
-    fit = assess(template.slots, task, embedder, aspects=found, relevance_line=relevance_line)
-    slots, fit = fit_slots(template.slots, fit, TemplateSlot, found)
+    slots, fit = _fitted(template.slots, task, embedder, TemplateSlot, aspects, relevance_line)
     low, high = template.adaptable.slot_count
     count = (min(low, len(slots)), max(high, len(slots) + 1))
     adaptable = template.adaptable.model_copy(update={"slot_count": count})
@@ -295,8 +304,7 @@ def plan_from_template(
     fw, record = adapt(fitted, similarity, task, planner, experts, time_budget=time_budget)
     fw, after = fit_plan(fw, task, embedder, aspects=aspects, relevance_line=line)
     validate_framework(fw)  # every framework that reaches execution is valid
-    seconds = round(time.perf_counter() - started, 3)
-    return fw, record.model_copy(update={"fit_before": before, "fit_after": after, "seconds": seconds})
+    return fw, record.model_copy(update={"fit_before": before, "fit_after": after, "seconds": _since(started)})
 
 
 def plan_from_aspects(task: str, embedder: Embedder, why: str) -> tuple[Framework, AdaptationRecord]:

@@ -49,7 +49,6 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
         get_embedder(),
         time_budget=state.settings.plan_seconds,
     )
-    before, after = record.fit_before or PlanFit(), record.fit_after or PlanFit()
     operations = ", ".join(op.op + " " + (op.slot or op.id or "") for op in record.operations)
     entry = LedgerEntry(
         agent="router",
@@ -59,7 +58,7 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
             f"{record.reason}; fallback {record.fallback}; {len(record.operations)} operations"
             + (f": {operations}" if operations else "")
             + (f"; rationale: {record.rationale[:200]}" if record.rationale else "")
-            + _fit_summary(before, after)
+            + _fit_summary(record.fits)
             + f"; {record.seconds or 0:.1f} s to the plan"
         ),
     )
@@ -83,7 +82,7 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
         for slot_id in added
         if any(s.id == slot_id for s in fw.slots)
     ]
-    defaults += _fit_defaults(before, after, fw)
+    defaults += _fit_defaults(record.fits, fw)
     if defaults:
         update["defaults"] = defaults
     if record.fallback != "none":
@@ -103,18 +102,18 @@ def _planner(settings: Settings) -> tuple[ExpertBackend, list[Notice]]:
     return get_backend(settings, binding.model), notices
 
 
-def _fit_summary(before: PlanFit, after: PlanFit) -> str:
-    removed = before.removed + after.removed
-    added = before.added + after.added
+def _fit_summary(fits: list[PlanFit]) -> str:
+    removed = [s for fit in fits for s in fit.removed]
+    added = [s for fit in fits for s in fit.added]
     return (f"; removed as unasked: {', '.join(removed)}" if removed else "") + (
         f"; added for uncovered aspects: {', '.join(added)}" if added else ""
     )
 
 
-def _fit_defaults(before: PlanFit, after: PlanFit, fw: Framework) -> list[AppliedDefault]:
+def _fit_defaults(fits: list[PlanFit], fw: Framework) -> list[AppliedDefault]:
     """The removals and additions of the plan checks, as autonomous defaults (what the person could undo)."""
     applied = []
-    for fit in (before, after):
+    for fit in fits:
         for slot_id in fit.removed:
             applied.append(
                 AppliedDefault(

@@ -105,6 +105,11 @@ class AdaptationRecord(BaseModel):
     seconds: float | None = None
     """Time to the plan (fitting and the planner)."""
 
+    @property
+    def fits(self) -> list[PlanFit]:
+        """The plan checks that ran, in order (before the planner, then on the plan that runs)."""
+        return [f for f in (self.fit_before, self.fit_after) if f is not None]
+
 
 def parse_plan(text: str) -> tuple[Plan | None, list[str]]:
     """Parse the model's JSON into a plan, or say why it cannot be."""
@@ -131,11 +136,7 @@ def apply_operations(
 ) -> tuple[Framework | None, list[str]]:
     """Apply a plan to a template; return the framework, or None and every problem found."""
     experts = set(known_experts)
-    # Experts stay only where the template pins them; every other slot is routed on what it says after the edits.
-    slots: dict[str, dict[str, Any]] = {
-        s.id: s.model_dump(exclude={"parallel_hint", "pin"}) | ({} if s.pin else {"expert": None})
-        for s in template.slots
-    }
+    slots: dict[str, dict[str, Any]] = {s.id: s.spec_fields() for s in template.slots}
     order = [s.id for s in template.slots]
     removed: set[str] = set()
     errors: list[str] = []

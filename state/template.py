@@ -61,6 +61,13 @@ class TemplateSlot(SlotSpec):
         description="Why this slot must keep its expert; without it the slot is routed like any other.",
     )
 
+    def spec_fields(self) -> dict[str, Any]:
+        """The slot's fields as a runnable slot: hints dropped, and the expert too unless the slot pins it.
+
+        The router then checks what the slot says after adaptation instead of trusting the template's choice.
+        """
+        return self.model_dump(exclude={"parallel_hint", "pin"}) | ({} if self.pin else {"expert": None})
+
 
 class Adaptable(BaseModel):
     """How far an adaptation may move away from the template."""
@@ -98,12 +105,7 @@ class Template(BaseModel):
         Hints are dropped, and so is each slot's expert unless the slot pins it (``pin``): the router checks
         what the slot now says, after adaptation, instead of trusting the template's choice.
         """
-        slots = [
-            SlotSpec.model_validate(
-                s.model_dump(exclude={"parallel_hint", "pin"}) | ({} if s.pin else {"expert": None})
-            )
-            for s in self.slots
-        ]
+        slots = [SlotSpec.model_validate(s.spec_fields()) for s in self.slots]
         return Framework(id=self.id, title=self.title, source=f"template:{self.id}", slots=slots)
 
     def retrieval_text(self) -> str:
