@@ -54,8 +54,14 @@ def resume_value(interrupts: Sequence[Interrupt], answer: str | None, answers_fi
     if answers_file is not None:
         try:
             data = yaml.safe_load(answers_file.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(str(answers_file), f"cannot read the answers: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(str(answers_file), f"cannot read the answers: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                str(answers_file), f"is not a UTF-8 text file (byte {exc.start}); give a YAML or JSON file of answers"
+            ) from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(str(answers_file), f"is not valid YAML or JSON: {exc}") from None
         by_id = {i.id: i for i in interrupts}
         if isinstance(data, dict) and data and set(data) <= set(by_id):
             for intr_id, value in data.items():

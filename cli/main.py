@@ -31,9 +31,9 @@ from cli.retention_cmd import prune
 from cli.status_cmd import status
 from cli.templates_cmd import templates_app
 from engine.artifacts import code_artifacts
-from state.context import RunContext, resolve_settings
+from state.context import RunContext
 from state.enums import Mode, RunStatus
-from state.errors import ConfigError
+from state.errors import ConfigError, InputError
 from state.framework import load_framework_file
 from state.io import RunInput, RunOptions
 from state.passport import Passport
@@ -132,10 +132,7 @@ def run(
     """Run TASK end to end and print the assembled Markdown document."""
     _logging(verbose)
     with user_errors():
-        text = sys.stdin.read() if task == "-" else task
-        from nodes.guard import check_task
-
-        text = check_task(text)
+        text = _stdin_task() if task == "-" else task
         options = RunOptions()
         if framework is not None:
             fw = load_framework_file(str(framework))
@@ -155,11 +152,26 @@ def run(
         except ValidationError as exc:
             first = exc.errors()[0]
             raise ConfigError("command line", first["msg"], field=str(first["loc"][0])) from None
-        resolve_settings(context)  # fail here, before anything is saved, on a bad environment variable
+        from nodes.guard import validate_run
+
+        # Every check the guard makes, before anything is saved: a run that starts cannot fail in the guard, so its
+        # settings are recorded by its first step and a resume always runs with them.
+        text = validate_run(text, mode, options, context).task
         run_input = RunInput(task=text, mode=mode, options=options)
         tid = thread_id or str(uuid.uuid4())
         code = _drive(run_input, tid, checkpoint, context, Output(out, out_dir, as_json, ledger))
     raise typer.Exit(code)
+
+
+def _stdin_task() -> str:
+    """The task read from standard input, which must be UTF-8 text."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            "task (standard input)", f"is not UTF-8 text (byte {exc.start}); convert it, e.g. with iconv -t UTF-8"
+        ) from None
 
 
 @app.command()

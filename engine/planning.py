@@ -45,6 +45,7 @@ from state.framework import (
     title_from_task,
     validate_framework,
 )
+from state.io import MAX_TASK_CHARS
 from state.template import Template, TemplateSlot
 
 __all__ = [
@@ -116,7 +117,7 @@ def aspect_slot(aspect: Aspect, number: int, taken: set[str]) -> SlotSpec:
     return SlotSpec(
         id=slot_id,
         title=title[:200],
-        description=f"{title}.{context}",
+        description=f"{title}.{context}"[:MAX_TASK_CHARS],
         expected_outputs=[title[:200]],
     )
 

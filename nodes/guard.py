@@ -1,24 +1,28 @@
 """Node ``guard``: validate the run input, resolve settings, and stamp the run's identity.
 
-Everything a user can get wrong is checked here, before any model is loaded, and reported as a
-:class:`~state.errors.UserError` that names the field and the allowed values.
+Everything a user can get wrong is checked by :func:`validate_run`, before any model is loaded, and reported as
+a :class:`~state.errors.UserError` that names the field and the allowed values. The CLI calls the same function
+before it saves anything, so a run the CLI starts cannot fail in the guard: its settings are recorded by the
+guard's first step, and a resume always runs with them.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from experts.catalog import Catalog, load_catalog
-from experts.models import pool
+from experts.models import BUNDLED_MODELS, pool, resolve_model_path
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
 from state.errors import InputError
 from state.framework import Framework, parse_framework
 from state.io import MAX_TASK_CHARS, RunOptions
 from state.passport import LedgerEntry, Mission, Passport, RunInfo, utcnow
+from state.settings import Settings
 
 
 def check_task(task: object) -> str:
@@ -30,6 +34,14 @@ def check_task(task: object) -> str:
         raise InputError("task", "is empty; describe what you want done")
     if len(stripped) > MAX_TASK_CHARS:
         raise InputError("task", f"is {len(stripped)} characters long; the limit is {MAX_TASK_CHARS}")
+    if "\x00" in stripped:
+        at = stripped.index("\x00")
+        raise InputError("task", f"contains a NUL character at position {at}; a task is text, remove it")
+    for at, char in enumerate(stripped):
+        if "\ud800" <= char <= "\udfff":
+            raise InputError(
+                "task", f"is not valid Unicode at position {at} (bytes that are not UTF-8?); send it as UTF-8 text"
+            )
     return stripped
 
 
@@ -57,12 +69,52 @@ def check_framework(options: RunOptions, catalog: Catalog) -> Framework | None:
     return fw
 
 
+def check_models(settings: Settings) -> None:
+    """Check the model files the settings name, cheaply (no hashing, no loading), before any expensive step.
+
+    A bundled model's name is checked when it is loaded (its packages are verified then); a path must name a
+    readable GGUF file now, so a typo is not found after the planner has run.
+
+    Raises:
+        ModelUnavailableError: naming the setting and the path.
+    """
+    if settings.backend != "llama":
+        return
+    for spec in (settings.model_path, settings.planner_model):
+        if spec and spec.strip() and spec.strip() not in BUNDLED_MODELS:
+            resolve_model_path(spec)
+
+
+@dataclass(frozen=True)
+class ValidRun:
+    """A run input that passed every check, and the settings it runs with."""
+
+    task: str
+    mode: Mode
+    framework: Framework | None
+    settings: Settings
+
+
+def validate_run(
+    task: object, mode: object, options: RunOptions, context: RunContext | dict[str, Any] | None
+) -> ValidRun:
+    """Every check of a run's input and settings, with the limits the later steps enforce.
+
+    Raises:
+        UserError: the first problem found, naming the field, file or setting.
+    """
+    checked_task = check_task(task)
+    checked_mode = check_mode(mode)
+    framework = check_framework(options, load_catalog())
+    settings = resolve_settings(context)
+    check_models(settings)
+    return ValidRun(checked_task, checked_mode, framework, settings)
+
+
 def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Validate input and settings; record mission, settings, run identity and any given framework."""
-    task = check_task(state.task)
-    mode = check_mode(state.mode)
-    framework = check_framework(state.options, load_catalog())
-    settings = resolve_settings(runtime.context)
+    valid = validate_run(state.task, state.mode, state.options, runtime.context)
+    task, mode, framework, settings = valid.task, valid.mode, valid.framework, valid.settings
     pool().reopen()  # a new run: generations are accepted again after an earlier run's shutdown (Ctrl+C)
     info = runtime.execution_info
     thread_id = info.thread_id if info is not None and info.thread_id else str(uuid.uuid4())

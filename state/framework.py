@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from state.errors import FrameworkError
+from state.io import MAX_TASK_CHARS
 
 SLOT_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$"
 MAX_SLOTS = 64
@@ -41,7 +42,7 @@ class SlotSpec(BaseModel):
 
     id: str = Field(pattern=SLOT_ID_PATTERN)
     title: str = Field(min_length=1, max_length=200)
-    description: str = Field(min_length=1, max_length=8000)
+    description: str = Field(min_length=1, max_length=MAX_TASK_CHARS)
     expected_outputs: list[str] = Field(default_factory=list)
     expert: str | None = Field(default=None, description="Expert id or persona type asked for, if any.")
     deliverable: Deliverable | None = Field(

@@ -8,8 +8,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from state.enums import Mode, RunStatus, SlotStatus
 
-MAX_TASK_CHARS = 20_000
-"""The documented upper bound on a task's length (characters)."""
+MAX_TASK_CHARS = 8_000
+"""The upper bound on a task's length (characters), and on a slot's description (the task of a one-slot plan).
+
+About 2,300 tokens: with the bundled models' 4,096-token context it leaves room for the instructions and an
+answer. The guard and :class:`~state.framework.SlotSpec` share it, so a task the guard accepts is never refused
+by a later step."""
 
 
 class RunOptions(BaseModel):

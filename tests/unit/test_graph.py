@@ -169,7 +169,7 @@ def test_graph_exposes_the_public_node_names() -> None:
     ("payload", "message"),
     [
         ({"task": "   "}, "task: is empty"),
-        ({"task": "x" * 20_001}, "the limit is 20000"),
+        ({"task": "x" * 8_001}, "the limit is 8000"),
     ],
 )
 def test_bad_input_is_rejected_with_the_field_named(payload: dict[str, Any], message: str) -> None:
