@@ -157,10 +157,22 @@ def run(
         # Every check the guard makes, before anything is saved: a run that starts cannot fail in the guard, so its
         # settings are recorded by its first step and a resume always runs with them.
         text = validate_run(text, mode, options, context).task
+        _check_output(Output(out, out_dir, as_json, ledger))
         run_input = RunInput(task=text, mode=mode, options=options)
         tid = thread_id or str(uuid.uuid4())
         code = _drive(run_input, tid, checkpoint, context, Output(out, out_dir, as_json, ledger))
     raise typer.Exit(code)
+
+
+def _check_output(output: Output) -> None:
+    """Refuse an output path that cannot be written before the run starts, not after it has finished."""
+    if output.out is not None:
+        if output.out.is_dir():
+            raise ConfigError("--out", f"{output.out} is a directory; give a file path, or use --out-dir")
+        if not output.out.parent.is_dir():
+            raise ConfigError("--out", f"directory {output.out.parent} does not exist; create it first")
+    if output.out_dir is not None and output.out_dir.exists() and not output.out_dir.is_dir():
+        raise ConfigError("--out-dir", f"{output.out_dir} is a file; give a directory (it is created if missing)")
 
 
 def _stdin_task() -> str:
@@ -378,7 +390,14 @@ def _report(state: Passport, output: Output) -> int:
         document = document.rstrip("\n") + "\n\n" + render_ledger(state.ledger)
     out, as_json = output.out, output.as_json
     if out is not None:
-        out.write_text(document, encoding="utf-8")
+        try:
+            out.write_text(document, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                "--out",
+                f"cannot write {out}: {exc.strerror or exc}; the run is saved: "
+                f"coe resume {state.run.thread_id if state.run else 'THREAD_ID'} --out FILE writes it again",
+            ) from None
         print(f"document written to {out}", file=sys.stderr)
     if output.out_dir is not None:
         _write_files(state, output.out_dir, document)

@@ -37,6 +37,8 @@ def _saved_threads(cp: list[str]) -> list[dict[str, Any]]:
         (["run", "Explain\x00 TLS"], None, "task: contains a NUL character at position 7"),
         (["run", "Explain TLS", "--model", "/no/such/model.gguf"], None, "model file not found: /no/such/model.gguf"),
         (["run", "Explain TLS", "--model", "qwen-huge"], None, "unknown model 'qwen-huge'"),
+        (["run", "Explain TLS", "--out", "/no/dir/answer.md"], None, "--out: directory /no/dir does not exist"),
+        (["run", "Explain TLS", "--out-dir", "/etc/hostname"], None, "--out-dir: /etc/hostname is a file"),
     ],
 )
 def test_bad_input_exits_2_naming_it_and_saves_nothing(
