@@ -179,7 +179,7 @@ def _stdin_task() -> str:
     """The task read from standard input, which must be UTF-8 text."""
     data = sys.stdin.buffer.read()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not part of the task
     except UnicodeDecodeError as exc:
         raise InputError(
             "task (standard input)", f"is not UTF-8 text (byte {exc.start}); convert it, e.g. with iconv -t UTF-8"
@@ -234,7 +234,7 @@ def threads(
             status = "waiting" if waiting else state.status.value
             if not waiting and snapshot.next and state.status != RunStatus.REJECTED:
                 status = "stopped"  # killed or failed mid-run: resumable
-            task = state.mission.task if state.mission else state.task
+            task = state.mission.task if state.mission else str(state.task)
             updated = state.updated_at.isoformat(timespec="seconds") if state.updated_at else ""
             rows.append({"thread_id": tid, "status": status, "waiting_for": waiting, "updated": updated, "task": task})
     if as_json:
@@ -430,7 +430,7 @@ def _describe(state: Passport, next_nodes: list[str]) -> str:
     lines = [
         f"thread:  {state.run.thread_id if state.run else '?'}",
         f"status:  {state.status.value}" + (f" (next: {', '.join(next_nodes)})" if next_nodes else ""),
-        f"task:    {state.mission.task if state.mission else state.task}",
+        f"task:    {state.mission.task if state.mission else str(state.task)}",
     ]
     if state.scope is not None:
         lines.append(f"scope:   {state.scope.kind} ({state.scope.reason})")

@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.routing import after_confirm, after_execute, after_scope
+from graph.routing import after_confirm, after_execute, after_guard, after_scope
 from nodes import (
     adapt_template,
     answer_directly,
@@ -19,6 +19,7 @@ from nodes import (
     confirm_plan,
     execute_slots,
     guard,
+    refuse_input,
     route_slots,
     scope,
     select_template,
@@ -38,6 +39,7 @@ def build_graph(checkpointer: BaseCheckpointSaver[str] | None = None, *, name: s
     """Build and compile the graph with the caller's checkpointer (optional: the LangGraph server brings its own)."""
     builder = StateGraph(Passport, context_schema=RunContext, input_schema=RunInput, output_schema=RunOutput)
     builder.add_node("guard", guard)
+    builder.add_node("refuse_input", refuse_input)
     builder.add_node("scope", scope)
     builder.add_node("answer_directly", answer_directly)
     builder.add_node("select_template", select_template)
@@ -48,7 +50,8 @@ def build_graph(checkpointer: BaseCheckpointSaver[str] | None = None, *, name: s
     builder.add_node("ask_user", ask_user, input_schema=AskUser)
     builder.add_node("assemble", assemble)
     builder.add_edge(START, "guard")
-    builder.add_edge("guard", "scope")
+    builder.add_conditional_edges("guard", after_guard)
+    builder.add_edge("refuse_input", END)
     builder.add_conditional_edges("scope", after_scope)
     builder.add_edge("answer_directly", END)
     builder.add_edge("select_template", "adapt_template")

@@ -10,6 +10,11 @@ from state.enums import RunStatus, SlotStatus
 from state.passport import AskUser, Passport
 
 
+def after_guard(state: Passport) -> Literal["refuse_input", "scope"]:
+    """A refused input is raised by ``refuse_input``; an accepted one goes on to scoping."""
+    return "refuse_input" if state.refused is not None else "scope"
+
+
 def after_scope(state: Passport) -> Literal["answer_directly", "select_template"]:
     """A trivial task is answered directly; every other goes on to planning."""
     return "answer_directly" if state.scope is not None and state.scope.kind == "trivial" else "select_template"

@@ -7,6 +7,7 @@ from nodes.assemble import assemble
 from nodes.confirm_plan import confirm_plan
 from nodes.execute_slots import execute_slots
 from nodes.guard import guard
+from nodes.refuse_input import refuse_input
 from nodes.route_slots import route_slots
 from nodes.scope import scope
 from nodes.select_template import select_template
@@ -19,6 +20,7 @@ __all__ = [
     "confirm_plan",
     "execute_slots",
     "guard",
+    "refuse_input",
     "route_slots",
     "scope",
     "select_template",

@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph.runtime import Runtime
+from pydantic import ValidationError
 
 from experts.catalog import Catalog, load_catalog
 from experts.models import BUNDLED_MODELS, pool, resolve_model_path
+from experts.models.fake import load_script
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
 from state.errors import InputError
 from state.framework import Framework, parse_framework
 from state.io import MAX_TASK_CHARS, RunOptions
-from state.passport import LedgerEntry, Mission, Passport, RunInfo, utcnow
+from state.passport import LedgerEntry, Mission, Passport, Refusal, RunInfo, utcnow
 from state.settings import Settings
 
 
@@ -54,6 +56,20 @@ def check_mode(mode: object) -> Mode:
         raise InputError("mode", f"unknown mode {mode!r}; allowed: {allowed}") from None
 
 
+def check_options(options: object) -> RunOptions:
+    """Return the run options or raise :class:`InputError` naming the option that is wrong."""
+    if isinstance(options, RunOptions):
+        return options
+    try:
+        return RunOptions.model_validate({} if options is None else options)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        allowed = ", ".join(RunOptions.model_fields)
+        hint = f"; allowed: {allowed}" if first["type"] in ("extra_forbidden", "model_type") else ""
+        raise InputError(f"options.{where}" if where else "options", first["msg"] + hint) from None
+
+
 def check_framework(options: RunOptions, catalog: Catalog) -> Framework | None:
     """Validate an inline framework (e.g. from ``--framework FILE``), including its expert ids."""
     if options.framework is None:
@@ -69,15 +85,18 @@ def check_framework(options: RunOptions, catalog: Catalog) -> Framework | None:
     return fw
 
 
-def check_models(settings: Settings) -> None:
-    """Check the model files the settings name, cheaply (no hashing, no loading), before any expensive step.
+def check_backend(settings: Settings) -> None:
+    """Check the files the backend settings name, cheaply (no hashing, no loading), before any expensive step.
 
     A bundled model's name is checked when it is loaded (its packages are verified then); a path must name a
-    readable GGUF file now, so a typo is not found after the planner has run.
+    readable GGUF file now, so a typo is not found after the planner has run. The fake backend's script must
+    load.
 
     Raises:
-        ModelUnavailableError: naming the setting and the path.
+        UserError: naming the setting and the path.
     """
+    if settings.backend == "fake" and settings.fake_script:
+        load_script(settings.fake_script)
     if settings.backend != "llama":
         return
     for spec in (settings.model_path, settings.planner_model):
@@ -91,13 +110,12 @@ class ValidRun:
 
     task: str
     mode: Mode
+    options: RunOptions
     framework: Framework | None
     settings: Settings
 
 
-def validate_run(
-    task: object, mode: object, options: RunOptions, context: RunContext | dict[str, Any] | None
-) -> ValidRun:
+def validate_run(task: object, mode: object, options: object, context: RunContext | dict[str, Any] | None) -> ValidRun:
     """Every check of a run's input and settings, with the limits the later steps enforce.
 
     Raises:
@@ -105,15 +123,43 @@ def validate_run(
     """
     checked_task = check_task(task)
     checked_mode = check_mode(mode)
-    framework = check_framework(options, load_catalog())
+    checked_options = check_options(options)
+    framework = check_framework(checked_options, load_catalog())
     settings = resolve_settings(context)
-    check_models(settings)
-    return ValidRun(checked_task, checked_mode, framework, settings)
+    check_backend(settings)
+    return ValidRun(checked_task, checked_mode, checked_options, framework, settings)
+
+
+INPUT_DEFAULTS: dict[str, Any] = {"task": "", "mode": Mode.AUTONOMOUS, "options": RunOptions()}
+"""What each input field is reset to when the guard refuses it."""
+
+
+def _refusal(exc: InputError) -> dict[str, Any]:
+    """The update that refuses the input: the refused field back to its default, and why.
+
+    The refused value is not kept: the fields of an input persist on a thread, so a value kept would refuse the
+    next input on the thread too, when that input does not send the field again.
+    """
+    field = exc.field.split(".", 1)[0]
+    update: dict[str, Any] = {"refused": Refusal(field=exc.field, message=str(exc).split(": ", 1)[1])}
+    if field in INPUT_DEFAULTS:
+        update[field] = INPUT_DEFAULTS[field]
+    return update
 
 
 def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Validate input and settings; record mission, settings, run identity and any given framework."""
-    valid = validate_run(state.task, state.mode, state.options, runtime.context)
+    """Validate input and settings; record mission, settings, run identity and any given framework.
+
+    A refused input field is recorded (``refused``) for the node ``refuse_input`` to raise, so the thread stays
+    readable and usable by the next input; a bad setting (context, environment, files) raises here, and the run
+    can be resumed with better settings.
+    """
+    try:
+        valid = validate_run(state.task, state.mode, state.options, runtime.context)
+    except InputError as exc:
+        if exc.field.split(".", 1)[0] in INPUT_DEFAULTS:
+            return _refusal(exc)
+        raise
     task, mode, framework, settings = valid.task, valid.mode, valid.framework, valid.settings
     pool().reopen()  # a new run: generations are accepted again after an earlier run's shutdown (Ctrl+C)
     info = runtime.execution_info
@@ -122,10 +168,11 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     mission = Mission(
         task=task,
         mode=mode,
-        constraints=list(state.options.constraints),
-        success_criteria=list(state.options.success_criteria),
+        constraints=list(valid.options.constraints),
+        success_criteria=list(valid.options.success_criteria),
     )
     return {
+        "refused": None,
         "run": run,
         "mission": mission,
         "settings": settings,

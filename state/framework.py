@@ -271,6 +271,8 @@ def load_framework_file(path: str) -> Framework:
         raise FrameworkError(path, ["file not found"]) from None
     except OSError as exc:
         raise FrameworkError(path, [f"cannot read file: {exc.strerror}"]) from None
+    except UnicodeDecodeError as exc:
+        raise FrameworkError(path, [f"not a UTF-8 text file (byte {exc.start}); a framework is YAML or JSON"]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

@@ -155,15 +155,26 @@ def append_list(left: list[Any] | None, right: list[Any] | None) -> list[Any]:
     return [*(left or []), *(right or [])]
 
 
+class Refusal(BaseModel):
+    """An input field the guard refused, and why (the text of the :class:`~state.errors.InputError`)."""
+
+    field: str
+    message: str
+
+
 class Passport(BaseModel):
     """The full internal state of one run."""
 
     model_config = ConfigDict(extra="ignore")
 
-    # Narrow input, copied into the mission by the guard node.
-    task: str = ""
-    mode: Mode = Mode.AUTONOMOUS
-    options: RunOptions = Field(default_factory=RunOptions)
+    # The narrow input as the caller sent it, checked by the guard node and copied into the mission. Kept
+    # unchecked here on purpose: a wrong-typed input (``{"task": 123}`` over the API) is refused by the guard with
+    # the field named, and never makes the thread's state unreadable.
+    task: Any = ""
+    mode: Any = Mode.AUTONOMOUS
+    options: Any = Field(default_factory=RunOptions)
+    refused: Refusal | None = None
+    """Why the guard refused the latest input (None: it was accepted); the node ``refuse_input`` raises it."""
 
     run: RunInfo | None = None
     mission: Mission | None = None
@@ -226,6 +237,7 @@ STATE_TYPES: tuple[type, ...] = (
     PlannedPassport,
     RunInfo,
     Mission,
+    Refusal,
     Settings,
     SlotState,
     RoutingDecision,

@@ -133,6 +133,10 @@ def load_script(path: str) -> FakeScript:
         data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(path, "fake script file not found", field="fake_script") from None
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read the fake script: {exc.strerror or exc}", field="fake_script") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, f"not a UTF-8 text file (byte {exc.start})", field="fake_script") from None
     except yaml.YAMLError as exc:
         raise ConfigError(path, f"not valid YAML/JSON: {exc}") from None
     try:

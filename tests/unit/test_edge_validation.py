@@ -107,3 +107,30 @@ def test_the_graph_refuses_the_same_inputs(payload: dict[str, Any], message: str
     graph = build_graph(InMemorySaver())
     with pytest.raises(InputError, match=message):
         graph.invoke(payload, {"configurable": {"thread_id": "bad"}}, context={"backend": "fake"})
+
+
+def test_a_byte_order_mark_on_stdin_is_not_part_of_the_task(cp: list[str]) -> None:
+    result = runner.invoke(app, ["run", "-", "--backend", "fake", "--json", *cp], input="\ufeffExplain TLS\n".encode())
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["title"] == "Explain TLS"
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"task": 123}, "task: must be a string, got int"),
+        ({"task": "Explain TLS", "mode": "yolo"}, "mode: unknown mode 'yolo'"),
+        ({"task": "Explain TLS", "options": "x"}, "options: Input should be a valid dictionary"),
+        ({"task": "Explain TLS", "options": {"colour": 1}}, "options.colour: Extra inputs are not permitted; allowed:"),
+    ],
+)
+def test_a_wrong_typed_input_is_refused_and_the_thread_stays_usable(payload: dict[str, Any], message: str) -> None:
+    graph = build_graph(InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "typed"}}
+    with pytest.raises(InputError, match=message):
+        graph.invoke(payload, config, context={"backend": "fake"})
+    snapshot = graph.get_state(config)  # readable: the refused field is back to its default, the refusal recorded
+    refused = snapshot.values["refused"]
+    assert f"{refused.field}: {refused.message}".startswith(message)
+    out = graph.invoke({"task": "Explain TLS"}, config, context={"backend": "fake"})
+    assert out["status"] == "completed"
