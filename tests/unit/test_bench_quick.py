@@ -16,6 +16,7 @@ import pytest
 FAKE_OR_NO_MODEL = {
     "bench_adaptation": "adaptation",
     "bench_assist": "assist",
+    "bench_faults": "faults",
     "bench_humaneval": "humaneval",
     "bench_overhead": "overhead",
     "bench_planning": "planning",
