@@ -228,6 +228,7 @@ PROCESS_ENV: dict[str, str] = {
     "COE_EMBED_BACKEND": "the process's embedding backend: onnx (default), onnx-int8, numpy, sentence-transformers",
     "COE_FAKE_CALLS_LOG": "the fake backend writes one JSON line per call to this file (tests)",
     "COE_RETENTION_DAYS": "coe prune: the age (days) past which finished runs are deleted",
+    "COE_LEASE_SECONDS": "seconds a run's lease on its thread outlives its last renewal (default 30)",
 }
 """Environment variables of the process, not of a run: read when needed, never recorded in a checkpoint."""
 
