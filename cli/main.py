@@ -22,7 +22,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_WAITING, user_errors
 from cli.experts_cmd import experts_app, route
@@ -137,21 +136,17 @@ def run(
         if framework is not None:
             fw = load_framework_file(str(framework))
             options = RunOptions(framework=fw.model_dump(mode="json"), framework_source=str(framework))
-        try:
-            context = RunContext(
-                backend=backend.value if backend else None,
-                model_path=model,
-                fake_script=str(fake_script) if fake_script else None,
-                max_parallel=max_parallel,
-                max_tokens=max_tokens,
-                use_grammar=grammar,
-                use_templates=templates,
-                profile=profile,
-                memory_limit_mb=memory_limit,
-            )
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise ConfigError("command line", first["msg"], field=str(first["loc"][0])) from None
+        context = RunContext(  # typer bounds the flags; a bad value would still be a ConfigError naming it
+            backend=backend.value if backend else None,
+            model_path=model,
+            fake_script=str(fake_script) if fake_script else None,
+            max_parallel=max_parallel,
+            max_tokens=max_tokens,
+            use_grammar=grammar,
+            use_templates=templates,
+            profile=profile,
+            memory_limit_mb=memory_limit,
+        )
         from nodes.guard import validate_run
 
         # Every check the guard makes, before anything is saved: a run that starts cannot fail in the guard, so its

@@ -141,7 +141,7 @@ def _refusal(exc: InputError) -> dict[str, Any]:
     next input on the thread too, when that input does not send the field again.
     """
     field = exc.field.split(".", 1)[0]
-    update: dict[str, Any] = {"refused": Refusal(field=exc.field, message=str(exc).split(": ", 1)[1])}
+    update: dict[str, Any] = {"refused": Refusal(field=exc.field, message=str(exc)[len(exc.field) + 2 :])}
     if field in INPUT_DEFAULTS:
         update[field] = INPUT_DEFAULTS[field]
     return update

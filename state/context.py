@@ -12,7 +12,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 from state.errors import ConfigError
@@ -34,11 +42,32 @@ def _context_field(field: FieldInfo) -> tuple[Any, Any]:
     return (annotation | None, Field(default=None, description=field.description, **bounds))
 
 
+class _ContextBase(BaseModel):
+    """What every run context does: refuse unknown and bad fields with a :class:`ConfigError` naming the field.
+
+    LangGraph builds the context from the caller's dict itself (``context=`` of ``invoke``, the server's run
+    request); a pydantic error there would reach the caller as a generic validation error, not a user error.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _as_user_error(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or None
+            hint = f"; allowed: {', '.join(cls.model_fields)}" if first["type"] == "extra_forbidden" else ""
+            raise ConfigError("run context", f"{first['msg']}{hint}", field=field) from None
+
+
 def _run_context_model() -> type[BaseModel]:
     fields = {name: _context_field(field) for name, (field, _) in user_settings().items()}
     return create_model(  # type: ignore[call-overload, no-any-return]
         "RunContext",
-        __config__=ConfigDict(extra="forbid"),
+        __base__=_ContextBase,
         __doc__="Settings a caller may pass per run (``context=`` in LangGraph); unset ones fall back to env/defaults.",
         __module__=__name__,
         **fields,
@@ -66,12 +95,7 @@ def resolve_settings(context: RunContext | dict[str, Any] | None, env: dict[str,
     """
     environ = os.environ if env is None else env
     if isinstance(context, dict):
-        try:
-            context = RunContext.model_validate(context)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise ConfigError("run context", first["msg"], field=field) from None
+        context = RunContext.model_validate(context)  # a bad field: ConfigError naming it
     given = context.model_dump(exclude_none=True) if context is not None else {}
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}

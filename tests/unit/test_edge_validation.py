@@ -134,3 +134,20 @@ def test_a_wrong_typed_input_is_refused_and_the_thread_stays_usable(payload: dic
     assert f"{refused.field}: {refused.message}".startswith(message)
     out = graph.invoke({"task": "Explain TLS"}, config, context={"backend": "fake"})
     assert out["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"colour": 1}, "run context: colour: Extra inputs are not permitted; allowed: backend"),
+        ({"max_tokens": -1}, "run context: max_tokens: Input should be greater than or equal to 16"),
+    ],
+)
+def test_a_bad_run_context_is_a_user_error_naming_the_field(context: dict[str, Any], message: str) -> None:
+    from state.errors import ConfigError
+
+    graph = build_graph(InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "ctx"}}
+    with pytest.raises(ConfigError, match=message):
+        graph.invoke({"task": "Explain TLS"}, config, context={"backend": "fake", **context})
+    assert graph.invoke({"task": "Explain TLS"}, config, context={"backend": "fake"})["status"] == "completed"
