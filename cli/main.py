@@ -213,18 +213,31 @@ def threads(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many runs, newest first.")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """List saved runs: thread id, status, what they wait for, task."""
+    """List saved runs: thread id, status, what they wait for, task; a run that cannot be read gets one line."""
     from graph import build_graph, open_checkpointer
-    from graph.persistence import list_threads
+    from graph.persistence import list_threads, load_run
 
     with user_errors(), open_checkpointer(checkpoint) as saver:
         graph = build_graph(saver)
         rows: list[dict[str, Any]] = []
         for tid in list_threads(saver, limit):
-            snapshot = graph.get_state(_config(tid))
-            if not snapshot.values:
+            try:
+                snapshot, state = load_run(graph, tid)
+            except ConfigError as exc:  # one damaged run must not hide the others
+                print(f"{tid}  unreadable: {exc}", file=sys.stderr)
+                rows.append(
+                    {
+                        "thread_id": tid,
+                        "status": "unreadable",
+                        "waiting_for": [],
+                        "updated": "",
+                        "task": "",
+                        "error": str(exc),
+                    }
+                )
                 continue
-            state = Passport.model_validate(snapshot.values)
+            if state is None:
+                continue
             waiting = [str(i.value.get("kind", "?")) for i in snapshot.interrupts if isinstance(i.value, dict)]
             status = "waiting" if waiting else state.status.value
             if not waiting and snapshot.next and state.status != RunStatus.REJECTED:
@@ -236,6 +249,8 @@ def threads(
         print(json.dumps(rows, indent=2))
         return
     for r in rows:
+        if r["status"] == "unreadable":
+            continue  # said on stderr
         what = f" ({', '.join(r['waiting_for'])})" if r["waiting_for"] else ""
         task = r["task"] if len(r["task"]) <= 60 else r["task"][:57] + "..."
         print(f"{r['thread_id']}  {r['status'] + what:<24} {r['updated']:<25} {task}")
@@ -251,13 +266,12 @@ def show(
 ) -> None:
     """Show a saved run: status, slots, their checks, warnings and the ledger."""
     from graph import build_graph, open_checkpointer
+    from graph.persistence import load_run
 
     with user_errors(), open_checkpointer(checkpoint) as saver:
-        graph = build_graph(saver)
-        snapshot = graph.get_state(_config(thread_id))
-        if not snapshot.values:
+        snapshot, state = load_run(build_graph(saver), thread_id)
+        if state is None:
             raise ConfigError("thread id", f"no run {thread_id!r} is saved at {_where(checkpoint)}")
-        state = Passport.model_validate(snapshot.values)
         if out_dir is not None:
             _write_files(state, out_dir)
         if as_json:
@@ -296,13 +310,16 @@ def _drive(
     from cli.hitl import ask_in_terminal, resume_value
     from cli.progress import Progress
     from graph import build_graph, open_checkpointer
+    from graph.lease import thread_lease
+    from graph.persistence import load_run
 
     config = _config(thread_id)
-    with open_checkpointer(checkpoint) as saver:
+    # The lease: one runner per thread (a second `coe resume` of a running thread exits 2 naming the holder).
+    with open_checkpointer(checkpoint) as saver, thread_lease(saver, thread_id) as lease:
         graph = build_graph(saver)
         todo: RunInput | Command[Any] | None = run_input
         if run_input is None:
-            snapshot = graph.get_state(config)
+            snapshot, _ = load_run(graph, thread_id)
             if not snapshot.values:
                 raise ConfigError("thread id", f"no run {thread_id!r} is saved at {_where(checkpoint)}")
             if given is not None:
@@ -312,17 +329,18 @@ def _drive(
         print(f"thread {thread_id}  (resume with: coe resume {thread_id})", file=sys.stderr)
         while True:  # a pending question without an answer is asked again by re-running its node
             try:
-                with Progress() as progress, _stop_models_on_ctrl_c():
+                with Progress() as progress, _stop_models_on_signal():
                     for mode, chunk in graph.stream(
                         todo, config, context=context, stream_mode=["custom"], durability="sync"
                     ):
+                        lease.check()
                         if mode == "custom" and isinstance(chunk, dict):
                             progress.event(chunk)
             except KeyboardInterrupt:
                 _settle_models()
                 print(f"\ninterrupted; resume with: coe resume {thread_id}", file=sys.stderr)
                 return EXIT_INTERRUPTED
-            snapshot = graph.get_state(config)
+            snapshot, _ = load_run(graph, thread_id)
             if not snapshot.interrupts:
                 break
             if output.as_json or not sys.stdin.isatty():
@@ -342,11 +360,12 @@ def _settle_models() -> None:
 
 
 @contextlib.contextmanager
-def _stop_models_on_ctrl_c() -> Iterator[None]:
-    """On Ctrl+C, stop every generation within a token and free the models, then interrupt as usual.
+def _stop_models_on_signal() -> Iterator[None]:
+    """On Ctrl+C or SIGTERM, stop every generation within a token and free the models, then interrupt as usual.
 
     Without this, the interrupt would wait in LangGraph for the running slot's node, which waits for the slot's
-    generation to end. Stopped slots go back to pending (not failed), so ``coe resume`` runs them.
+    generation to end. Stopped slots go back to pending (not failed), so ``coe resume`` runs them. SIGTERM (a
+    service manager, ``kill``) is handled like Ctrl+C: exit 130, the resume hint, the thread's lease released.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -358,11 +377,12 @@ def _stop_models_on_ctrl_c() -> Iterator[None]:
         pool().shutdown()
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, stop)
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _waiting(thread_id: str, interrupts: Sequence[Interrupt], as_json: bool) -> int:
