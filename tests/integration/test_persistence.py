@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -104,3 +107,79 @@ def test_unreachable_postgres_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="cannot connect to PostgreSQL"):
         with open_checkpointer("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"):
             pass
+
+
+FIRST_USE = """
+import asyncio, sys, time
+from langgraph.checkpoint.base import empty_checkpoint
+from graph.lease import thread_lease
+from graph.persistence import open_async_checkpointer, open_checkpointer
+
+urls, thread, start, kind = sys.argv[1].split(","), sys.argv[2], float(sys.argv[3]), sys.argv[4]
+config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+async def save_async(url):
+    async with open_async_checkpointer(url) as saver:
+        await saver.aput(config, empty_checkpoint(), {}, {})
+
+for k, url in enumerate(urls):
+    time.sleep(max(0.0, start + 0.3 * k - time.time()))  # every process opens store k at the same moment
+    if kind == "async":
+        asyncio.run(save_async(url))
+    else:
+        with open_checkpointer(url) as saver, thread_lease(saver, thread):
+            saver.put(config, empty_checkpoint(), {}, {})
+print("saved")
+"""
+
+
+def _first_use_by_10_processes(*urls: str) -> None:
+    """10 processes (half of them through the async opener) open each new store together; each saves a checkpoint.
+
+    Several stores, one after the other, make a race that shows in some of the attempts show in one test.
+    """
+    start = time.time() + 4  # after every interpreter has imported LangGraph
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FIRST_USE, ",".join(urls), f"t{i}", str(start), "async" if i % 2 else "sync"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(10)
+    ]
+    outcomes = [(p.communicate(timeout=180), p.returncode) for p in procs]
+    failed = [err[-1500:] for (out, err), rc in outcomes if rc != 0 or out.strip() != "saved"]
+    assert failed == [], failed
+    for url in urls:
+        with open_checkpointer(url) as saver:
+            saved = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
+        assert saved == {f"t{i}" for i in range(10)}, url
+
+
+def test_sqlite_first_use_by_10_processes(tmp_path: Path) -> None:
+    # tests/unit/test_storage_errors.py races 8 threads on 200 new files: the switch to WAL needs its retry.
+    _first_use_by_10_processes(*(f"sqlite://{tmp_path / f'new{k}' / 'runs.sqlite'}" for k in range(8)))
+
+
+@contextmanager
+def _fresh_postgres_database() -> Iterator[str]:
+    """A brand-new database (created through the test database, dropped after): no table exists yet."""
+    from psycopg import connect
+
+    name = f"coe_fresh_{uuid.uuid4().hex[:12]}"
+    with connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.mark.integration
+@pytest.mark.postgres
+def test_postgres_first_use_by_10_processes_on_a_new_database() -> None:
+    with _fresh_postgres_database() as url:
+        _first_use_by_10_processes(url)

@@ -167,6 +167,33 @@ def test_a_file_locked_in_the_middle_of_a_run_stops_it_resumably(
     assert read_calls(calls).count("A") == read_calls(calls).count("C") == 1  # saved before the lock: not run again
 
 
+def test_threads_opening_new_files_together_all_succeed(tmp_path: Path) -> None:
+    """Switching a new file to WAL fails at once ("database is locked") when another connection switches it too.
+
+    Without the retry about one new file in thirty failed here; 8 threads open 200 new files, each at once.
+    """
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    files, together = 200, threading.Barrier(8)
+    failures: list[str] = []
+
+    def open_each() -> None:
+        for k in range(files):
+            together.wait(timeout=30)
+            try:
+                with graph.persistence.open_checkpointer(f"sqlite://{tmp_path / f'{k}.sqlite'}") as saver:
+                    saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {})
+            except Exception as exc:  # any failure, reported below (an exception would end this thread only)
+                failures.append(repr(exc))
+
+    workers = [threading.Thread(target=open_each) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert failures == []
+
+
 def test_one_unreadable_run_does_not_hide_the_others(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     _real_run(db, "good", "Explain TLS")
