@@ -621,6 +621,9 @@ def _cli_cases() -> list[Case]:
             kind="interrupt",
         ),
         Case("two-resumes", "cli", "two resumes of one thread at once", _two_resumes, kind="interrupt"),
+        Case(
+            "pg-fresh-10", "cli", "10 first runs at once on a new PostgreSQL database", _fresh_postgres, kind="storage"
+        ),
         Case("corrupt-row", "cli", "threads with one unreadable run beside healthy ones", _corrupt_row, kind="storage"),
     ]
 
@@ -688,6 +691,55 @@ def _two_resumes(lab: Lab) -> Outcome:
     return Outcome(f"{first.returncode}, {second.returncode}", _first_line(second.stderr), f"calls {calls}", held)
 
 
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _fresh_postgres(lab: Lab, runs: int = 10) -> Outcome:
+    """``runs`` first runs started together on a brand-new PostgreSQL database: every one saved and completed."""
+    import uuid
+
+    import psycopg
+
+    name = f"coe_fresh_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    try:
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "cli",
+                    "run",
+                    TASK,
+                    "--no-templates",
+                    "--thread-id",
+                    f"t{i}",
+                    "--checkpoint",
+                    url,
+                ],
+                cwd=ROOT,
+                env=lab.env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for i in range(runs)
+        ]
+        codes = [p.wait(timeout=300) for p in procs]
+        errors = [_first_line(p.stderr.read() if p.stderr else b"") for p, c in zip(procs, codes, strict=True) if c]
+        listed = lab.coe("threads", "--json", "--checkpoint", url)
+        saved = [t["status"] for t in json.loads(listed.stdout)] if listed.returncode == 0 else []
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    held = codes == [0] * runs and saved == ["completed"] * runs
+    message = errors[0] if errors else ""
+    return Outcome(
+        f"{codes.count(0)}/{runs} rc 0", message, f"{saved.count('completed')} of {runs} saved, completed", held
+    )
+
+
 def _corrupt_row(lab: Lab) -> Outcome:
     for tid in ("h1", "bad", "h2"):
         assert lab.coe("run", TASK, "--no-templates", "--thread-id", tid).returncode == 0
@@ -696,11 +748,12 @@ def _corrupt_row(lab: Lab) -> Outcome:
     proc = lab.coe("threads", "--json")
     err = proc.stderr.decode("utf-8", "replace")
     try:
-        listed = [t["thread_id"] for t in json.loads(proc.stdout)]
+        listed = {t["thread_id"]: t["status"] for t in json.loads(proc.stdout)}
     except json.JSONDecodeError:
-        listed = []
-    held = proc.returncode in (0, 1) and sorted(listed) == ["h1", "h2"] and "bad" in err and "Traceback" not in err
-    return Outcome(str(proc.returncode), _first_line(proc.stderr), f"listed {sorted(listed)}", held)
+        listed = {}
+    healthy = listed.get("h1") == listed.get("h2") == "completed"
+    held = proc.returncode in (0, 1) and healthy and listed.get("bad") != "completed" and "Traceback" not in err
+    return Outcome(str(proc.returncode), _first_line(proc.stderr), f"listed {listed}", held and "bad" in err)
 
 
 # --- the embedded API ----------------------------------------------------------------------------------------------
