@@ -89,8 +89,8 @@ def check_backend(settings: Settings) -> None:
     """Check the files the backend settings name, cheaply (no hashing, no loading), before any expensive step.
 
     A bundled model's name is checked when it is loaded (its packages are verified then); a path must name a
-    readable GGUF file now, so a typo is not found after the planner has run. The fake backend's script must
-    load.
+    GGUF file whose header reads whole (about 0.15 s for a 150k-token vocabulary), so a typo or a damaged file
+    is not found after the planner has run. The fake backend's script must load.
 
     Raises:
         UserError: naming the setting and the path.
