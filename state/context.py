@@ -16,10 +16,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ModelWrapValidatorHandler,
     ValidationError,
     create_model,
-    model_validator,
 )
 from pydantic.fields import FieldInfo
 
@@ -45,21 +43,21 @@ def _context_field(field: FieldInfo) -> tuple[Any, Any]:
 class _ContextBase(BaseModel):
     """What every run context does: refuse unknown and bad fields with a :class:`ConfigError` naming the field.
 
-    LangGraph builds the context from the caller's dict itself (``context=`` of ``invoke``, the server's run
-    request); a pydantic error there would reach the caller as a generic validation error, not a user error.
+    LangGraph builds the context from the caller's dict itself (``context_schema(**context)`` in ``invoke``, the
+    server's run request); a pydantic error there would reach the caller as a generic validation error, not a
+    user error. The error is raised from ``__init__``, outside pydantic (which would wrap it, a ``ValueError``).
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _as_user_error(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+    def __init__(self, **data: Any) -> None:
         try:
-            return handler(data)
+            super().__init__(**data)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or None
-            hint = f"; allowed: {', '.join(cls.model_fields)}" if first["type"] == "extra_forbidden" else ""
+            fields = type(self).model_fields
+            hint = f"; allowed: {', '.join(fields)}" if first["type"] == "extra_forbidden" else ""
             raise ConfigError("run context", f"{first['msg']}{hint}", field=field) from None
 
 
@@ -95,7 +93,7 @@ def resolve_settings(context: RunContext | dict[str, Any] | None, env: dict[str,
     """
     environ = os.environ if env is None else env
     if isinstance(context, dict):
-        context = RunContext.model_validate(context)  # a bad field: ConfigError naming it
+        context = RunContext(**context)  # a bad field: ConfigError naming it
     given = context.model_dump(exclude_none=True) if context is not None else {}
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}

@@ -3,7 +3,8 @@
 Two families, kept apart on purpose (STYLE.md rule 8):
 
 * :class:`UserError` and its children: the person configured or called something wrong. The message names the
-  argument, file or field, and the allowed values. The CLI prints it without a traceback and exits with 2.
+  argument, file or field, and the allowed values. The CLI prints it without a traceback and exits with 2; the
+  LangGraph server sends it to the API client as it is (a ``ValueError``).
 * :class:`RunFailure`: the run itself failed in a node. The message names the node and slot.
 
 A backend's failure (:class:`BackendError`) names the model and the slot that asked, never a node: a backend
@@ -17,8 +18,13 @@ class CoeError(Exception):
     """Base class of every error raised on purpose by College of Experts."""
 
 
-class UserError(CoeError):
-    """Something the caller gave us is wrong; the message says what and how to fix it."""
+class UserError(CoeError, ValueError):
+    """Something the caller gave us is wrong; the message says what and how to fix it.
+
+    A ``ValueError`` too: the LangGraph server passes the message of a ``ValueError`` raised in a run to the
+    client (other exceptions become "An internal error occurred"), so an API client reads the same line the CLI
+    prints. Never raise one inside a pydantic validator: pydantic would wrap it into a ``ValidationError``.
+    """
 
 
 class InputError(UserError):

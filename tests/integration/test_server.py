@@ -244,3 +244,31 @@ def test_a_waiting_run_survives_a_server_restart_in_postgres(tmp_path: Path) -> 
             with open_checkpointer(POSTGRES_URL) as saver:
                 saver.delete_thread(thread_box["id"])
     assert values["status"] == "completed" and sorted(values["results"]) == ["A", "B", "C", "D"]
+
+
+@pytest.mark.parametrize(
+    ("run_input", "context", "message"),
+    [
+        ({"task": "  "}, {}, "task: is empty; describe what you want done"),
+        ({"task": 123}, {}, "task: must be a string, got int"),
+        ({"task": TASK, "mode": "yolo"}, {}, "mode: unknown mode 'yolo'; allowed: interactive, confirm, autonomous"),
+        ({"task": TASK}, {"backend": "nope"}, "unknown backend 'nope'; allowed: llama, fake, remote"),
+        ({"task": TASK}, {"max_tokens": 5}, "run context: max_tokens: Input should be greater than or equal to 16"),
+    ],
+)
+def test_a_user_error_reaches_the_client_and_the_thread_stays_usable(
+    server: Server, run_input: dict[str, Any], context: dict[str, Any], message: str
+) -> None:
+    async def scenario(client: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        thread = await client.threads.create()
+        tid = thread["thread_id"]
+        failed = await client.runs.wait(tid, "college_of_experts", input=run_input, context=context, raise_error=False)
+        state = await client.threads.get_state(tid)
+        good = await client.runs.wait(tid, "college_of_experts", input={"task": TASK})
+        return failed, state, good
+
+    failed, state, good = server.run(scenario)
+    assert message in json.dumps(failed), failed
+    assert "An internal error occurred" not in json.dumps(failed)
+    assert isinstance(state["values"], dict)  # readable after the refusal
+    assert good["status"] == "completed"
