@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.errors import EXIT_USAGE, user_errors
+from cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, user_errors
+
+if TYPE_CHECKING:
+    from experts.knowledge import IngestProgress
 
 kb_app = typer.Typer(
     help="The knowledge base for lookup assists: add text, Markdown and PDF files, search it.",
@@ -30,18 +36,65 @@ def _dir(kb: Path | None) -> Path:
     return kb_dir(kb)
 
 
+@contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[IngestProgress], None] | None]:
+    """A progress bar on stderr when it is a terminal; a line every 15 s otherwise (none with ``quiet``)."""
+    if quiet:
+        yield None
+        return
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("passages", total=None)
+
+            def show(p: IngestProgress) -> None:
+                what = f"file {min(p.files_done + 1, p.files_total)}/{p.files_total}, {p.bytes_total / 1e6:.1f} MB"
+                bar.update(task, total=p.passages_total, completed=p.passages_done, description=what)
+
+            yield show
+        return
+    last = [0.0]
+
+    def line(p: IngestProgress) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 15 or p.passages_done == p.passages_total:
+            last[0] = now
+            print(
+                f"embedded {p.passages_done}/{p.passages_total} passages ({p.files_done}/{p.files_total} files)",
+                file=sys.stderr,
+            )
+
+    yield line
+
+
 @kb_app.command("add")
 def add(
     paths: Annotated[list[Path], typer.Argument(help="Files or directories (.md, .markdown, .txt, .rst, .pdf).")],
     kb: KbOpt = None,
     as_json: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
 ) -> None:
-    """Index documents: each is cut into passages that keep their page, section and line range."""
+    """Index documents: each is cut into passages that keep their page, section and line range.
+
+    Progress goes to stderr. Ctrl+C keeps what was done: the files finished are in the knowledge base, and the
+    same command run again goes on where it stopped.
+    """
     from experts.knowledge import add_documents
 
     with user_errors():
         directory = _dir(kb)
-        report = add_documents(paths, directory)
+        try:
+            with _progress(quiet or as_json) as show:
+                report = add_documents(paths, directory, progress=show)
+        except KeyboardInterrupt:
+            print(
+                f"\ninterrupted; what was embedded is kept in {directory}: run the same command again to go on",
+                file=sys.stderr,
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from None
     if as_json:
         payload = {
             "kb": str(directory),
@@ -51,6 +104,7 @@ def add(
             "skipped": report.skipped,
             "chunks": report.chunks,
             "total_chunks": report.total_chunks,
+            "resumed": report.resumed,
             "seconds": round(report.seconds, 3),
         }
         print(json.dumps(payload, indent=2))
@@ -60,7 +114,8 @@ def add(
                 print(f"{label:<9} {item}")
         for item in report.skipped:
             print(f"skipped   {item}", file=sys.stderr)
-        print(f"{report.chunks} passages indexed; {report.total_chunks} in {directory}")
+        again = f" ({report.resumed} embedded by an earlier, interrupted add)" if report.resumed else ""
+        print(f"{report.chunks} passages indexed{again}; {report.total_chunks} in {directory}")
     if not (report.added or report.updated or report.unchanged):
         raise typer.Exit(EXIT_USAGE)
 

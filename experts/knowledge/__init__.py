@@ -4,6 +4,7 @@ from experts.knowledge.ingest import CHUNK_CHARS, CHUNK_OVERLAP, SUFFIXES, Chunk
 from experts.knowledge.quotes import KbHit, Quote, sentence_spans
 from experts.knowledge.store import (
     AddReport,
+    IngestProgress,
     KnowledgeBase,
     SourceInfo,
     add_documents,
@@ -17,6 +18,7 @@ __all__ = [
     "CHUNK_OVERLAP",
     "SUFFIXES",
     "AddReport",
+    "IngestProgress",
     "Chunk",
     "KbHit",
     "KnowledgeBase",

@@ -84,11 +84,15 @@ def split_document(path: Path) -> tuple[str, list[Chunk]]:
     blocks = _markdown_sections(text) if kind == "markdown" else [(None, 0, len(text))]
     chunks: list[Chunk] = []
     splitter = _splitter(kind)
+    counted, line = 0, 1  # newlines are counted once, forward from the last passage (passages start in order)
     for section, start, end in blocks:
         for offset, piece in _split(splitter, text[start:end]):
             first = start + offset
-            line_start = text.count("\n", 0, first) + 1
-            chunks.append(Chunk("", source, piece, None, section, line_start, line_start + piece.count("\n")))
+            if first < counted:
+                counted, line = 0, 1
+            line += text.count("\n", counted, first)
+            counted = first
+            chunks.append(Chunk("", source, piece, None, section, line, line + piece.count("\n")))
     return kind, chunks
 
 

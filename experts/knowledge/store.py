@@ -11,17 +11,24 @@ location), ``vectors.npy``, ``kb.index`` (FAISS), ``metadata.json`` (format, emb
 source file with its SHA-256; written last). Each is replaced atomically, so a run that reads the knowledge
 base while ``coe kb add`` writes it sees the old or the new one; writers take a lock file. A knowledge base
 embedded with another model is re-embedded from its stored passages on first use.
+
+Adding is resumable: each file's passage vectors are appended, batch by batch, to a staging file
+(``staging/<file digest>-<model>.f32``, raw float32 rows) before they join the knowledge base. Ctrl+C (or a
+crash) keeps what was embedded: the files finished by then are written into the knowledge base (on Ctrl+C), and
+running the same ``coe kb add`` again goes on from the last batch of a file that was cut short (its passages are
+cut again from the unchanged file, which gives the same passages).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +48,7 @@ from state.paths import kb_dir
 
 __all__ = [
     "AddReport",
+    "IngestProgress",
     "KnowledgeBase",
     "SourceInfo",
     "add_documents",
@@ -52,7 +60,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-EMBED_BATCH = 64
+EMBED_BATCH = 128
+"""Passages embedded per call (MiniLM on ONNX Runtime, 2 cores: 138 passages/s at 32, 152 at 64, 169 at 128)."""
+STAGING = "staging"
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,20 @@ class AddReport:
     """Passages written for the added and updated files."""
     total_chunks: int = 0
     seconds: float = 0.0
+    resumed: int = 0
+    """Passages whose vectors an earlier, interrupted add had already embedded (not embedded again)."""
+
+
+@dataclass(frozen=True)
+class IngestProgress:
+    """How far an add has come: passages embedded of those to embed, files finished, bytes of text."""
+
+    passages_done: int
+    passages_total: int
+    files_done: int
+    files_total: int
+    bytes_total: int
+    current: str
 
 
 # --- the loaded knowledge base ---------------------------------------------------------------------------------
@@ -273,11 +297,18 @@ def _write(kb: KnowledgeBase) -> None:
 # --- changing it ---------------------------------------------------------------------------------------------------
 
 
-def add_documents(paths: Iterable[Path], directory: Path | None = None, embedder: Embedder | None = None) -> AddReport:
+def add_documents(
+    paths: Iterable[Path],
+    directory: Path | None = None,
+    embedder: Embedder | None = None,
+    progress: Callable[[IngestProgress], None] | None = None,
+) -> AddReport:
     """Index files (or directories of files); a file already indexed with the same content is left alone.
 
     A changed file replaces its old passages. Raises :class:`~state.errors.UserError` for a missing path or an
-    unreadable file, before anything is written.
+    unreadable file, before anything is written. ``progress`` is called after every batch of passages.
+    Interrupted (``KeyboardInterrupt``), the files finished so far are written before it propagates; what was
+    embedded of the others stays staged, and the next add of them goes on from there (see the module notes).
     """
     t0 = time.perf_counter()
     path = directory if directory is not None else kb_dir()
@@ -287,14 +318,13 @@ def add_documents(paths: Iterable[Path], directory: Path | None = None, embedder
         embedder = get_embedder()
     with _write_lock(path):
         kb = _read(path, embedder) if (path / "metadata.json").exists() else _empty(path)
-        sources = dict(kb.sources)
-        new_chunks: list[Chunk] = []
-        replaced: set[str] = set()
+        known_before = set(kb.sources)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        todo: list[tuple[str, SourceInfo, list[Chunk], int]] = []
         for f in files:
             source = str(f.resolve())
             digest = file_sha256(f)
-            known = sources.get(source)
+            known = kb.sources.get(source)
             if known is not None and known.sha256 == digest:
                 report.unchanged.append(source)
                 continue
@@ -303,25 +333,93 @@ def add_documents(paths: Iterable[Path], directory: Path | None = None, embedder
                 report.skipped.append(f"{source}: no text found")
                 continue
             pieces = [_with_id(c, f"{digest[:12]}:{i}") for i, c in enumerate(pieces)]
-            new_chunks.extend(pieces)
-            (report.updated if known is not None else report.added).append(source)
-            replaced.add(source)
-            sources[source] = SourceInfo(source, digest, kind, len(pieces), stamp)
-        if not new_chunks:
-            report.total_chunks = len(kb.chunks)
-            report.seconds = time.perf_counter() - t0
-            return report
-        keep = [i for i, c in enumerate(kb.chunks) if c.source not in replaced]
-        new_vectors = _embed(embedder, new_chunks)
-        old_vectors = kb.vectors[keep] if keep else np.zeros((0, embedder.dim), dtype=np.float32)
-        vectors = check_vectors(np.concatenate([old_vectors, new_vectors]), embedder.dim, "kb passage vectors")
-        chunks = (*(kb.chunks[i] for i in keep), *new_chunks)
-        updated = KnowledgeBase(path, chunks, vectors, _index(vectors), embedder, sources)
-        _write(updated)
-    report.chunks = len(new_chunks)
-    report.total_chunks = len(chunks)
+            todo.append((source, SourceInfo(source, digest, kind, len(pieces), stamp), pieces, f.stat().st_size))
+        done: list[tuple[str, SourceInfo, list[Chunk], Vectors]] = []
+        try:
+            _embed_files(embedder, path, todo, done, report, progress)
+        finally:  # Ctrl+C too: the finished files are kept
+            if done:
+                kb = _merged(kb, done, embedder)
+                _write(kb)
+                for _, info, _, _ in done:
+                    _staged(path, info.sha256, embedder).unlink(missing_ok=True)
+        for source, *_ in done:
+            (report.updated if source in known_before else report.added).append(source)
+    report.chunks = sum(len(pieces) for _, _, pieces, _ in done)
+    report.total_chunks = len(kb.chunks)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _embed_files(
+    embedder: Embedder,
+    path: Path,
+    todo: list[tuple[str, SourceInfo, list[Chunk], int]],
+    done: list[tuple[str, SourceInfo, list[Chunk], Vectors]],
+    report: AddReport,
+    progress: Callable[[IngestProgress], None] | None,
+) -> None:
+    """Embed each file's passages through its staging file, appending each finished file to ``done``."""
+    total = sum(len(pieces) for _, _, pieces, _ in todo)
+    size = sum(nbytes for *_, nbytes in todo)
+    finished = 0
+    for number, (source, info, pieces, _) in enumerate(todo):
+
+        def tick(count: int, base: int = finished, number: int = number, source: str = source) -> None:
+            if progress is not None:
+                progress(IngestProgress(base + count, total, number, len(todo), size, source))
+
+        vectors, resumed = _embed_staged(
+            embedder, [c.embed_text() for c in pieces], _staged(path, info.sha256, embedder), tick
+        )
+        report.resumed += resumed
+        finished += len(pieces)
+        done.append((source, info, pieces, vectors))
+    if progress is not None:
+        progress(IngestProgress(finished, total, len(todo), len(todo), size, ""))
+
+
+def _staged(path: Path, digest: str, embedder: Embedder) -> Path:
+    """The staging file of one file's vectors, for one embedding model."""
+    model = hashlib.sha256(f"{embedder.model_id}:{embedder.dim}".encode()).hexdigest()[:12]
+    return path / STAGING / f"{digest[:24]}-{model}.f32"
+
+
+def _embed_staged(
+    embedder: Embedder, texts: list[str], staged: Path, tick: Callable[[int], None]
+) -> tuple[Vectors, int]:
+    """Embed ``texts`` batch by batch, appending the rows to ``staged``; rows already there are not embedded again.
+
+    Returns the vectors of all texts and how many were already staged.
+    """
+    row = embedder.dim * 4
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    have = min(staged.stat().st_size // row, len(texts)) if staged.exists() else 0
+    with staged.open("ab") as out:
+        out.truncate(have * row)  # a batch cut short by a crash is dropped whole
+        tick(have)
+        for start in range(have, len(texts), EMBED_BATCH):
+            batch = check_vectors(
+                embedder.encode(texts[start : start + EMBED_BATCH]), embedder.dim, "kb passage vectors"
+            )
+            out.write(np.ascontiguousarray(batch, dtype=np.float32).tobytes())
+            out.flush()
+            tick(min(start + EMBED_BATCH, len(texts)))
+    vectors = np.fromfile(staged, dtype=np.float32).reshape(-1, embedder.dim)
+    return check_vectors(vectors, embedder.dim, str(staged)), have
+
+
+def _merged(
+    kb: KnowledgeBase, done: list[tuple[str, SourceInfo, list[Chunk], Vectors]], embedder: Embedder
+) -> KnowledgeBase:
+    """The knowledge base with the finished files' passages in place of their old ones."""
+    replaced = {source for source, *_ in done}
+    keep = [i for i, c in enumerate(kb.chunks) if c.source not in replaced]
+    old_vectors = kb.vectors[keep] if keep else np.zeros((0, embedder.dim), dtype=np.float32)
+    vectors = check_vectors(np.concatenate([old_vectors, *(v for *_, v in done)]), embedder.dim, "kb passage vectors")
+    chunks = (*(kb.chunks[i] for i in keep), *(c for _, _, pieces, _ in done for c in pieces))
+    sources = {**kb.sources, **{source: info for source, info, _, _ in done}}
+    return KnowledgeBase(kb.directory, chunks, vectors, _index(vectors), embedder, sources)
 
 
 def remove_documents(
