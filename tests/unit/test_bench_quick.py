@@ -18,6 +18,7 @@ FAKE_OR_NO_MODEL = {
     "bench_assist": "assist",
     "bench_faults": "faults",
     "bench_humaneval": "humaneval",
+    "bench_ingest": "ingest",
     "bench_overhead": "overhead",
     "bench_planning": "planning",
     "bench_routing": "routing",
