@@ -20,7 +20,7 @@ from experts.models import BUNDLED_MODELS, pool, resolve_model_path
 from experts.models.fake import load_script
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
-from state.errors import InputError
+from state.errors import FrameworkError, InputError
 from state.framework import Framework, parse_framework
 from state.io import MAX_TASK_CHARS, RunOptions
 from state.passport import LedgerEntry, Mission, Passport, Refusal, RunInfo, utcnow
@@ -134,17 +134,29 @@ INPUT_DEFAULTS: dict[str, Any] = {"task": "", "mode": Mode.AUTONOMOUS, "options"
 """What each input field is reset to when the guard refuses it."""
 
 
-def _refusal(exc: InputError) -> dict[str, Any]:
-    """The update that refuses the input: the refused field back to its default, and why.
+def _refused_input(state: Passport) -> dict[str, Any] | None:
+    """The update that refuses the input, or None when its fields pass their checks.
 
-    The refused value is not kept: the fields of an input persist on a thread, so a value kept would refuse the
-    next input on the thread too, when that input does not send the field again.
+    A refused field goes back to its default and the refusal is recorded. The refused value is not kept: the
+    fields of an input persist on a thread, so a value kept would refuse the next input on the thread too, when
+    that input does not send the field again. A broken catalog is no fault of the input: it raises.
     """
-    field = exc.field.split(".", 1)[0]
-    update: dict[str, Any] = {"refused": Refusal(field=exc.field, message=str(exc)[len(exc.field) + 2 :])}
-    if field in INPUT_DEFAULTS:
-        update[field] = INPUT_DEFAULTS[field]
-    return update
+    checks: dict[str, Any] = {
+        "task": lambda: check_task(state.task),
+        "mode": lambda: check_mode(state.mode),
+        "options": lambda: check_framework(check_options(state.options), load_catalog()),
+    }
+    for field, check in checks.items():
+        try:
+            check()
+        except InputError as exc:
+            refusal = Refusal(field=exc.field, message=str(exc)[len(exc.field) + 2 :])
+        except FrameworkError as exc:
+            refusal = Refusal(field=f"{field}.framework", message="; ".join(exc.errors))
+        else:
+            continue
+        return {"refused": refusal, field: INPUT_DEFAULTS[field]}
+    return None
 
 
 def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -154,12 +166,10 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     readable and usable by the next input; a bad setting (context, environment, files) raises here, and the run
     can be resumed with better settings.
     """
-    try:
-        valid = validate_run(state.task, state.mode, state.options, runtime.context)
-    except InputError as exc:
-        if exc.field.split(".", 1)[0] in INPUT_DEFAULTS:
-            return _refusal(exc)
-        raise
+    refused = _refused_input(state)
+    if refused is not None:
+        return refused
+    valid = validate_run(state.task, state.mode, state.options, runtime.context)
     task, mode, framework, settings = valid.task, valid.mode, valid.framework, valid.settings
     pool().reopen()  # a new run: generations are accepted again after an earlier run's shutdown (Ctrl+C)
     info = runtime.execution_info

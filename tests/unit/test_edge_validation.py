@@ -151,3 +151,19 @@ def test_a_bad_run_context_is_a_user_error_naming_the_field(context: dict[str, A
     with pytest.raises(ConfigError, match=message):
         graph.invoke({"task": "Explain TLS"}, config, context={"backend": "fake", **context})
     assert graph.invoke({"task": "Explain TLS"}, config, context={"backend": "fake"})["status"] == "completed"
+
+
+def test_an_invalid_framework_over_the_api_is_refused_and_the_thread_stays_usable() -> None:
+    cyclic = {
+        "id": "p",
+        "title": "P",
+        "slots": [
+            {"id": "a", "title": "A", "description": "d", "deps": ["b"]},
+            {"id": "b", "title": "B", "description": "d", "deps": ["a"]},
+        ],
+    }
+    graph = build_graph(InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "fw"}}
+    with pytest.raises(InputError, match="options.framework: .*dependency cycle"):
+        graph.invoke({"task": "Explain TLS", "options": {"framework": cyclic}}, config, context={"backend": "fake"})
+    assert graph.invoke({"task": "Explain TLS"}, config, context={"backend": "fake"})["status"] == "completed"
