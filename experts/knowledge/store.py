@@ -271,8 +271,14 @@ def _write(kb: KnowledgeBase) -> None:
         with tmp.open("wb") as handle:
             np.save(handle, kb.vectors, allow_pickle=False)
 
-    chunks = json.dumps([asdict(c) for c in kb.chunks], ensure_ascii=False)
-    atomic_write(path / "chunks.json", lambda tmp: tmp.write_text(chunks, encoding="utf-8"))
+    def save_chunks(tmp: Path) -> None:  # one passage at a time: no second copy of every passage as one string
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.write("[")
+            for number, chunk in enumerate(kb.chunks):
+                handle.write(("," if number else "") + json.dumps(asdict(chunk), ensure_ascii=False))
+            handle.write("]")
+
+    atomic_write(path / "chunks.json", save_chunks)
     if kb.chunks:
         atomic_write(path / "vectors.npy", save_vectors)
         atomic_write(path / "kb.index", lambda tmp: faiss.write_index(kb.faiss_index, str(tmp)))
@@ -415,8 +421,9 @@ def _merged(
     """The knowledge base with the finished files' passages in place of their old ones."""
     replaced = {source for source, *_ in done}
     keep = [i for i, c in enumerate(kb.chunks) if c.source not in replaced]
-    old_vectors = kb.vectors[keep] if keep else np.zeros((0, embedder.dim), dtype=np.float32)
-    vectors = check_vectors(np.concatenate([old_vectors, *(v for *_, v in done)]), embedder.dim, "kb passage vectors")
+    parts = ([kb.vectors[keep]] if keep else []) + [v for *_, v in done]
+    joined = parts[0] if len(parts) == 1 else np.concatenate(parts)  # one part: no copy (a fresh knowledge base)
+    vectors = check_vectors(joined, embedder.dim, "kb passage vectors")
     chunks = (*(kb.chunks[i] for i in keep), *(c for _, _, pieces, _ in done for c in pieces))
     sources = {**kb.sources, **{source: info for source, info, _, _ in done}}
     return KnowledgeBase(kb.directory, chunks, vectors, _index(vectors), embedder, sources)
