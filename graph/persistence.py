@@ -316,7 +316,8 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
         import asyncio
 
         import aiosqlite
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        from graph.savers import ServerSqliteSaver
 
         path = _sqlite_path(url)
         # The WAL switch and the storage checks, with their retry and clear errors, off the event loop.
@@ -326,22 +327,23 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
         try:
             with sqlite_errors(path):
                 await conn.execute("PRAGMA synchronous=NORMAL")
-                saver = AsyncSqliteSaver(conn, serde=serializer())
+                saver = ServerSqliteSaver(conn, serde=serializer())
                 await saver.setup()
             yield saver
         finally:
             await conn.close()
     else:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg import AsyncConnection, Error, OperationalError
         from psycopg.rows import dict_row
+
+        from graph.savers import ServerPostgresSaver
 
         try:
             apg_conn = await AsyncConnection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
         except OperationalError as exc:
             raise ConfigError("checkpoint URL", f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from None
         async with apg_conn:
-            apg = AsyncPostgresSaver(apg_conn, serde=serializer())
+            apg = ServerPostgresSaver(apg_conn, serde=serializer())
             try:
                 if not await _apg_schema_current(apg_conn, len(apg.MIGRATIONS)):
                     async with _apg_setup_lock(apg_conn, _redact(url)):

@@ -272,3 +272,68 @@ def test_a_user_error_reaches_the_client_and_the_thread_stays_usable(
     assert "An internal error occurred" not in json.dumps(failed)
     assert isinstance(state["values"], dict)  # readable after the refusal
     assert good["status"] == "completed"
+
+
+@pytest.mark.parametrize("strategy", ["reject", "interrupt", "rollback", "enqueue"])
+def test_each_multitask_strategy_over_the_api(server: Server, tmp_path: Path, strategy: str) -> None:
+    """A second input on a busy thread under each strategy; the server goes on serving other threads.
+
+    ``rollback`` deletes the first run's checkpoints through the checkpointer's ``adelete_for_runs`` (the server
+    answered 500 and stalled every later run before it existed).
+    """
+    from langgraph_sdk.errors import ConflictError, NotFoundError
+
+    script = tmp_path / "slow.yaml"
+    script.write_text(yaml.safe_dump({"default": {"delay": 2.0}}))
+    slow = {"fake_script": str(script)}
+    other = "Write a Python function that reverses a list"
+
+    async def scenario(client: Any) -> tuple[dict[str, Any], dict[str, Any], set[str], str, dict[str, Any]]:
+        thread = (await client.threads.create())["thread_id"]
+        first = await client.runs.create(thread, "college_of_experts", input={"task": TASK}, context=slow)
+        deadline = time.monotonic() + 60
+        while (await client.runs.get(thread, first["run_id"]))["status"] != "running":
+            assert time.monotonic() < deadline, "the first run never started"
+            await asyncio.sleep(0.1)
+        runs = {"first": first}
+        if strategy == "reject":
+            with pytest.raises(ConflictError):
+                await client.runs.create(
+                    thread, "college_of_experts", input={"task": other}, multitask_strategy=strategy
+                )
+            await client.runs.join(thread, first["run_id"])
+        else:
+            runs["second"] = await client.runs.create(
+                thread, "college_of_experts", input={"task": other}, multitask_strategy=strategy
+            )
+            await asyncio.wait_for(client.runs.join(thread, runs["second"]["run_id"]), 120)
+        statuses: dict[str, Any] = {}
+        for name, run in runs.items():
+            try:
+                statuses[name] = (await client.runs.get(thread, run["run_id"]))["status"]
+            except NotFoundError:
+                statuses[name] = "deleted"
+        state = await client.threads.get_state(thread)
+        history = await client.threads.get_history(thread, limit=200)
+        run_ids = {h["metadata"].get("run_id") for h in history}
+        elsewhere = await client.threads.create()
+        later = await asyncio.wait_for(
+            client.runs.wait(elsewhere["thread_id"], "college_of_experts", input={"task": TASK}), 120
+        )
+        return statuses, state["values"], run_ids, first["run_id"], later
+
+    statuses, values, run_ids, first_id, later = server.run(scenario)
+    expected = {
+        "reject": {"first": "success"},
+        "interrupt": {"first": "interrupted", "second": "success"},
+        "rollback": {"first": "deleted", "second": "success"},
+        "enqueue": {"first": "success", "second": "success"},
+    }[strategy]
+    assert statuses == expected
+    assert values["status"] == "completed"
+    assert values["task"] == (TASK if strategy == "reject" else other)
+    if strategy == "rollback":
+        assert first_id not in run_ids  # none of its checkpoints are left
+    elif strategy != "interrupt":  # (interrupted at once, a run may not have saved a checkpoint yet)
+        assert first_id in run_ids
+    assert later["status"] == "completed"  # the server was not stalled
