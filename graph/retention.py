@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from graph.savers import SQLITE_KEEP_LATEST
 from state.enums import RunStatus
 from state.errors import ConfigError
 from state.settings import process_env
@@ -164,22 +165,12 @@ def compact_threads(saver: BaseCheckpointSaver[str], thread_ids: Iterable[str]) 
         raise ConfigError("checkpoint URL", f"compacting runs is not supported for {type(saver).__name__}")
 
 
-_SQLITE_COMPACT = (
-    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < ("
-    " SELECT MAX(c.checkpoint_id) FROM checkpoints c"
-    " WHERE c.thread_id = checkpoints.thread_id AND c.checkpoint_ns = checkpoints.checkpoint_ns)",
-    "DELETE FROM writes WHERE thread_id = ? AND NOT EXISTS ("
-    " SELECT 1 FROM checkpoints c WHERE c.thread_id = writes.thread_id"
-    " AND c.checkpoint_ns = writes.checkpoint_ns AND c.checkpoint_id = writes.checkpoint_id)",
-)
-
-
 def _compact_sqlite(saver: SqliteSaver, thread_id: str) -> None:
     with saver.lock:
         conn = saver.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for sql in _SQLITE_COMPACT:
+            for sql in SQLITE_KEEP_LATEST:
                 conn.execute(sql, (thread_id,))
         except BaseException:
             conn.execute("ROLLBACK")

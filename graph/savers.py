@@ -16,11 +16,22 @@ from collections.abc import Sequence
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-__all__ = ["PRUNE_STRATEGIES", "ServerPostgresSaver", "ServerSqliteSaver"]
+__all__ = ["PRUNE_STRATEGIES", "SQLITE_KEEP_LATEST", "ServerPostgresSaver", "ServerSqliteSaver"]
 
 PRUNE_STRATEGIES = ("keep_latest", "delete", "delete_all")
 """``keep_latest`` keeps each thread's newest checkpoint per namespace; ``delete`` (the Postgres saver's name) and
 ``delete_all`` (langgraph-api's) delete the threads' checkpoints."""
+
+
+SQLITE_KEEP_LATEST = (
+    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < ("
+    " SELECT MAX(c.checkpoint_id) FROM checkpoints c"
+    " WHERE c.thread_id = checkpoints.thread_id AND c.checkpoint_ns = checkpoints.checkpoint_ns)",
+    "DELETE FROM writes WHERE thread_id = ? AND NOT EXISTS ("
+    " SELECT 1 FROM checkpoints c WHERE c.thread_id = writes.thread_id"
+    " AND c.checkpoint_ns = writes.checkpoint_ns AND c.checkpoint_id = writes.checkpoint_id)",
+)
+"""One thread's history cut to its newest checkpoint per namespace, with that checkpoint's pending writes."""
 
 
 def _ids(values: Sequence[str], what: str) -> list[str]:
@@ -58,18 +69,9 @@ class ServerSqliteSaver(AsyncSqliteSaver):
         marks = ",".join("?" * len(threads))
         async with self.lock, self.conn.cursor() as cur:
             if strategy == "keep_latest":
-                await cur.execute(
-                    f"DELETE FROM checkpoints WHERE thread_id IN ({marks}) AND checkpoint_id < "
-                    "(SELECT MAX(c.checkpoint_id) FROM checkpoints c WHERE c.thread_id = checkpoints.thread_id "
-                    "AND c.checkpoint_ns = checkpoints.checkpoint_ns)",
-                    threads,
-                )
-                await cur.execute(
-                    f"DELETE FROM writes WHERE thread_id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM checkpoints c "
-                    "WHERE c.thread_id = writes.thread_id AND c.checkpoint_ns = writes.checkpoint_ns "
-                    "AND c.checkpoint_id = writes.checkpoint_id)",
-                    threads,
-                )
+                for thread in threads:
+                    for sql in SQLITE_KEEP_LATEST:
+                        await cur.execute(sql, (thread,))
             else:
                 await cur.execute(f"DELETE FROM checkpoints WHERE thread_id IN ({marks})", threads)
                 await cur.execute(f"DELETE FROM writes WHERE thread_id IN ({marks})", threads)
