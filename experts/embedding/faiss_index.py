@@ -13,7 +13,7 @@ from typing import Any
 
 from experts.embedding.vectors import Vectors
 
-__all__ = ["HNSW_EF_CONSTRUCTION", "HNSW_EF_SEARCH", "HNSW_FROM", "HNSW_M", "build_faiss_index"]
+__all__ = ["HNSW_EF_CONSTRUCTION", "HNSW_EF_SEARCH", "HNSW_FROM", "HNSW_M", "build_faiss_index", "empty_faiss_index"]
 
 HNSW_FROM = 20_000
 """From this many vectors on, the index is HNSW instead of exact search."""
@@ -24,15 +24,21 @@ HNSW_EF_SEARCH = 512
 
 def build_faiss_index(vectors: Vectors, kind: str | None = None) -> Any:
     """An inner-product FAISS index over unit vectors: ``flat`` (exact) or ``hnsw``; by size when None."""
+    index = empty_faiss_index(vectors.shape[1], vectors.shape[0], kind)
+    index.add(vectors)
+    return index
+
+
+def empty_faiss_index(dim: int, count: int, kind: str | None = None) -> Any:
+    """The index :func:`build_faiss_index` would build for ``count`` vectors, empty: to be filled block by block."""
     import faiss
 
-    kind = kind or ("hnsw" if vectors.shape[0] >= HNSW_FROM else "flat")
+    kind = kind or ("hnsw" if count >= HNSW_FROM else "flat")
     index: Any
     if kind == "flat":
-        index = faiss.IndexFlatIP(vectors.shape[1])
+        index = faiss.IndexFlatIP(dim)
     else:
-        index = faiss.IndexHNSWFlat(vectors.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
         index.hnsw.efSearch = HNSW_EF_SEARCH
-    index.add(vectors)
     return index

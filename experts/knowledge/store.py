@@ -9,8 +9,9 @@ The knowledge base is a directory: the run setting ``kb_path``, else ``$COE_KB``
 directory (:func:`state.paths.kb_dir`). Files in it: ``chunks.json`` (every passage with its source and
 location), ``vectors.npy``, ``kb.index`` (FAISS), ``metadata.json`` (format, embedding model, counts, every
 source file with its SHA-256; written last). Each is replaced atomically, so a run that reads the knowledge
-base while ``coe kb add`` writes it sees the old or the new one; writers take a lock file. A knowledge base
-embedded with another model is re-embedded from its stored passages on first use.
+base while ``coe kb add`` writes it sees the old or the new one; writers take a lock file. ``vectors.npy`` is
+memory-mapped, not read: the vectors are in memory once, in the FAISS index, and a write copies them a block at
+a time. A knowledge base embedded with another model is re-embedded from its stored passages on first use.
 
 Adding is resumable: each file's passage vectors are appended, batch by batch, to a staging file
 (``staging/<file digest>-<model>.f32``, raw float32 rows) before they join the knowledge base. Ctrl+C (or a
@@ -28,7 +29,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ import numpy as np
 
 from experts.embedding.encoder import Embedder
 from experts.embedding.factory import get_embedder
-from experts.embedding.faiss_index import build_faiss_index
+from experts.embedding.faiss_index import empty_faiss_index
 from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
 from experts.knowledge.ingest import CHUNK_CHARS, CHUNK_OVERLAP, Chunk, expand_paths, file_sha256, split_document
 from experts.knowledge.quotes import RERANK_K, KbHit, Quote, best_quote, source_of
@@ -62,6 +63,9 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 EMBED_BATCH = 128
 """Passages embedded per call (MiniLM on ONNX Runtime, 2 cores: 138 passages/s at 32, 152 at 64, 169 at 128)."""
+VECTOR_BLOCK = 16_384
+"""Rows read, written and indexed at a time when vectors are merged (24 MB at 384 dimensions): a knowledge base's
+vectors are in memory once, in its FAISS index; ``KnowledgeBase.vectors`` maps ``vectors.npy``."""
 STAGING = "staging"
 
 
@@ -213,7 +217,7 @@ def _read(path: Path, embedder: Embedder | None) -> KnowledgeBase:
             import faiss
 
             vectors = check_vectors(
-                np.load(path / "vectors.npy", allow_pickle=False), embedder.dim, f"{path}/vectors.npy"
+                np.load(path / "vectors.npy", mmap_mode="r", allow_pickle=False), embedder.dim, f"{path}/vectors.npy"
             )
             index = faiss.read_index(str(path / "kb.index"))
             if vectors.shape[0] == len(chunks) == index.ntotal and index.d == embedder.dim:
@@ -224,10 +228,7 @@ def _read(path: Path, embedder: Embedder | None) -> KnowledgeBase:
     else:
         logger.warning("knowledge base in %s was embedded with %s; re-embedding", path, meta.get("model_id"))
     with _write_lock(path):
-        vectors = _embed(embedder, chunks)
-        kb = KnowledgeBase(path, chunks, vectors, _index(vectors), embedder, sources)
-        _write(kb)
-    return kb
+        return _write(path, chunks, sources, embedder, [(_embed(embedder, chunks), None)])
 
 
 def _embed(embedder: Embedder, chunks: Iterable[Chunk]) -> Vectors:
@@ -235,11 +236,6 @@ def _embed(embedder: Embedder, chunks: Iterable[Chunk]) -> Vectors:
     parts = [embedder.encode(texts[i : i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)]
     joined = np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
     return check_vectors(joined, embedder.dim, "kb passage vectors")
-
-
-def _index(vectors: Vectors) -> Any:
-
-    return build_faiss_index(vectors)
 
 
 @contextlib.contextmanager
@@ -259,45 +255,110 @@ def _write_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _write(kb: KnowledgeBase) -> None:
+VectorPart = tuple[Vectors, Sequence[int] | None] | Path
+"""Rows of a new ``vectors.npy``: a matrix's rows (all of them, or those at the given positions), or a staging
+file's."""
+
+
+def _write(
+    path: Path,
+    chunks: Sequence[Chunk],
+    sources: dict[str, SourceInfo],
+    embedder: Embedder | None,
+    parts: list[VectorPart],
+) -> KnowledgeBase:
+    """Write a knowledge base whose vectors are ``parts`` one after the other (a row per chunk), and return it.
+
+    ``metadata.json`` goes first and comes back last, so a reader never pairs it with files of another version.
+    The vectors are copied to ``vectors.npy`` and into a new FAISS index a block at a time
+    (:data:`VECTOR_BLOCK`); the returned knowledge base maps the file instead of holding a second copy.
+    """
     import faiss
 
-    path = kb.directory
     path.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         (path / "metadata.json").unlink()
-
-    def save_vectors(tmp: Path) -> None:
-        with tmp.open("wb") as handle:
-            np.save(handle, kb.vectors, allow_pickle=False)
-
-    def save_chunks(tmp: Path) -> None:  # one passage at a time: no second copy of every passage as one string
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.write("[")
-            for number, chunk in enumerate(kb.chunks):
-                handle.write(("," if number else "") + json.dumps(asdict(chunk), ensure_ascii=False))
-            handle.write("]")
-
-    atomic_write(path / "chunks.json", save_chunks)
-    if kb.chunks:
-        atomic_write(path / "vectors.npy", save_vectors)
-        atomic_write(path / "kb.index", lambda tmp: faiss.write_index(kb.faiss_index, str(tmp)))
+    vectors: Vectors = np.zeros((0, 1), dtype=np.float32)
+    index: Any = None
+    if chunks and embedder is not None:
+        vectors, index = _write_vectors(path, parts, embedder.dim)
+        if vectors.shape[0] != len(chunks):
+            raise VectorInvariantError(f"{path}/vectors.npy", f"{vectors.shape[0]} rows for {len(chunks)} passages")
+        atomic_write(path / "kb.index", lambda tmp: faiss.write_index(index, str(tmp)))
     else:
         for name in ("vectors.npy", "kb.index"):
             with contextlib.suppress(FileNotFoundError):
                 (path / name).unlink()
+
+    def save_chunks(tmp: Path) -> None:  # one passage at a time: no second copy of every passage as one string
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.write("[")
+            for number, chunk in enumerate(chunks):
+                handle.write(("," if number else "") + json.dumps(asdict(chunk), ensure_ascii=False))
+            handle.write("]")
+
+    atomic_write(path / "chunks.json", save_chunks)
     meta = {
         "format_version": FORMAT_VERSION,
-        "model_id": kb.embedder.model_id if kb.embedder is not None else None,
-        "dim": kb.embedder.dim if kb.embedder is not None else None,
-        "chunks": len(kb.chunks),
+        "model_id": embedder.model_id if embedder is not None else None,
+        "dim": embedder.dim if embedder is not None else None,
+        "chunks": len(chunks),
         "chunk_chars": CHUNK_CHARS,
         "chunk_overlap": CHUNK_OVERLAP,
-        "index_type": type(kb.faiss_index).__name__ if kb.chunks else None,
-        "sources": [asdict(s) for s in sorted(kb.sources.values(), key=lambda s: s.path)],
+        "index_type": type(index).__name__ if index is not None else None,
+        "sources": [asdict(s) for s in sorted(sources.values(), key=lambda s: s.path)],
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     atomic_write(path / "metadata.json", lambda tmp: tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8"))
+    if index is None:
+        return KnowledgeBase(path, (), vectors, None, embedder, sources)
+    return KnowledgeBase(path, tuple(chunks), vectors, index, embedder, sources)
+
+
+def _write_vectors(path: Path, parts: list[VectorPart], dim: int) -> tuple[Vectors, Any]:
+    """``vectors.npy`` written from ``parts`` block by block, each block added to a new FAISS index as well.
+
+    Returns the file memory-mapped, and the index.
+    """
+    count = sum(_rows(part, dim) for part in parts)
+    index = empty_faiss_index(dim, count)
+    header = {
+        "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+        "fortran_order": False,
+        "shape": (count, dim),
+    }
+
+    def save(tmp: Path) -> None:
+        with tmp.open("wb") as out:
+            np.lib.format.write_array_header_1_0(out, header)
+            for part in parts:
+                for block in _blocks(part, dim):
+                    index.add(block)
+                    out.write(block.tobytes())
+
+    atomic_write(path / "vectors.npy", save)
+    vectors = np.load(path / "vectors.npy", mmap_mode="r", allow_pickle=False)
+    return vectors, index
+
+
+def _rows(part: VectorPart, dim: int) -> int:
+    if isinstance(part, Path):
+        return part.stat().st_size // (dim * 4)
+    matrix, rows = part
+    return matrix.shape[0] if rows is None else len(rows)
+
+
+def _blocks(part: VectorPart, dim: int) -> Iterator[Vectors]:
+    """A part's rows, :data:`VECTOR_BLOCK` at a time; a staging file's are checked (it is read back from disk)."""
+    if isinstance(part, Path):
+        with part.open("rb") as handle:
+            while (block := np.fromfile(handle, dtype=np.float32, count=VECTOR_BLOCK * dim)).size:
+                yield check_vectors(block.reshape(-1, dim), dim, str(part))
+        return
+    matrix, rows = part
+    for first in range(0, _rows(part, dim), VECTOR_BLOCK):
+        picked = matrix[first : first + VECTOR_BLOCK] if rows is None else matrix[rows[first : first + VECTOR_BLOCK]]
+        yield np.ascontiguousarray(picked, dtype=np.float32)
 
 
 # --- changing it ---------------------------------------------------------------------------------------------------
@@ -338,17 +399,17 @@ def add_documents(
             if not pieces:
                 report.skipped.append(f"{source}: no text found")
                 continue
-            pieces = [_with_id(c, f"{digest[:12]}:{i}") for i, c in enumerate(pieces)]
+            for number, piece in enumerate(pieces):  # in place: one list of passages at a time
+                pieces[number] = _with_id(piece, f"{digest[:12]}:{number}")
             todo.append((source, SourceInfo(source, digest, kind, len(pieces), stamp), pieces, f.stat().st_size))
-        done: list[tuple[str, SourceInfo, list[Chunk], Vectors]] = []
+        done: list[tuple[str, SourceInfo, list[Chunk], Path]] = []
         try:
             _embed_files(embedder, path, todo, done, report, progress)
         finally:  # Ctrl+C too: the finished files are kept
             if done:
                 kb = _merged(kb, done, embedder)
-                _write(kb)
-                for _, info, _, _ in done:
-                    _staged(path, info.sha256, embedder).unlink(missing_ok=True)
+                for *_, staged in done:
+                    staged.unlink(missing_ok=True)
         for source, *_ in done:
             (report.updated if source in known_before else report.added).append(source)
     report.chunks = sum(len(pieces) for _, _, pieces, _ in done)
@@ -361,11 +422,11 @@ def _embed_files(
     embedder: Embedder,
     path: Path,
     todo: list[tuple[str, SourceInfo, list[Chunk], int]],
-    done: list[tuple[str, SourceInfo, list[Chunk], Vectors]],
+    done: list[tuple[str, SourceInfo, list[Chunk], Path]],
     report: AddReport,
     progress: Callable[[IngestProgress], None] | None,
 ) -> None:
-    """Embed each file's passages through its staging file, appending each finished file to ``done``."""
+    """Embed each file's passages into its staging file, appending each finished file to ``done``."""
     total = sum(len(pieces) for _, _, pieces, _ in todo)
     size = sum(nbytes for *_, nbytes in todo)
     finished = 0
@@ -375,12 +436,10 @@ def _embed_files(
             if progress is not None:
                 progress(IngestProgress(base + count, total, number, len(todo), size, source))
 
-        vectors, resumed = _embed_staged(
-            embedder, [c.embed_text() for c in pieces], _staged(path, info.sha256, embedder), tick
-        )
-        report.resumed += resumed
+        staged = _staged(path, info.sha256, embedder)
+        report.resumed += _embed_staged(embedder, pieces, staged, tick)
         finished += len(pieces)
-        done.append((source, info, pieces, vectors))
+        done.append((source, info, pieces, staged))
     if progress is not None:
         progress(IngestProgress(finished, total, len(todo), len(todo), size, ""))
 
@@ -391,42 +450,37 @@ def _staged(path: Path, digest: str, embedder: Embedder) -> Path:
     return path / STAGING / f"{digest[:24]}-{model}.f32"
 
 
-def _embed_staged(
-    embedder: Embedder, texts: list[str], staged: Path, tick: Callable[[int], None]
-) -> tuple[Vectors, int]:
-    """Embed ``texts`` batch by batch, appending the rows to ``staged``; rows already there are not embedded again.
+def _embed_staged(embedder: Embedder, pieces: list[Chunk], staged: Path, tick: Callable[[int], None]) -> int:
+    """Embed the passages batch by batch, appending the rows to ``staged``; rows already there are not embedded again.
 
-    Returns the vectors of all texts and how many were already staged.
+    Returns how many were already staged.
     """
     row = embedder.dim * 4
     staged.parent.mkdir(parents=True, exist_ok=True)
-    have = min(staged.stat().st_size // row, len(texts)) if staged.exists() else 0
+    have = min(staged.stat().st_size // row, len(pieces)) if staged.exists() else 0
     with staged.open("ab") as out:
         out.truncate(have * row)  # a batch cut short by a crash is dropped whole
         tick(have)
-        for start in range(have, len(texts), EMBED_BATCH):
-            batch = check_vectors(
-                embedder.encode(texts[start : start + EMBED_BATCH]), embedder.dim, "kb passage vectors"
-            )
+        for start in range(have, len(pieces), EMBED_BATCH):
+            texts = [c.embed_text() for c in pieces[start : start + EMBED_BATCH]]
+            batch = check_vectors(embedder.encode(texts), embedder.dim, "kb passage vectors")
             out.write(np.ascontiguousarray(batch, dtype=np.float32).tobytes())
             out.flush()
-            tick(min(start + EMBED_BATCH, len(texts)))
-    vectors = np.fromfile(staged, dtype=np.float32).reshape(-1, embedder.dim)
-    return check_vectors(vectors, embedder.dim, str(staged)), have
+            tick(min(start + EMBED_BATCH, len(pieces)))
+    return have
 
 
 def _merged(
-    kb: KnowledgeBase, done: list[tuple[str, SourceInfo, list[Chunk], Vectors]], embedder: Embedder
+    kb: KnowledgeBase, done: list[tuple[str, SourceInfo, list[Chunk], Path]], embedder: Embedder
 ) -> KnowledgeBase:
-    """The knowledge base with the finished files' passages in place of their old ones."""
+    """The knowledge base written with the finished files' passages in place of their old ones."""
     replaced = {source for source, *_ in done}
     keep = [i for i, c in enumerate(kb.chunks) if c.source not in replaced]
-    parts = ([kb.vectors[keep]] if keep else []) + [v for *_, v in done]
-    joined = parts[0] if len(parts) == 1 else np.concatenate(parts)  # one part: no copy (a fresh knowledge base)
-    vectors = check_vectors(joined, embedder.dim, "kb passage vectors")
-    chunks = (*(kb.chunks[i] for i in keep), *(c for _, _, pieces, _ in done for c in pieces))
+    parts: list[VectorPart] = [(kb.vectors, keep)] if keep else []
+    parts += [staged for *_, staged in done]
+    chunks = [*(kb.chunks[i] for i in keep), *(c for _, _, pieces, _ in done for c in pieces)]
     sources = {**kb.sources, **{source: info for source, info, _, _ in done}}
-    return KnowledgeBase(kb.directory, chunks, vectors, _index(vectors), embedder, sources)
+    return _write(kb.directory, chunks, sources, embedder, parts)
 
 
 def remove_documents(
@@ -444,13 +498,7 @@ def remove_documents(
             return []
         keep = [i for i, c in enumerate(kb.chunks) if c.source not in gone]
         sources = {k: v for k, v in kb.sources.items() if k not in gone}
-        chunks = tuple(kb.chunks[i] for i in keep)
-        if chunks and kb.embedder is not None:
-            vectors = kb.vectors[keep]
-            updated = KnowledgeBase(path, chunks, vectors, _index(vectors), kb.embedder, sources)
-        else:
-            updated = KnowledgeBase(path, (), np.zeros((0, 1), dtype=np.float32), None, kb.embedder, sources)
-        _write(updated)
+        _write(path, [kb.chunks[i] for i in keep], sources, kb.embedder, [(kb.vectors, keep)])
     return gone
 
 

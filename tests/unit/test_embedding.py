@@ -110,6 +110,20 @@ def test_vector_invariants_fail_fast_naming_the_boundary(array: np.ndarray, mess
     assert message in str(info.value)
 
 
+def test_vectors_are_checked_in_blocks_and_the_bad_row_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from experts.embedding import vectors as vectors_module
+
+    monkeypatch.setattr(vectors_module, "CHECK_BLOCK", 4)
+    rows = np.tile(np.array([[1.0, 0, 0, 0]], dtype=np.float32), (11, 1))
+    assert check_vectors(rows, 4, "x").shape == (11, 4)
+    rows[9, 1] = 1.0
+    with pytest.raises(VectorInvariantError, match="vector 9 has L2 norm 1.414214"):
+        check_vectors(rows, 4, "x")
+    rows[6, 0] = np.inf
+    with pytest.raises(VectorInvariantError, match="vector 6 has a NaN"):
+        check_vectors(rows, 4, "x")
+
+
 def test_a_single_unit_vector_is_accepted_as_one_row() -> None:
     out = check_vectors(np.array([0.6, 0.8, 0.0, 0.0]), 4, "x")
     assert out.shape == (1, 4) and out.dtype == np.float32

@@ -11,8 +11,10 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from experts.embedding import get_embedder
-from experts.knowledge import IngestProgress, add_documents, load_kb, split_document
+from experts.knowledge import IngestProgress, add_documents, load_kb, remove_documents, split_document
+from experts.knowledge import ingest as kb_ingest
 from experts.knowledge import store as kb_store
+from experts.knowledge.ingest import CHUNK_CHARS
 
 runner = CliRunner()
 
@@ -97,3 +99,48 @@ def test_kb_add_reports_progress_and_ctrl_c_exits_130(
     monkeypatch.setattr(kb_store, "get_embedder", lambda: Interrupting(after=2))
     stopped = runner.invoke(app, ["kb", "add", str(_document(tmp_path / "c.md", 30, seed=6)), "--kb", str(kb_path)])
     assert stopped.exit_code == 130 and "run the same command again" in stopped.stderr
+
+
+def test_vectors_are_merged_and_removed_block_by_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kb_store, "VECTOR_BLOCK", 5)
+    first, second = _document(tmp_path / "a.md", 8, seed=7), _document(tmp_path / "b.md", 12, seed=8)
+    kb_path = tmp_path / "kb"
+    add_documents([first], kb_path)
+    add_documents([second], kb_path)
+    _document(first, 10, seed=9)  # changed: its rows leave the middle, the other file's are picked out
+    add_documents([first], kb_path)
+    embedder = get_embedder()
+    kb = load_kb(kb_path)
+    assert not kb.vectors.flags.owndata  # vectors.npy is mapped, not read into memory
+    expected = len(split_document(second)[1]) + len(split_document(first)[1])
+    assert expected > 3 * 5  # several blocks from each side
+    assert kb.vectors.shape[0] == kb.faiss_index.ntotal == len(kb.chunks) == expected
+    assert [c.source for c in kb.chunks[:2]] == [str(second.resolve())] * 2  # kept rows first, then the new file
+    assert np.allclose(kb.vectors, embedder.encode([c.embed_text() for c in kb.chunks]), atol=1e-5)
+    assert kb.search(kb.chunks[17].embed_text(), 1)[0].chunk.id == kb.chunks[17].id
+    remove_documents([second], kb_path)
+    kb = load_kb(kb_path)
+    assert {c.source for c in kb.chunks} == {str(first.resolve())} and kb.faiss_index.ntotal == len(kb.chunks)
+    assert np.allclose(kb.vectors, embedder.encode([c.embed_text() for c in kb.chunks]), atol=1e-5)
+
+
+def test_a_long_text_goes_to_the_splitter_in_windows_with_true_line_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kb_ingest, "WINDOW", 3000)
+    paragraphs = [f"Paragraph {i}: " + " ".join(f"word{i}x{j}" for j in range(8 + i % 30)) for i in range(120)]
+    paragraphs.insert(60, "y" * 7000)  # no line end at all: cut where the window ends
+    doc = tmp_path / "long.txt"
+    doc.write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    lines = doc.read_text(encoding="utf-8").split("\n")
+    _, chunks = split_document(doc)
+    for chunk in chunks:
+        assert len(chunk.text) <= CHUNK_CHARS
+        assert chunk.line_start is not None and chunk.line_end is not None
+        assert chunk.text in "\n".join(lines[chunk.line_start - 1 : chunk.line_end])
+    joined = "\n".join(c.text for c in chunks)
+    monkeypatch.setattr(kb_ingest, "WINDOW", 10**9)
+    whole = "\n".join(c.text for c in split_document(doc)[1])
+    kept = [p for p in paragraphs if p in whole]
+    assert len(kept) > 100 and all(p in joined for p in kept)  # a paragraph whole in one passage stays so at a cut
+    assert sum(c.text.count("y") for c in chunks) >= 7000
