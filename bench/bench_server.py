@@ -15,10 +15,7 @@ experts, so the difference is what the server adds: HTTP, its run queue and work
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,18 +23,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import bench_parser, run_input, write_results
+from bench.common import GRAPH, ROOT, bench_parser, dev_server, run_input, write_results
 from state.framework import load_framework_file
 
-ROOT = Path(__file__).resolve().parents[1]
 FRAMEWORK = load_framework_file(str(ROOT / "tests" / "fixtures" / "branchy.yaml"))
-GRAPH = "college_of_experts"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _stats(samples: list[float]) -> dict[str, Any]:
@@ -88,37 +77,10 @@ def in_process(db: Path, runs: int, warmup: int) -> dict[str, Any]:
 
 
 def over_api(db: Path, runs: int, warmup: int) -> dict[str, Any]:
-    from langgraph_sdk import get_client
-
-    port = _free_port()
-    env = {
-        **os.environ,
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-        "COE_BACKEND": "fake",
-        "COE_MAX_PARALLEL": str(len(FRAMEWORK.slots)),
-        "COE_CHECKPOINT_URL": f"sqlite://{db}",
-    }
-    log = (db.parent / "server.log").open("w")
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "langgraph"), "dev", "--no-browser", "--no-reload", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    env = {"COE_BACKEND": "fake", "COE_MAX_PARALLEL": str(len(FRAMEWORK.slots)), "COE_CHECKPOINT_URL": f"sqlite://{db}"}
 
     async def scenario() -> dict[str, Any]:
-        async with get_client(url=f"http://127.0.0.1:{port}") as client:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    await client.assistants.search()
-                    break
-                except Exception:
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise
-                    await asyncio.sleep(0.5)
+        async with dev_server(env, db.parent / "server.log") as client:
             walls: list[float] = []
             for i in range(warmup + runs):
                 thread = (await client.threads.create())["thread_id"]
@@ -145,12 +107,7 @@ def over_api(db: Path, runs: int, warmup: int) -> dict[str, Any]:
                     resumes.append(first)
             return {"run": _stats(walls), "resume_to_slot": _stats(resumes)}
 
-    try:
-        return asyncio.run(scenario())
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
+    return asyncio.run(scenario())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import math
 import os
 import platform
+import socket
 import statistics
+import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +27,9 @@ from state.framework import Framework, SlotSpec, validate_framework
 from state.io import RunInput, RunOptions
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+ROOT = RESULTS_DIR.parents[1]
+GRAPH = "college_of_experts"
+"""The graph id in ``langgraph.json``."""
 
 
 def _load_average() -> list[float] | None:
@@ -173,6 +180,40 @@ def merge_intervals(intervals: Iterable[tuple[float, float]]) -> list[tuple[floa
 def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     """Total time covered by the intervals (overlaps counted once)."""
     return sum(end - start for start, end in merge_intervals(intervals))
+
+
+@contextlib.asynccontextmanager
+async def dev_server(env: dict[str, str], log: Path, args: Sequence[str] = ()) -> AsyncIterator[Any]:
+    """``langgraph dev`` on a free port with ``env`` added to ours, and a langgraph-sdk client once it answers.
+
+    ``args`` go to ``langgraph dev`` (e.g. ``--n-jobs-per-worker 10``); its output goes to ``log``.
+    """
+    from langgraph_sdk import get_client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server_env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true", **env}
+    command = [str(Path(sys.executable).parent / "langgraph"), "dev", "--no-browser", "--no-reload"]
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [*command, "--port", str(port), *args], cwd=ROOT, env=server_env, stdout=out, stderr=subprocess.STDOUT
+        )
+        try:
+            async with get_client(url=f"http://127.0.0.1:{port}") as client:
+                deadline = time.monotonic() + 90
+                while True:
+                    try:
+                        await client.assistants.search()
+                        break
+                    except Exception:
+                        if time.monotonic() > deadline or server.poll() is not None:
+                            raise SystemExit(f"langgraph dev did not answer; its log: {log}") from None
+                        await asyncio.sleep(0.5)
+                yield client
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 def machine_info() -> dict[str, Any]:
