@@ -40,6 +40,7 @@ __all__ = [
     "catalog_dir",
     "checkpoint_url",
     "config_dir",
+    "cpu_share_dir",
     "data_dir",
     "embed_model_override",
     "expert_index_dir",
@@ -100,6 +101,18 @@ def kb_dir(override: str | os.PathLike[str] | None = None) -> Path:
 def pool_status_dir() -> Path:
     """Where processes publish their model pool's status for ``coe experts status``."""
     return data_dir() / "pool"
+
+
+def cpu_share_dir() -> Path:
+    """The lock files through which this user's processes share the machine's cores (``experts.models.cpu_share``).
+
+    In the system's temporary directory, not the data directory: processes with different ``COE_HOME`` run on the
+    same cores.
+    """
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"coe-cpu-{uid}"
 
 
 def model_cache_dir() -> Path:

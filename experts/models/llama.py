@@ -32,12 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from experts.models.bundled import resolve_model_path
+from experts.models.cpu_share import ShareWaitStopped, cpu_share
 from experts.models.footprint import estimate
 from experts.models.grammar import follow_outline_bounds
 from experts.models.llama_mask import CompiledGrammar, GrammarMask, StopSwitch
 from experts.models.prefetch import Prefetch
 from experts.models.protocol import Generation, GenerationRequest
 from state.errors import BackendError, GenerationStopped, ModelUnavailableError
+from state.paths import cpu_share_dir
 from state.settings import Settings
 
 if TYPE_CHECKING:
@@ -330,21 +332,31 @@ class LlamaBackend:
                     )
                     processors.append(mask)
             # Last, so a stop overrides the grammar (which may not allow end-of-text mid-section).
-            started = time.perf_counter()
-            deadline = None if request.time_limit is None else started + request.time_limit
+            asked = time.perf_counter()  # a time limit counts the wait for a share of the cores too
+            deadline = None if request.time_limit is None else asked + request.time_limit
             switch = StopSwitch(self._stop, llm.token_eos(), deadline)
             processors.append(switch)
             options["logits_processor"] = _import_llama_cpp().LogitsProcessorList(processors)
+            share = (
+                cpu_share(cpu_share_dir(), self.n_threads, self._stop)
+                if self.n_gpu_layers == 0
+                else contextlib.nullcontext(0.0)
+            )
             try:
-                llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
-                response = llm.create_chat_completion(
-                    messages=messages,
-                    max_tokens=request.max_tokens,
-                    temperature=request.temperature,
-                    seed=request.seed,
-                    repeat_penalty=1.0,
-                    **options,
-                )
+                with share as waited:
+                    started = time.perf_counter()
+                    llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
+                    response = llm.create_chat_completion(
+                        messages=messages,
+                        max_tokens=request.max_tokens,
+                        temperature=request.temperature,
+                        seed=request.seed,
+                        repeat_penalty=1.0,
+                        **options,
+                    )
+            except ShareWaitStopped:
+                self._check_stop(request)  # stopped while waiting for the cores: a stop like any other
+                raise
             except (ValueError, RuntimeError, OSError) as exc:
                 self._check_stop(request)  # an aborted decode ("llama_decode returned 2") is a stop, not a failure
                 raise BackendError(
@@ -361,7 +373,7 @@ class LlamaBackend:
         choice = completion["choices"][0]
         usage = completion["usage"]
         completion_tokens = usage["completion_tokens"]
-        extra = {"tokens_per_second": completion_tokens / seconds if seconds > 0 else 0.0}
+        extra = {"tokens_per_second": completion_tokens / seconds if seconds > 0 else 0.0, "cpu_wait_seconds": waited}
         if switch.first_at is not None:
             extra["first_token_seconds"] = switch.first_at - started
             self.last_first_token_s = extra["first_token_seconds"]

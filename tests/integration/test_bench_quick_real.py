@@ -12,7 +12,9 @@ from tests.unit.test_bench_quick import run_quick
 
 @pytest.mark.integration
 @pytest.mark.model
-@pytest.mark.parametrize(("module", "name"), [("bench_generation", "generation"), ("bench_pool", "pool")])
+@pytest.mark.parametrize(
+    ("module", "name"), [("bench_cpu_share", "cpu_share"), ("bench_generation", "generation"), ("bench_pool", "pool")]
+)
 def test_quick_mode_on_the_real_model(module: str, name: str, tmp_path: Path) -> None:
     before = {k: v for k, v in os.environ.items() if k.startswith("COE_")}
     result = run_quick(module, name, tmp_path)
@@ -24,3 +26,11 @@ def test_quick_mode_on_the_real_model(module: str, name: str, tmp_path: Path) ->
 def test_quick_mode_of_the_server_benchmark(tmp_path: Path) -> None:
     result = run_quick("bench_server", "server", tmp_path)
     assert result["runs"] == 1 and result["api"]["run"]["p50_ms"] > 0
+
+
+@pytest.mark.integration
+def test_quick_mode_of_the_load_benchmark(tmp_path: Path) -> None:
+    result = run_quick("bench_load", "load", tmp_path)
+    measured = result["results"]["README command (--n-jobs-per-worker 10)"]
+    assert [r["runs"] for r in measured] == [1, 3] and all(r["lost"] == 0 for r in measured)
+    assert measured[1]["threads"] == 3 and measured[1]["statuses"] == ["success"]

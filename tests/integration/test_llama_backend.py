@@ -388,3 +388,32 @@ def test_lines_printed_by_other_threads_during_a_load_are_kept() -> None:
     assert len(ticks) >= 10
     assert ticks == [f"tick {n}" for n in range(len(ticks))], "lines are missing"
     assert out.stderr == ""
+
+
+def test_a_generation_waits_for_its_share_of_the_cores_and_a_stop_ends_the_wait(
+    model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another generation holds the machine's cores (another process, or another model of this one)."""
+    import experts.models.llama as llama_module
+    from experts.models.cpu_share import cpu_share
+
+    monkeypatch.setattr(llama_module, "cpu_share_dir", lambda: tmp_path)
+    backend = LlamaBackend(model_path, n_ctx=512)
+    short = GenerationRequest(messages=REQUEST.messages, max_tokens=4, slot_id="short")
+    try:
+        with cpu_share(tmp_path, backend.n_threads, threading.Event()):
+            threading.Timer(0.3, backend.cancel).start()
+            started = time.perf_counter()
+            with pytest.raises(GenerationStopped):
+                backend.generate(short)
+            assert 0.25 < time.perf_counter() - started < 5
+        backend.unload()  # clears the stop
+        backend.load()  # the wait measured below is for the cores, not for the weights
+        with ThreadPoolExecutor(1) as pool, cpu_share(tmp_path, backend.n_threads, threading.Event()):
+            waiting = pool.submit(backend.generate, short)
+            time.sleep(0.5)
+            assert not waiting.done()
+        generation = waiting.result(timeout=120)
+        assert generation.extra["cpu_wait_seconds"] >= 0.3 and generation.completion_tokens > 0
+    finally:
+        backend.unload()

@@ -45,6 +45,12 @@ def test_quick_mode_runs_and_writes_its_results(module: str, name: str, tmp_path
 
 def test_every_benchmark_has_a_quick_test() -> None:
     modules = {p.stem for p in (Path(__file__).resolve().parents[2] / "bench").glob("bench_*.py")}
-    real = {"bench_generation", "bench_pool", "bench_server"}  # tests/integration/test_bench_quick_real.py
+    real = {
+        "bench_cpu_share",
+        "bench_generation",
+        "bench_load",
+        "bench_pool",
+        "bench_server",
+    }  # tests/integration/test_bench_quick_real.py
     own = {"bench_review"}  # tests/unit/test_review_set.py
     assert modules == set(FAKE_OR_NO_MODEL) | real | own
