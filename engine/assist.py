@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine import prompts
+from engine.injection import describe, find_instructions
 from experts.catalog import Catalog, load_catalog, resolve_binding
 from experts.knowledge import KnowledgeBase, load_kb
 from experts.models import ChatMessage, ExpertBackend, GenerationRequest, get_backend
@@ -144,6 +145,8 @@ class _Outcome:
     chain: list[str] = field(default_factory=list)
     trail: list[str] = field(default_factory=list)
     awaiting_user: bool = False
+    flagged: list[str] = field(default_factory=list)
+    """Instruction-like text met on the way (a passage, a consult answer), never used: a warning each."""
 
 
 @dataclass
@@ -185,6 +188,10 @@ class AssistResolver:
             outcome = self._resolve(ph, result.expert, record_id, ledger)
             record = _record(record_id, result, ph, outcome, counts[ph.key], time.perf_counter() - t0)
             records.append(record)
+            notices += [
+                Notice(level="warning", source="assist", slot_id=result.slot_id, message=f"{record_id}: {flag}")
+                for flag in outcome.flagged
+            ]
             replacement[ph.key] = record.value if record.value is not None else str(record.marker)
             ledger.append(_ledger_entry(record))
             if self.emit is not None:
@@ -252,6 +259,13 @@ class AssistResolver:
             )
             return outcome
         source = kb.source_of(hit, quote)
+        findings = find_instructions(hit.chunk.text)
+        if findings:  # a document speaks to the model: an attack, not a fact (see engine.injection)
+            flag = f"the best passage ({source.cite()}) holds instruction-like text"
+            outcome.trail.append(f"lookup: {flag}: {describe(findings)}; not quoted")
+            outcome.flagged.append(f"{flag}: {describe(findings)}; not quoted")
+            outcome.reason = outcome.reason or f"{flag} ({describe(findings, excerpts=False)}); not quoted"
+            return outcome
         outcome.trail.append(f"lookup: {source.cite()} (threshold {threshold})")
         outcome.value = f'"{quote.text}" [source: {source.cite(short=True)}]'
         outcome.sources.append(source)
@@ -280,6 +294,9 @@ class AssistResolver:
         out.chain.append(target)
         out.depth = depth
         answer, problem = self._consult(target, chain[-1], ph, record_id, depth, ledger)
+        if answer is not None and (findings := find_instructions(answer)):
+            answer, problem = None, f"answered with instruction-like text ({describe(findings, excerpts=False)})"
+            out.flagged.append(f"consulted expert {target} answered with instruction-like text: {describe(findings)}")
         if answer is None:
             out.trail.append(f"consulted {target}: {problem}")
             return self._fall_back(ph, out, f"consulted expert {target} {problem}")
@@ -297,6 +314,7 @@ class AssistResolver:
                 sub = self._expert(inner, out.chain, depth + 1, record_id, ledger)
                 out.depth = max(out.depth, sub.depth)
             out.trail.extend(f"  {t}" for t in sub.trail)
+            out.flagged.extend(sub.flagged)
             if sub.value is None:
                 reason = CIRCULAR if sub.reason == CIRCULAR else f"consulted expert {target}: {sub.reason}"
                 return self._fall_back(ph, out, reason)

@@ -33,6 +33,7 @@ from engine.arithmetic import compute
 from engine.assist import AssistResolver
 from engine.checks import CheckContext, check_answer
 from engine.contracts import Contract, contract_for
+from engine.injection import quote_as_data
 from engine.sandbox import SandboxLimits
 from engine.selection import best, judge, score
 from experts.catalog import ExpertScope
@@ -251,7 +252,10 @@ def _messages(
     shown = [v for v in views if not v.omitted]
     references = (
         prompts.REFERENCES_BLOCK.format(
-            items="\n".join(prompts.REFERENCE_ITEM.format(title=v.title, view=v.view, content=v.content) for v in shown)
+            items="\n".join(
+                prompts.REFERENCE_ITEM.format(title=v.title, view=v.view, content=quote_as_data(v.content))
+                for v in shown
+            )
         )
         if shown
         else ""

@@ -15,6 +15,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
+from engine.injection import describe, find_instructions
 from experts.catalog import Catalog, load_catalog
 from experts.models import BUNDLED_MODELS, pool, resolve_model_path
 from experts.models.fake import load_script
@@ -23,7 +24,7 @@ from state.enums import Mode, RunStatus
 from state.errors import FrameworkError, InputError
 from state.framework import Framework, parse_framework
 from state.io import MAX_TASK_CHARS, RunOptions
-from state.passport import LedgerEntry, Mission, Passport, Refusal, RunInfo, utcnow
+from state.passport import LedgerEntry, Mission, Notice, Passport, Refusal, RunInfo, utcnow
 from state.settings import Settings
 
 
@@ -181,6 +182,27 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
         constraints=list(valid.options.constraints),
         success_criteria=list(valid.options.success_criteria),
     )
+    ledger = [
+        LedgerEntry(
+            agent="harness",
+            action="accept_task",
+            inputs_summary=f"{len(task)} chars, mode {mode.value}",
+            outputs_summary=f"backend {settings.backend}, max_parallel {settings.max_parallel}",
+        )
+    ]
+    notices: list[Notice] = []
+    findings = find_instructions(task)
+    if findings:  # recorded, not refused: the person may be asking about such text, or pasting it to be worked on
+        found = describe(findings)
+        ledger.append(LedgerEntry(agent="harness", action="flag_instructions", inputs_summary=found[:500]))
+        notices.append(
+            Notice(
+                level="warning",
+                source="guard",
+                message=f"the task holds instruction-like text: {found}; it runs as the task, and text from "
+                "documents and other experts is never followed as instructions",
+            )
+        )
     return {
         "refused": None,
         "run": run,
@@ -189,12 +211,6 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "framework": framework,
         "status": RunStatus.RUNNING,
         "updated_at": utcnow(),
-        "ledger": [
-            LedgerEntry(
-                agent="harness",
-                action="accept_task",
-                inputs_summary=f"{len(task)} chars, mode {mode.value}",
-                outputs_summary=f"backend {settings.backend}, max_parallel {settings.max_parallel}",
-            )
-        ],
+        "ledger": ledger,
+        "notices": notices,
     }
