@@ -183,10 +183,13 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
 
 
 @contextlib.asynccontextmanager
-async def dev_server(env: dict[str, str], log: Path, args: Sequence[str] = ()) -> AsyncIterator[Any]:
+async def dev_server(
+    env: dict[str, str], log: Path, args: Sequence[str] = (), api_key: str | None = None
+) -> AsyncIterator[Any]:
     """``langgraph dev`` on a free port with ``env`` added to ours, and a langgraph-sdk client once it answers.
 
-    ``args`` go to ``langgraph dev`` (e.g. ``--n-jobs-per-worker 10``); its output goes to ``log``.
+    ``args`` go to ``langgraph dev`` (e.g. ``--n-jobs-per-worker 10``); its output goes to ``log``; the client
+    sends ``api_key`` (a server with ``COE_API_KEYS_FILE``).
     """
     from langgraph_sdk import get_client
 
@@ -200,7 +203,7 @@ async def dev_server(env: dict[str, str], log: Path, args: Sequence[str] = ()) -
             [*command, "--port", str(port), *args], cwd=ROOT, env=server_env, stdout=out, stderr=subprocess.STDOUT
         )
         try:
-            async with get_client(url=f"http://127.0.0.1:{port}") as client:
+            async with get_client(url=f"http://127.0.0.1:{port}", api_key=api_key) as client:
                 deadline = time.monotonic() + 90
                 while True:
                     try:

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
@@ -21,10 +22,11 @@ from experts.models import BUNDLED_MODELS, pool, resolve_model_path
 from experts.models.fake import load_script
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
-from state.errors import FrameworkError, InputError
+from state.errors import ConfigError, FrameworkError, InputError
 from state.framework import Framework, parse_framework
 from state.io import MAX_TASK_CHARS, RunOptions
 from state.passport import LedgerEntry, Mission, Notice, Passport, Refusal, RunInfo, utcnow
+from state.paths import LOCAL_USER, user_kb_dir
 from state.settings import Settings
 
 
@@ -131,6 +133,37 @@ def validate_run(task: object, mode: object, options: object, context: RunContex
     return ValidRun(checked_task, checked_mode, checked_options, framework, settings)
 
 
+def confine_to_user(settings: Settings, context: RunContext | dict[str, Any] | None, user: str | None) -> Settings:
+    """The settings of a run made by ``user`` of a server with API keys: that user's own knowledge base.
+
+    A run context may not choose another knowledge base there (a path would reach another user's documents).
+    ``user`` None or :data:`~state.paths.LOCAL_USER` (the CLI, an embedding application, an open server): as is.
+
+    Raises:
+        ConfigError: the run context names ``kb_path``.
+    """
+    if user is None or user == LOCAL_USER:
+        return settings
+    given = context.get("kb_path") if isinstance(context, dict) else getattr(context, "kb_path", None)
+    if given is not None:
+        raise ConfigError(
+            "run context field kb_path",
+            "is set by the server for each user on a server with API keys (each user has a knowledge base)",
+            field="kb_path",
+        )
+    return settings.model_copy(update={"kb_path": str(user_kb_dir(user))})
+
+
+def _server_user() -> str | None:
+    """The authenticated user of a run on the LangGraph server (``langgraph_auth_user_id``), else None."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a run
+        return None
+    user = configurable.get("langgraph_auth_user_id")
+    return str(user) if user else None
+
+
 INPUT_DEFAULTS: dict[str, Any] = {"task": "", "mode": Mode.AUTONOMOUS, "options": RunOptions()}
 """What each input field is reset to when the guard refuses it."""
 
@@ -171,7 +204,8 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     if refused is not None:
         return refused
     valid = validate_run(state.task, state.mode, state.options, runtime.context)
-    task, mode, framework, settings = valid.task, valid.mode, valid.framework, valid.settings
+    task, mode, framework = valid.task, valid.mode, valid.framework
+    settings = confine_to_user(valid.settings, runtime.context, _server_user())
     pool().reopen()  # a new run: generations are accepted again after an earlier run's shutdown (Ctrl+C)
     info = runtime.execution_info
     thread_id = info.thread_id if info is not None and info.thread_id else str(uuid.uuid4())

@@ -32,6 +32,7 @@ __all__ = [
     "EMBED_MODEL_ENV",
     "EXPERT_INDEX_ENV",
     "HOME_ENV",
+    "LOCAL_USER",
     "KB_ENV",
     "MODEL_CACHE_ENV",
     "PROFILES_ENV",
@@ -51,6 +52,7 @@ __all__ = [
     "profiles_path",
     "template_index_dir",
     "templates_dir",
+    "user_kb_dir",
 ]
 
 HOME_ENV = "COE_HOME"
@@ -96,6 +98,23 @@ def kb_dir(override: str | os.PathLike[str] | None = None) -> Path:
     if override:
         return Path(override).expanduser()
     return _env_path(KB_ENV) or data_dir() / "kb"
+
+
+LOCAL_USER = "local"
+"""The one user of a server without API keys (``graph.auth``), and of the CLI."""
+
+
+def user_kb_dir(identity: str) -> Path:
+    """The knowledge base of a server user: ``users/<identity>`` in the knowledge-base root.
+
+    The root is ``$COE_KB`` or the data directory's ``kb``. An identity that is not a safe directory name is hashed.
+    """
+    import hashlib
+    import re
+
+    safe = re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", identity) and identity not in (".", "..")
+    name = identity if safe else hashlib.sha256(identity.encode("utf-8")).hexdigest()[:32]
+    return kb_dir() / "users" / name
 
 
 def pool_status_dir() -> Path:

@@ -34,3 +34,12 @@ def test_quick_mode_of_the_load_benchmark(tmp_path: Path) -> None:
     measured = result["results"]["README command (--n-jobs-per-worker 10)"]
     assert [r["runs"] for r in measured] == [1, 3] and all(r["lost"] == 0 for r in measured)
     assert measured[1]["threads"] == 3 and measured[1]["statuses"] == ["success"]
+
+
+@pytest.mark.integration
+def test_isolation_between_the_users_of_one_server(tmp_path: Path) -> None:
+    """Every call Bob can make on Alice's thread answers as for a thread that does not exist (the benchmark)."""
+    result = run_quick("bench_isolation", "isolation", tmp_path)
+    assert result["calls"] and all(call["held"] for call in result["calls"]), result["calls"]
+    assert result["her_run_completed_after"] and result["kb_path_in_context_refused"]
+    assert result["her_kb_path"].endswith("/kb/users/alice")

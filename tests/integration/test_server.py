@@ -52,6 +52,7 @@ def _serve(tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Serve
     config["dependencies"] = [str(ROOT)]
     config["graphs"] = {k: str(ROOT / v.removeprefix("./")) for k, v in config["graphs"].items()}
     config["checkpointer"]["path"] = str(ROOT / config["checkpointer"]["path"].removeprefix("./"))
+    config["auth"]["path"] = str(ROOT / config["auth"]["path"].removeprefix("./"))
     (tmp / "langgraph.json").write_text(json.dumps(config))
     port = free_port()
     env = {

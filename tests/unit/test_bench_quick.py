@@ -49,6 +49,7 @@ def test_every_benchmark_has_a_quick_test() -> None:
     real = {
         "bench_cpu_share",
         "bench_generation",
+        "bench_isolation",
         "bench_load",
         "bench_pool",
         "bench_server",
