@@ -13,7 +13,7 @@ and every request must carry one, as ``x-api-key: KEY`` or ``Authorization: Bear
 keys are added and revoked without a restart; a file that cannot be read or holds a bad entry stops the server
 at start (a ``ConfigError`` naming it), and later keeps the last good keys with the error logged.
 
-Every thread, run, cron and assistant a user creates gets ``owner`` and ``tenant`` metadata, and every read,
+With keys, every thread, run, cron and assistant a user creates gets ``owner`` and ``tenant`` metadata, and every read,
 search, update, run, cancel and delete is filtered by them: another user's thread answers 404, as a thread that
 does not exist (its existence does not leak). The graph's own assistants are shared for reading. Store items
 must sit under a namespace that starts with the user's identity. Runs of a user look things up in that user's
@@ -165,8 +165,13 @@ def _owner(ctx: Auth.types.AuthContext) -> dict[str, str]:
 
 
 @auth.on
-async def owned(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType:
-    """Threads, runs and crons: created with the user's owner and tenant, found only by them."""
+async def owned(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType | None:
+    """Threads, runs and crons: created with the user's owner and tenant, found only by them.
+
+    An open server (no keys file) filters nothing: its one user, LangGraph Studio included, sees every thread.
+    """
+    if _KEYS.current() is None:
+        return None
     owner = _owner(ctx)
     if isinstance(value, dict):
         metadata = value.setdefault("metadata", {})
@@ -185,7 +190,9 @@ async def assistants(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.Filt
 
 @auth.on.store()
 async def store(ctx: Auth.types.AuthContext, value: Any) -> None:
-    """Store items live under a namespace that starts with the user's identity."""
+    """Store items live under a namespace that starts with the user's identity (on a server with keys)."""
+    if _KEYS.current() is None:
+        return
     namespace = tuple(value.get("namespace") or ()) if isinstance(value, dict) else ()
     if not namespace or namespace[0] != ctx.user.identity:
         raise Auth.exceptions.HTTPException(

@@ -85,7 +85,14 @@ def test_a_missing_keys_file_is_a_config_error(tmp_path: Path) -> None:
         server_auth.load_keys(tmp_path / "nope.yaml")
 
 
-def test_what_a_user_creates_is_owned_and_what_they_read_is_filtered() -> None:
+def test_what_a_user_creates_is_owned_and_what_they_read_is_filtered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(server_auth.KEYS_ENV, raising=False)
+    open_server = SimpleNamespace(user=_User("local", "local"), resource="threads", action="search")
+    assert asyncio.run(server_auth.owned(open_server, {})) is None  # type: ignore[arg-type]
+    monkeypatch.setenv(server_auth.KEYS_ENV, str(_keys_file(tmp_path, [{"key": ALICE, "identity": "alice"}])))
+    monkeypatch.setattr(server_auth, "_KEYS", server_auth._Keys())
     ctx = SimpleNamespace(user=_User("alice", "acme"), resource="threads", action="create")
     value: dict[str, Any] = {"metadata": {"topic": "x"}}
     filters = asyncio.run(server_auth.owned(ctx, value))  # type: ignore[arg-type]
