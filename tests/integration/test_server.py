@@ -29,8 +29,8 @@ pytestmark = pytest.mark.integration
 
 
 class Server:
-    def __init__(self, url: str, db: Path) -> None:
-        self.url, self.db = url, db
+    def __init__(self, url: str, db: Path, proc: subprocess.Popen[bytes] | None = None) -> None:
+        self.url, self.db, self.proc = url, db, proc
 
     def run(self, scenario: Callable[[Any], Awaitable[T]]) -> T:
         from langgraph_sdk import get_client
@@ -81,7 +81,7 @@ def _serve(tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Serve
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    srv = Server(f"http://127.0.0.1:{port}", tmp / "server.sqlite")
+    srv = Server(f"http://127.0.0.1:{port}", tmp / "server.sqlite", proc)
 
     async def ready(client: Any) -> None:
         deadline = time.monotonic() + 60
@@ -245,6 +245,56 @@ def test_a_waiting_run_survives_a_server_restart_in_postgres(tmp_path: Path) -> 
             with open_checkpointer(POSTGRES_URL) as saver:
                 saver.delete_thread(thread_box["id"])
     assert values["status"] == "completed" and sorted(values["results"]) == ["A", "B", "C", "D"]
+
+
+def test_a_run_killed_with_its_server_resumes_on_postgres_and_no_finished_slot_runs_again(tmp_path: Path) -> None:
+    """kill -9 of the server in the middle of a run; a new server on the same database finishes it."""
+    from graph.persistence import open_checkpointer
+    from tests.conftest import POSTGRES_URL
+
+    calls = tmp_path / "calls.jsonl"
+    script = tmp_path / "script.yaml"
+    rules = [{"slot": "B", "delay": 30.0}, {"slot": "D", "delay": 0.1}]
+    script.write_text(yaml.safe_dump({"calls_log": str(calls), "rules": rules}), encoding="utf-8")
+    env = {"COE_CHECKPOINT_URL": POSTGRES_URL, "COE_FAKE_SCRIPT": str(script)}
+    thread_box: dict[str, str] = {}
+
+    def called() -> list[str]:
+        return [json.loads(line)["slot"] for line in calls.read_text().splitlines()] if calls.exists() else []
+
+    async def start(client: Any) -> None:
+        thread = (await client.threads.create())["thread_id"]
+        thread_box["id"] = thread
+        await client.runs.create(thread, "college_of_experts", input={"task": TASK, "options": {"framework": BRANCHY}})
+        deadline = time.monotonic() + 60
+        while not {"A", "B", "C"} <= set(called()):  # A and C are done, B is generating
+            assert time.monotonic() < deadline, called()
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+
+    async def finish(client: Any) -> dict[str, Any]:
+        thread = thread_box["id"]
+        await client.threads.create(thread_id=thread, if_exists="do_nothing", graph_id="college_of_experts")
+        await client.runs.wait(thread, "college_of_experts", input=None)
+        return dict((await client.threads.get_state(thread))["values"])
+
+    try:
+        with _serve(tmp_path / "first", env) as first:
+            first.run(start)
+            assert first.proc is not None
+            first.proc.kill()  # kill -9: no shutdown of any kind
+            first.proc.wait(timeout=20)
+        rules[0]["delay"] = 0.1
+        script.write_text(yaml.safe_dump({"calls_log": str(calls), "rules": rules}), encoding="utf-8")
+        with _serve(tmp_path / "second", env) as second:
+            values = second.run(finish)
+    finally:
+        if "id" in thread_box:
+            with open_checkpointer(POSTGRES_URL) as saver:
+                saver.delete_thread(thread_box["id"])
+    assert values["status"] == "completed" and sorted(values["results"]) == ["A", "B", "C", "D"]
+    counts = {slot: called().count(slot) for slot in "ABCD"}
+    assert counts == {"A": 1, "B": 2, "C": 1, "D": 1}, counts  # B was cut short by the kill and ran again
 
 
 @pytest.mark.parametrize(
