@@ -133,23 +133,42 @@ def validate_run(task: object, mode: object, options: object, context: RunContex
     return ValidRun(checked_task, checked_mode, checked_options, framework, settings)
 
 
+OPERATOR_SETTINGS = (
+    "kb_path",
+    "model_path",
+    "planner_model",
+    "fake_script",
+    "remote_url",
+    "n_threads",
+    "profile",
+    "memory_limit_mb",
+)
+"""Run settings that name the server's files, reach out of it or size the whole process: on a server with API
+keys only its operator sets them (environment variables), never a user's run context. A bundled model's name is
+still a user's choice for ``model_path`` and ``planner_model``."""
+
+
 def confine_to_user(settings: Settings, context: RunContext | dict[str, Any] | None, user: str | None) -> Settings:
     """The settings of a run made by ``user`` of a server with API keys: that user's own knowledge base.
 
-    A run context may not choose another knowledge base there (a path would reach another user's documents).
     ``user`` None or :data:`~state.paths.LOCAL_USER` (the CLI, an embedding application, an open server): as is.
 
     Raises:
-        ConfigError: the run context names ``kb_path``.
+        ConfigError: the run context sets one of :data:`OPERATOR_SETTINGS` (a path in ``kb_path`` would reach
+            another user's documents; one in ``model_path`` or ``fake_script`` would read the server's files).
     """
     if user is None or user == LOCAL_USER:
         return settings
-    given = context.get("kb_path") if isinstance(context, dict) else getattr(context, "kb_path", None)
-    if given is not None:
+    given = context if isinstance(context, dict) else (context.model_dump(exclude_none=True) if context else {})
+    for name in OPERATOR_SETTINGS:
+        value = given.get(name)
+        if value is None or (name in ("model_path", "planner_model") and str(value).strip() in BUNDLED_MODELS):
+            continue
         raise ConfigError(
-            "run context field kb_path",
-            "is set by the server for each user on a server with API keys (each user has a knowledge base)",
-            field="kb_path",
+            f"run context field {name}",
+            "is set by the server's operator on a server with API keys (an environment variable of the server)"
+            + ("; each user has a knowledge base of their own" if name == "kb_path" else ""),
+            field=name,
         )
     return settings.model_copy(update={"kb_path": str(user_kb_dir(user))})
 

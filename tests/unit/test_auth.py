@@ -121,4 +121,9 @@ def test_a_server_user_looks_things_up_in_their_own_knowledge_base() -> None:
     assert confined.kb_path == str(user_kb_dir("alice")) and confined.kb_path.endswith("/users/alice")
     with pytest.raises(ConfigError, match="kb_path"):
         confine_to_user(settings, {"kb_path": "/srv/kb/users/bob"}, "alice")
+    for name, value in (("model_path", "/etc/passwd"), ("fake_script", "/srv/x.yaml"), ("remote_url", "http://x")):
+        with pytest.raises(ConfigError, match=f"run context field {name}"):
+            confine_to_user(settings, {name: value}, "alice")
+    assert confine_to_user(settings, {"model_path": "qwen2.5-coder-1.5b"}, "alice").kb_path == confined.kb_path
+    assert confine_to_user(settings, {"model_path": "/etc/passwd"}, None) is settings  # the CLI: as is
     assert Path(str(user_kb_dir("../bob"))).name != ".." and "/users/" in str(user_kb_dir("../bob"))
