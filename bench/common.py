@@ -197,10 +197,22 @@ async def dev_server(
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     server_env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true", **env}
-    command = [str(Path(sys.executable).parent / "langgraph"), "dev", "--no-browser", "--no-reload"]
+    # langgraph dev keeps its runs and threads in .langgraph_api under its working directory and starts the runs
+    # it finds there again: each server gets the log's directory, and the config with absolute paths.
+    config = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
+    config["dependencies"] = [str(ROOT)]
+    config["graphs"] = {k: str(ROOT / v.removeprefix("./")) for k, v in config["graphs"].items()}
+    for key in ("checkpointer", "auth"):
+        config[key]["path"] = str(ROOT / config[key]["path"].removeprefix("./"))
+    (log.parent / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
+    command = [str(Path(sys.executable).parent / "langgraph"), "dev", "--no-browser", "--no-reload", "--config"]
     with log.open("w") as out:
         server = subprocess.Popen(
-            [*command, "--port", str(port), *args], cwd=ROOT, env=server_env, stdout=out, stderr=subprocess.STDOUT
+            [*command, str(log.parent / "langgraph.json"), "--port", str(port), *args],
+            cwd=log.parent,
+            env=server_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
         try:
             async with get_client(url=f"http://127.0.0.1:{port}", api_key=api_key) as client:
@@ -213,6 +225,7 @@ async def dev_server(
                         if time.monotonic() > deadline or server.poll() is not None:
                             raise SystemExit(f"langgraph dev did not answer; its log: {log}") from None
                         await asyncio.sleep(0.5)
+                client.server_pid = server.pid  # for benchmarks that watch the server process
                 yield client
         finally:
             server.terminate()

@@ -29,6 +29,7 @@ leaves the honest ``{{UNRESOLVED:...}}`` marker.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -166,6 +167,8 @@ class AssistResolver:
     """The backend a consulted expert runs on, by expert id (default: its own model when it is a true expert
     and the model is available, else the base model; as ``route_slots`` decides)."""
     emit: ProgressSink | None = None
+    cancel: threading.Event | None = None
+    """The run's cancel signal: a consultation in progress stops when it is set."""
 
     def resolve(self, result: SlotResult, slot_title: str = "") -> Resolution:
         """Resolve every placeholder in ``result`` and return the result with values and markers in place."""
@@ -355,6 +358,7 @@ class AssistResolver:
                     grammar=CONSULT_GRAMMAR if self.settings.use_grammar and backend.supports_grammar() else None,
                     slot_id=f"{record_id}@{target}",
                     slot_title=f"consult {target}: {ph.description}",
+                    cancel=self.cancel,
                 )
             )
         except CoeError as exc:

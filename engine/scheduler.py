@@ -45,6 +45,8 @@ class SlotScheduler:
     _events: list[ProgressEvent] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.cancelled = threading.Event()
+        """Set by :meth:`cancel`: the run's generations stop (each request carries it)."""
         self._cond = threading.Condition()
         self._pool = ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix=f"coe-slot-{self.run_id[:8]}")
 
@@ -98,6 +100,11 @@ class SlotScheduler:
                 on_event(event)
             if finished or idle:
                 return finished
+
+    def cancel(self) -> None:
+        """The run was cancelled: stop its generations and start nothing more."""
+        self.cancelled.set()
+        self.shutdown()
 
     def shutdown(self) -> None:
         """Stop accepting work; running slots finish in the background."""

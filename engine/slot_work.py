@@ -23,6 +23,7 @@ the node that collects it turns that into Passport updates, so nothing here touc
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -119,6 +120,8 @@ class SlotJob:
     """A bigger model than the expert's own (name, backend), for one last candidate when the others fail."""
     model: str = "base model"
     """The model the expert runs on, for the candidates' records."""
+    cancel: threading.Event | None = None
+    """Set when the run is cancelled (``runs.cancel`` on the server): every generation of the slot stops."""
 
     @property
     def slot_contract(self) -> Contract:
@@ -367,6 +370,7 @@ def run_slot(
             slot_id=slot_id,
             slot_title=job.spec.title,
             attempt=attempt,
+            cancel=job.cancel,
         )
         try:
             gen = owner.generate(request)
@@ -522,7 +526,9 @@ def run_slot(
                 message=f"kept answer ({chosen.record.id} of {len(draws)}) fails its checks: {listed}",
             )
         )
-    resolution = (resolver or AssistResolver(settings, job.mode, emit=emit)).resolve(result, job.spec.title)
+    resolution = (resolver or AssistResolver(settings, job.mode, emit=emit, cancel=job.cancel)).resolve(
+        result, job.spec.title
+    )
     ledger.extend(resolution.ledger)
     notices.extend(resolution.notices)
     result = resolution.result

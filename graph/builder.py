@@ -6,6 +6,7 @@ supplies one) is what ``langgraph.json`` points at.
 
 from __future__ import annotations
 
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -13,6 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graph.routing import after_confirm, after_execute, after_guard, after_scope
 from nodes import (
     adapt_template,
+    aexecute_slots,
     answer_directly,
     ask_user,
     assemble,
@@ -27,7 +29,7 @@ from nodes import (
 from state.context import RunContext
 from state.framework import MAX_SLOTS
 from state.io import RunInput, RunOutput
-from state.passport import AskUser, Passport
+from state.passport import AskUser, Passport, PlannedPassport
 
 RECURSION_LIMIT = 2 * MAX_SLOTS + 20
 """Enough super-steps for the largest framework: each slot needs at most two execute_slots rounds."""
@@ -46,7 +48,10 @@ def build_graph(checkpointer: BaseCheckpointSaver[str] | None = None, *, name: s
     builder.add_node("adapt_template", adapt_template)
     builder.add_node("route_slots", route_slots)
     builder.add_node("confirm_plan", confirm_plan)
-    builder.add_node("execute_slots", execute_slots)
+    # Both forms of the node: the CLI and embedders stream synchronously; the server runs it async, where a
+    # cancelled run must stop its generations (docs/decisions.md, "A cancelled run stops its generations").
+    slots_node = RunnableCallable(execute_slots, aexecute_slots, name="execute_slots", trace=False)
+    builder.add_node("execute_slots", slots_node, input_schema=PlannedPassport)
     builder.add_node("ask_user", ask_user, input_schema=AskUser)
     builder.add_node("assemble", assemble)
     builder.add_edge(START, "guard")

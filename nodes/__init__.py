@@ -5,7 +5,7 @@ from nodes.answer_directly import answer_directly
 from nodes.ask_user import ask_user
 from nodes.assemble import assemble
 from nodes.confirm_plan import confirm_plan
-from nodes.execute_slots import execute_slots
+from nodes.execute_slots import aexecute_slots, execute_slots
 from nodes.guard import guard
 from nodes.refuse_input import refuse_input
 from nodes.route_slots import route_slots
@@ -14,6 +14,7 @@ from nodes.select_template import select_template
 
 __all__ = [
     "adapt_template",
+    "aexecute_slots",
     "answer_directly",
     "ask_user",
     "assemble",

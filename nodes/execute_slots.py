@@ -8,14 +8,16 @@ running; see :mod:`engine.scheduler` for why dispatch works this way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from engine.contracts import contract_for
-from engine.scheduler import Finished, release, scheduler_for
+from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
 from engine.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
 from experts.models import Admission, BreakerPolicy, ExpertBackend, breakers, get_backend, preload, trim_heap
@@ -34,20 +36,71 @@ MAX_EVICTIONS = 3
 """A slot stopped under memory pressure is queued again at most this many times; the next stop fails it."""
 
 
+@dataclass
+class _Round:
+    """One scheduling round of a run: what was dispatched, and what it has collected so far."""
+
+    state: PlannedPassport
+    statuses: dict[str, SlotState]
+    sched: SlotScheduler
+    changed: dict[str, SlotState] = field(default_factory=dict)
+    ledger: list[LedgerEntry] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+    assists: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a slot is running: the round waits for one to finish."""
+        fw = self.state.framework
+        return bool(self.sched.running()) or any(self.statuses[s.id].status == SlotStatus.IN_PROGRESS for s in fw.slots)
+
+
 def execute_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Dispatch ready slots, wait for at least one to finish, return what finished."""
+    rnd = _dispatch(state, runtime)
+    return _finish(rnd, rnd.sched.wait(runtime.stream_writer)) if rnd.waiting else _update(rnd)
+
+
+async def aexecute_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """The same round when the graph runs asynchronously (the LangGraph server): a cancelled run stops its slots.
+
+    The server cancels a run's task (``runs.cancel``, a rollback, a client gone with ``on_disconnect="cancel"``);
+    the wait is where the task sits, so the cancellation lands here: the run's generations are stopped (each
+    raises ``GenerationStopped``, llama.cpp within one operation) and its scheduler is dropped, so a later run of
+    the thread runs the unfinished slots again from the checkpoint.
+    """
+    rnd = await asyncio.to_thread(_dispatch, state, runtime)  # nothing blocking runs on the server's event loop
+    if not rnd.waiting:
+        return await asyncio.to_thread(_update, rnd)
+    try:
+        finished = await asyncio.to_thread(rnd.sched.wait, runtime.stream_writer)
+    except asyncio.CancelledError:
+        rnd.sched.cancel()
+        release(state.run.run_id)
+        logger.info("run %s cancelled: its generations were stopped", state.run.run_id)
+        raise
+    return await asyncio.to_thread(_finish, rnd, finished)
+
+
+def _finish(rnd: _Round, finished: list[Finished]) -> dict[str, Any]:
+    _collect(rnd, finished)
+    return _update(rnd)
+
+
+def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
+    """Block what cannot run, dispatch every ready slot (and those a dead process left running)."""
     fw = state.framework
     settings = state.settings
     statuses = {sid: st.model_copy() for sid, st in state.slot_states.items()}
     for spec in fw.slots:
         statuses.setdefault(spec.id, SlotState())
-    changed: dict[str, SlotState] = {}
-    ledger: list[LedgerEntry] = []
-    notices: list[Notice] = []
+    sched = scheduler_for(state.run.run_id, settings.max_parallel)
+    rnd = _Round(state, statuses, sched)
+    changed, ledger, notices = rnd.changed, rnd.ledger, rnd.notices
 
     _block_dependents(fw, statuses, changed, ledger)
 
-    sched = scheduler_for(state.run.run_id, settings.max_parallel)
     write = runtime.stream_writer
     catalog = load_catalog()
     backends: dict[str | None, ExpertBackend] = {}
@@ -100,6 +153,7 @@ def execute_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[
             n_ctx=settings.n_ctx,
             escalation=_escalation(settings, catalog, model, backends),
             model=model or "base model",
+            cancel=sched.cancelled,
         )
         sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, admission.trial))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
@@ -107,25 +161,30 @@ def execute_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[
         write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
 
     _preload_next(fw, statuses, state, settings)
-    results: dict[str, Any] = {}
-    assists: dict[str, Any] = {}
-    if sched.running() or any(statuses[s.id].status == SlotStatus.IN_PROGRESS for s in fw.slots):
-        for finished in sched.wait(write):
-            _record(finished, fw, statuses, changed, results, assists, ledger, notices)
-        _block_dependents(fw, statuses, changed, ledger)
+    return rnd
 
-    if all(statuses[s.id].status in FINAL for s in fw.slots):
-        release(state.run.run_id)
+
+def _collect(rnd: _Round, finished: list[Finished]) -> None:
+    fw = rnd.state.framework
+    for one in finished:
+        _record(one, fw, rnd.statuses, rnd.changed, rnd.results, rnd.assists, rnd.ledger, rnd.notices)
+    _block_dependents(fw, rnd.statuses, rnd.changed, rnd.ledger)
+
+
+def _update(rnd: _Round) -> dict[str, Any]:
+    fw = rnd.state.framework
+    if all(rnd.statuses[s.id].status in FINAL for s in fw.slots):
+        release(rnd.state.run.run_id)
         trim_heap()  # a long-running process would otherwise keep the generations' freed heap memory
-    update: dict[str, Any] = {"slot_states": changed, "updated_at": utcnow()}
-    if results:
-        update["results"] = results
-    if assists:
-        update["assists"] = assists
-    if ledger:
-        update["ledger"] = ledger
-    if notices:
-        update["notices"] = notices
+    update: dict[str, Any] = {"slot_states": rnd.changed, "updated_at": utcnow()}
+    if rnd.results:
+        update["results"] = rnd.results
+    if rnd.assists:
+        update["assists"] = rnd.assists
+    if rnd.ledger:
+        update["ledger"] = rnd.ledger
+    if rnd.notices:
+        update["notices"] = rnd.notices
     return update
 
 

@@ -16,15 +16,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 __all__ = ["POLL_SECONDS", "ShareWaitStopped", "cpu_share", "shares_for"]
 
 POLL_SECONDS = 0.02
 """How often a waiting generation tries the shares again (and checks whether it was stopped)."""
+
+
+class Stop(Protocol):
+    """What stops a wait: a ``threading.Event`` or :class:`experts.models.protocol.EitherStop`."""
+
+    def wait(self, timeout: float) -> bool: ...
 
 
 class ShareWaitStopped(Exception):
@@ -37,7 +43,7 @@ def shares_for(n_threads: int, cpu_count: int | None = None) -> int:
 
 
 @contextlib.contextmanager
-def cpu_share(directory: Path, n_threads: int, stop: threading.Event) -> Iterator[float]:
+def cpu_share(directory: Path, n_threads: int, stop: Stop) -> Iterator[float]:
     """Hold one share of the cores for a generation of ``n_threads`` threads; yields the seconds it waited.
 
     Raises:

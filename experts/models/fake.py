@@ -49,7 +49,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from experts.models.grammar import follow_outline_bounds
-from experts.models.protocol import Generation, GenerationRequest
+from experts.models.protocol import EitherStop, Generation, GenerationRequest
 from state.errors import BackendError, ConfigError, GenerationStopped
 from state.settings import Settings, process_env
 
@@ -282,11 +282,16 @@ class FakeBackend:
         timed_out = request.time_limit is not None and delay > request.time_limit
         if timed_out:
             delay = request.time_limit or 0.0
+        stop = EitherStop(self._stop, request.cancel)
         try:
             for _ in range(steps):
-                if self._stop.wait(delay / steps) if delay else self._stop.is_set():
+                if stop.wait(delay / steps) if delay else stop.is_set():
+                    if self._stop.is_set():
+                        raise GenerationStopped(
+                            "fake backend: generation stopped by the model pool", "stopped", slot_id=request.slot_id
+                        )
                     raise GenerationStopped(
-                        "fake backend: generation stopped by the model pool", "stopped", slot_id=request.slot_id
+                        "fake backend: generation stopped, its run was cancelled", "cancelled", slot_id=request.slot_id
                     )
                 if response.grow_mb:
                     size = int(response.grow_mb * 1024 * 1024 / steps)

@@ -37,7 +37,7 @@ from experts.models.footprint import estimate
 from experts.models.grammar import follow_outline_bounds
 from experts.models.llama_mask import CompiledGrammar, GrammarMask, StopSwitch
 from experts.models.prefetch import Prefetch
-from experts.models.protocol import Generation, GenerationRequest
+from experts.models.protocol import EitherStop, Generation, GenerationRequest
 from state.errors import BackendError, GenerationStopped, ModelUnavailableError
 from state.paths import cpu_share_dir
 from state.settings import Settings
@@ -334,16 +334,17 @@ class LlamaBackend:
             # Last, so a stop overrides the grammar (which may not allow end-of-text mid-section).
             asked = time.perf_counter()  # a time limit counts the wait for a share of the cores too
             deadline = None if request.time_limit is None else asked + request.time_limit
-            switch = StopSwitch(self._stop, llm.token_eos(), deadline)
+            stop = EitherStop(self._stop, request.cancel)
+            switch = StopSwitch(stop, llm.token_eos(), deadline)
             processors.append(switch)
             options["logits_processor"] = _import_llama_cpp().LogitsProcessorList(processors)
             share = (
-                cpu_share(cpu_share_dir(), self.n_threads, self._stop)
+                cpu_share(cpu_share_dir(), self.n_threads, stop)
                 if self.n_gpu_layers == 0
                 else contextlib.nullcontext(0.0)
             )
             try:
-                with share as waited:
+                with share as waited, self._aborted_on(request.cancel):
                     started = time.perf_counter()
                     llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
                     response = llm.create_chat_completion(
@@ -397,6 +398,40 @@ class LlamaBackend:
             raise GenerationStopped(
                 f"{self.model_path.name}: generation stopped by the model pool", "stopped", slot_id=request.slot_id
             )
+        if request.cancel is not None and request.cancel.is_set():
+            raise GenerationStopped(
+                f"{self.model_path.name}: generation stopped, its run was cancelled",
+                "cancelled",
+                slot_id=request.slot_id,
+            )
+
+    @contextlib.contextmanager
+    def _aborted_on(self, cancel: threading.Event | None) -> Iterator[None]:
+        """While a generation runs, its run's ``cancel`` stops llama.cpp within one operation.
+
+        A prompt being read is stopped too: the abort flag :meth:`cancel` sets for the whole model is set here for
+        this generation only, and cleared after it.
+        """
+        if cancel is None:
+            yield
+            return
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(EitherStop.POLL_SECONDS):
+                if cancel.is_set():
+                    self._abort[0] = b"\x01"
+                    return
+
+        watcher = threading.Thread(target=watch, name="coe-cancel-watch", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()
+            if cancel.is_set() and not self._stop.is_set():
+                self._abort[0] = b"\x00"  # the next generation, another run's, must not stop
 
     def _ensure_loaded(self) -> Llama:
         if self._llm is not None:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     from llama_cpp import Llama
 
+    from experts.models.protocol import EitherStop
+
 __all__ = ["CompiledGrammar", "GrammarMask", "StopSwitch", "only_end_of_text"]
 
 logger = logging.getLogger(__name__)
@@ -44,7 +46,7 @@ class StopSwitch:
     every token but end-of-text is masked (later processors see only end-of-text allowed and leave it).
     """
 
-    def __init__(self, stop: threading.Event, eos: int, deadline: float | None = None) -> None:
+    def __init__(self, stop: threading.Event | EitherStop, eos: int, deadline: float | None = None) -> None:
         self._stop = stop
         self._eos = eos
         self._deadline = deadline

@@ -8,10 +8,12 @@ and the slot that asked (``GenerationRequest.slot_id``), and the node reports th
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-__all__ = ["ChatMessage", "ExpertBackend", "Generation", "GenerationRequest"]
+__all__ = ["ChatMessage", "EitherStop", "ExpertBackend", "Generation", "GenerationRequest"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,35 @@ class GenerationRequest:
     time_limit: float | None = None
     """Seconds after which the answer ends where it is, with ``finish_reason`` "time" (None: no limit).
     The llama.cpp and fake backends honour it; the remote backend ignores it (its request timeout still holds)."""
+    cancel: threading.Event | None = field(default=None, compare=False, repr=False)
+    """Set when the run that asked is cancelled (``runs.cancel`` on the server): this generation stops, raising
+    :class:`~state.errors.GenerationStopped`, and the model serves others. The llama.cpp and fake backends honour
+    it; the remote backend does not."""
+
+
+class EitherStop:
+    """A stop signal set when the backend's own stop (the pool's) or the request's ``cancel`` is set."""
+
+    POLL_SECONDS = 0.02
+
+    def __init__(self, own: threading.Event, request: threading.Event | None) -> None:
+        self.own, self.request = own, request
+
+    def is_set(self) -> bool:
+        """Whether either is set."""
+        return self.own.is_set() or (self.request is not None and self.request.is_set())
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for either; True when one is set."""
+        if self.request is None:
+            return self.own.wait(timeout)
+        end = time.monotonic() + timeout
+        while not self.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            self.own.wait(min(left, self.POLL_SECONDS))
+        return True
 
 
 @dataclass(frozen=True)

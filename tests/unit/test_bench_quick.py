@@ -54,5 +54,5 @@ def test_every_benchmark_has_a_quick_test() -> None:
         "bench_pool",
         "bench_server",
     }  # tests/integration/test_bench_quick_real.py
-    own = {"bench_review"}  # tests/unit/test_review_set.py
+    own = {"bench_review", "bench_cancel"}  # tests/unit/test_review_set.py, tests/unit/test_bench_cancel.py
     assert modules == set(FAKE_OR_NO_MODEL) | real | own
