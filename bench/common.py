@@ -182,6 +182,18 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     return sum(end - start for start, end in merge_intervals(intervals))
 
 
+def write_server_config(directory: Path) -> Path:
+    """``langgraph.json`` with absolute paths, written into ``directory`` (a server started there finds the project)."""
+    config = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
+    config["dependencies"] = [str(ROOT)]
+    config["graphs"] = {k: str(ROOT / v.removeprefix("./")) for k, v in config["graphs"].items()}
+    for key, field_name in (("checkpointer", "path"), ("auth", "path"), ("http", "app")):
+        config[key][field_name] = str(ROOT / config[key][field_name].removeprefix("./"))
+    path = directory / "langgraph.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
 @contextlib.asynccontextmanager
 async def dev_server(
     env: dict[str, str], log: Path, args: Sequence[str] = (), api_key: str | None = None
@@ -198,17 +210,11 @@ async def dev_server(
         port = int(s.getsockname()[1])
     server_env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true", **env}
     # langgraph dev keeps its runs and threads in .langgraph_api under its working directory and starts the runs
-    # it finds there again: each server gets the log's directory, and the config with absolute paths.
-    config = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))
-    config["dependencies"] = [str(ROOT)]
-    config["graphs"] = {k: str(ROOT / v.removeprefix("./")) for k, v in config["graphs"].items()}
-    for key in ("checkpointer", "auth"):
-        config[key]["path"] = str(ROOT / config[key]["path"].removeprefix("./"))
-    (log.parent / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
+    # it finds there again: each server gets the log's directory.
     command = [str(Path(sys.executable).parent / "langgraph"), "dev", "--no-browser", "--no-reload", "--config"]
     with log.open("w") as out:
         server = subprocess.Popen(
-            [*command, str(log.parent / "langgraph.json"), "--port", str(port), *args],
+            [*command, str(write_server_config(log.parent)), "--port", str(port), *args],
             cwd=log.parent,
             env=server_env,
             stdout=out,

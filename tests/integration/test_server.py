@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from bench.common import write_server_config
 from state.framework import load_framework_file
 from tests.conftest import FIXTURES
 from tests.integration.cli_proc import free_port
@@ -46,14 +47,9 @@ class Server:
 def _serve(tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
     """``langgraph dev`` on a free port with the fake backend (SQLite checkpoints unless ``extra_env`` says)."""
     tmp.mkdir(parents=True, exist_ok=True)
-    # The dev server keeps its own state (threads, runs) in .langgraph_api under its working directory and
-    # resolves the config's paths from there: each server gets a directory and the config with absolute paths.
-    config = json.loads((ROOT / "langgraph.json").read_text())
-    config["dependencies"] = [str(ROOT)]
-    config["graphs"] = {k: str(ROOT / v.removeprefix("./")) for k, v in config["graphs"].items()}
-    config["checkpointer"]["path"] = str(ROOT / config["checkpointer"]["path"].removeprefix("./"))
-    config["auth"]["path"] = str(ROOT / config["auth"]["path"].removeprefix("./"))
-    (tmp / "langgraph.json").write_text(json.dumps(config))
+    # The dev server keeps its own state (threads, runs) in .langgraph_api under its working directory: each
+    # server gets a directory and the config with absolute paths.
+    config = write_server_config(tmp)
     port = free_port()
     env = {
         **os.environ,
@@ -70,7 +66,7 @@ def _serve(tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Serve
             str(Path(sys.executable).parent / "langgraph"),
             "dev",
             "--config",
-            str(tmp / "langgraph.json"),
+            str(config),
             "--no-browser",
             "--no-reload",
             "--port",
@@ -295,6 +291,42 @@ def test_a_run_killed_with_its_server_resumes_on_postgres_and_no_finished_slot_r
     assert values["status"] == "completed" and sorted(values["results"]) == ["A", "B", "C", "D"]
     counts = {slot: called().count(slot) for slot in "ABCD"}
     assert counts == {"A": 1, "B": 2, "C": 1, "D": 1}, counts  # B was cut short by the kill and ran again
+
+
+def test_a_resume_that_answers_nothing_is_refused_with_a_message(server: Server) -> None:
+    """A finished thread, a thread that never ran, an unknown interrupt id: 409 or 422 and a message, not a 200
+    that does nothing (or LangGraph's TypeError); the waiting question is still answered afterwards."""
+    import httpx
+
+    async def scenario(client: Any) -> dict[str, Any]:
+        async def refused(thread: str, resume: Any) -> tuple[int, str]:
+            with pytest.raises(httpx.HTTPStatusError) as error:
+                await client.runs.wait(thread, "college_of_experts", command={"resume": resume})
+            return error.value.response.status_code, error.value.response.text
+
+        fresh = (await client.threads.create())["thread_id"]
+        done = (await client.threads.create())["thread_id"]
+        await client.runs.wait(done, "college_of_experts", input={"task": TASK})
+        waiting = (await client.threads.create())["thread_id"]
+        await client.runs.wait(waiting, "college_of_experts", input={**_confirm_input()})
+        answers = {
+            "fresh": await refused(fresh, "approve"),
+            "done": await refused(done, "approve"),
+            "unknown id": await refused(waiting, {"ffffffffffffffffffffffffffffffff": "approve"}),
+        }
+        finished = await client.runs.wait(waiting, "college_of_experts", command={"resume": "approve"})
+        return {"answers": answers, "finished": finished}
+
+    out = server.run(scenario)
+    assert out["answers"]["fresh"][0] == 409 and "has no question waiting" in out["answers"]["fresh"][1]
+    assert out["answers"]["done"][0] == 409
+    status, text = out["answers"]["unknown id"]
+    assert status == 422 and "ffffffffffffffffffffffffffffffff" in text and "waiting:" in text
+    assert out["finished"]["status"] == "completed"
+
+
+def _confirm_input() -> dict[str, Any]:
+    return {"task": "Plan a small service", "mode": "confirm", "options": {"framework": BRANCHY}}
 
 
 @pytest.mark.parametrize(
