@@ -35,7 +35,7 @@ import yaml
 from langgraph_sdk import Auth
 
 from state.errors import ConfigError
-from state.paths import LOCAL_USER
+from state.paths import LOCAL_USER, is_identity
 from state.settings import process_env
 
 __all__ = ["KEYS_ENV", "ApiKey", "auth", "load_keys"]
@@ -43,7 +43,6 @@ __all__ = ["KEYS_ENV", "ApiKey", "auth", "load_keys"]
 logger = logging.getLogger(__name__)
 
 KEYS_ENV = "COE_API_KEYS_FILE"
-_IDENTITY = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def load_keys(path: Path) -> list[ApiKey]:
             raise ConfigError(str(path), "each key is a mapping with key (or sha256) and identity", field=where)
         identity, tenant = str(entry.get("identity", "")), str(entry.get("tenant") or entry.get("identity", ""))
         for name, value in (("identity", identity), ("tenant", tenant)):
-            if not _IDENTITY.match(value) or value == LOCAL_USER:
+            if not is_identity(value) or value == LOCAL_USER:
                 raise ConfigError(
                     str(path), f"{name} {value!r}: 1-64 letters, digits, . _ @ -; not {LOCAL_USER!r}", field=where
                 )

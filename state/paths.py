@@ -32,8 +32,8 @@ __all__ = [
     "EMBED_MODEL_ENV",
     "EXPERT_INDEX_ENV",
     "HOME_ENV",
-    "LOCAL_USER",
     "KB_ENV",
+    "LOCAL_USER",
     "MODEL_CACHE_ENV",
     "PROFILES_ENV",
     "TEMPLATES_ENV",
@@ -45,6 +45,7 @@ __all__ = [
     "data_dir",
     "embed_model_override",
     "expert_index_dir",
+    "is_identity",
     "expert_index_fallback_dir",
     "kb_dir",
     "model_cache_dir",
@@ -104,16 +105,21 @@ LOCAL_USER = "local"
 """The one user of a server without API keys (``graph.auth``), and of the CLI."""
 
 
+def is_identity(name: str) -> bool:
+    """Whether ``name`` may name a server user: 1-64 letters, digits, ``. _ @ -``, and a safe directory name."""
+    import re
+
+    return re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", name) is not None and name not in (".", "..")
+
+
 def user_kb_dir(identity: str) -> Path:
     """The knowledge base of a server user: ``users/<identity>`` in the knowledge-base root.
 
-    The root is ``$COE_KB`` or the data directory's ``kb``. An identity that is not a safe directory name is hashed.
+    The root is ``$COE_KB`` or the data directory's ``kb``. An identity :func:`is_identity` refuses is hashed.
     """
     import hashlib
-    import re
 
-    safe = re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", identity) and identity not in (".", "..")
-    name = identity if safe else hashlib.sha256(identity.encode("utf-8")).hexdigest()[:32]
+    name = identity if is_identity(identity) else hashlib.sha256(identity.encode("utf-8")).hexdigest()[:32]
     return kb_dir() / "users" / name
 
 
