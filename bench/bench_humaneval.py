@@ -73,6 +73,8 @@ class Outcome:
     tokens_generated: int = 0
     tokens_kept: int = 0
     checks_passed: bool | None = None
+    kept: str = ""
+    """The kept candidate of the (first) code slot: its prompt (plain or contract) and origin."""
     bare_passed: bool = False
     bare_result: str = ""
     bare_seconds: float = 0.0
@@ -141,6 +143,9 @@ def describe(outcome: Outcome, state: Passport) -> None:
         outcome.tokens_generated += q.tokens_generated
         outcome.tokens_kept += q.tokens_kept
         outcome.checks_passed = q.passed if outcome.checks_passed in (None, True) else False
+        chosen = next((c for c in q.candidates if c.chosen), None)
+        if chosen is not None and not outcome.kept:
+            outcome.kept = f"{chosen.prompt}/{chosen.origin}"
 
 
 def bare_answer(settings: Any, model: str | None, task: str) -> tuple[str, float, int]:
@@ -182,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             text, outcome.bare_seconds, outcome.bare_tokens = bare_answer(settings, model, task)
             outcome.bare_passed, outcome.bare_result = score(problem, bare_code(text), args.timeout)
             outcomes.append(outcome)
+            if n % 10 == 0 and n < len(chosen):  # a long run keeps what it measured if it is stopped
+                write_results(args.name, *summarise(outcomes, args), directory=args.out)
             print(
                 f"[{n}/{len(chosen)}] {outcome.task_id}: harness {'pass' if outcome.harness_passed else 'FAIL'} "
                 f"({outcome.harness_seconds:.1f} s, {outcome.candidates} cand., {outcome.scope}/{outcome.expert}), "
@@ -207,6 +214,9 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
     ratio = h_time / b_time if b_time else 0.0
     only_harness = [o.task_id for o in outcomes if o.harness_passed and not o.bare_passed]
     only_bare = [o.task_id for o in outcomes if o.bare_passed and not o.harness_passed]
+    kept: dict[str, int] = {}
+    for o in outcomes:
+        kept[o.kept or "none"] = kept.get(o.kept or "none", 0) + 1
     scopes: dict[str, int] = {}
     for o in outcomes:
         scopes[f"{o.scope}/{o.expert}/{o.model}/{o.deliverable}"] = (
@@ -226,6 +236,7 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
         "harness_only": only_harness,
         "bare_only": only_bare,
         "routes": scopes,
+        "kept_candidates": kept,
         "quick": bool(args.quick),
     }
     rows = [
@@ -249,6 +260,9 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
             "",
             "Routes (scope/expert/model/deliverable): "
             + ", ".join(f"{k}: {v}" for k, v in sorted(scopes.items(), key=lambda kv: -kv[1])),
+            "",
+            "Kept candidates (prompt/origin): "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(kept.items(), key=lambda kv: -kv[1])),
         ]
     )
     return {

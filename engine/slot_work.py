@@ -9,20 +9,27 @@ the node that collects it turns that into Passport updates, so nothing here touc
    then its outline only, then left out), the answer budget shrinks to what is left, and as a last resort the
    task text is shortened; what was cut is in the ledger. A prompt never fails a slot for its length.
 3. **The first answer** is drawn at the expert's temperature (0: greedy) and checked (:mod:`engine.checks`).
-4. **More candidates only when needed.** An answer that breaks the output contract gets fresh-prompt retries
+4. **Two prompts for code.** A code slot that is the whole task also draws *plain* candidates: the task alone, as
+   the person wrote it (no persona, no contract, no grammar: the prompt the bare model would get), whose code
+   block the harness puts in the contract's shape verbatim. The kinds alternate, each greedy once, then
+   sampled. A task that hands over one function to complete draws the plain candidate first: measured on
+   HumanEval, the bare prompt's greedy answer is the better first try, and the contract's prompt is then a
+   second, different greedy try instead of a sample (``docs/decisions.md``).
+5. **More candidates only when needed.** An answer that breaks the output contract gets fresh-prompt retries
    (``max_outline_retries``): the original prompt plus what was wrong, never the failed answer itself, at a
    higher temperature. A compliant answer that fails a hard check (code that does not run or fails the task's
    examples, degenerate text) gets samples up to ``best_of`` candidates in all. Drawing stops as soon as a
    candidate passes every hard check, or once the slot has spent ``candidate_time_factor`` times its first
    answer's time. Still failing, one last candidate may come from a bigger model (``escalate``).
-5. **Selection, never synthesis** (:mod:`engine.selection`): the best-scoring candidate is kept verbatim; a tie
+6. **Selection, never synthesis** (:mod:`engine.selection`): the best-scoring candidate is kept verbatim; a tie
    among prose candidates may be broken by a judge prompt. Every candidate, its checks and the choice are in
    the result's :class:`~state.quality.SlotQuality` and the ledger.
-6. Assists are resolved in the kept answer (:mod:`engine.assist`).
+7. Assists are resolved in the kept answer (:mod:`engine.assist`).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +39,7 @@ from datetime import datetime
 from engine import prompts
 from engine.arithmetic import compute
 from engine.assist import AssistResolver
-from engine.checks import CheckContext, check_answer
+from engine.checks import CheckContext, check_answer, code_blocks
 from engine.contracts import Contract, contract_for
 from engine.injection import quote_as_data
 from engine.sandbox import SandboxLimits
@@ -57,7 +64,9 @@ __all__ = [
     "build_messages",
     "fit_prompt",
     "generation_settings",
+    "plain_prompt",
     "run_slot",
+    "wrap_plain",
 ]
 
 ProgressSink = Callable[[dict[str, object]], None]
@@ -75,6 +84,9 @@ ARITHMETIC_EXPERTS = ("math_reasoning",)
 """Experts whose answers have their arithmetic computed by the harness (:mod:`engine.arithmetic`)."""
 JUDGED = ("prose", "plan", "table")
 """Deliverables whose checks are weak enough that a judge may break a tie between passing candidates."""
+_LANGUAGE_TAGS = {"python": ("python", "py", "python3"), "sql": ("sql", "postgresql", "postgres", "mysql", "sqlite")}
+"""Fence tags that mean a contract's language (an untagged block counts too)."""
+_DEFINED = re.compile(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 
 
 @dataclass
@@ -299,6 +311,36 @@ def _estimate(messages: tuple[ChatMessage, ...]) -> int:
     return sum(int(len(m.content) / CHARS_PER_TOKEN) + 8 for m in messages) + 16
 
 
+def plain_prompt(job: SlotJob) -> Prompt:
+    """The task alone, as the person wrote it: the prompt the bare model gets (no persona, contract or grammar)."""
+    messages = (ChatMessage("user", job.task),)
+    room = job.n_ctx - _estimate(messages) - CONTEXT_MARGIN_TOKENS
+    answer = max(MIN_ANSWER_TOKENS, min(job.max_tokens, room))
+    cuts = (f"answer budget cut from {job.max_tokens} to {answer} tokens",) if answer < job.max_tokens else ()
+    return Prompt(messages, answer, cuts)
+
+
+def wrap_plain(text: str, contract: Contract) -> str:
+    """A plain answer in the contract's shape: its code block, verbatim, as the one section; else the text as is.
+
+    The block kept is the one that defines the function the task hands over (when it does), else the longest
+    block in the contract's language (an untagged block counts). Everything else of the answer (the model's
+    explanation, its usage examples) is left out: the contract of a code slot is the code.
+    """
+    language = contract.language or "text"
+    tags = {"", language, *_LANGUAGE_TAGS.get(language, ())}
+    blocks = [code.rstrip() for tag, code in code_blocks(text) if tag in tags and code.strip()]
+    if contract.function is not None:
+        target = re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(contract.function)}\s*\(", re.M)
+        blocks = [b for b in blocks if target.search(b)] or blocks
+    if not blocks:
+        return text
+    code = max(blocks, key=len)
+    named = _DEFINED.search(code)
+    title = contract.function or (named.group(1) if named else "Code")
+    return f"## Outline\n1. {title}\n\n## 1. {title}\n```{language}\n{code}\n```\n"
+
+
 # --- candidates --------------------------------------------------------------------------------------------------
 
 
@@ -352,14 +394,16 @@ def run_slot(
     slot_t0 = time.perf_counter()
     reported_cuts: set[str] = set()
 
-    def draw(origin: str, owner: ExpertBackend, model: str, temperature: float, feedback: str | None) -> _Draw:
-        prompt = fit_prompt(job, settings, feedback)
+    def draw(
+        origin: str, owner: ExpertBackend, model: str, temperature: float, feedback: str | None, plain: bool = False
+    ) -> _Draw:
+        prompt = plain_prompt(job) if plain else fit_prompt(job, settings, feedback)
         for cut in prompt.cuts:
             if cut not in reported_cuts:
                 reported_cuts.add(cut)
                 ledger.append(LedgerEntry(agent="harness", action="prompt_cut", slot_id=slot_id, outputs_summary=cut))
         attempt = len(draws) + 1
-        grammar = contract.grammar() if settings.use_grammar and owner.supports_grammar() else None
+        grammar = contract.grammar() if settings.use_grammar and owner.supports_grammar() and not plain else None
         t0 = time.perf_counter()
         request = GenerationRequest(
             messages=prompt.messages,
@@ -384,7 +428,7 @@ def run_slot(
             raise _DrawFailed(f"{type(exc).__name__}: {exc}") from exc
         seconds = time.perf_counter() - t0
         result = parse_output(
-            gen.text,
+            wrap_plain(gen.text, contract) if plain else gen.text,
             slot_id=slot_id,
             expert=job.expert,
             attempts=attempt,
@@ -401,6 +445,7 @@ def run_slot(
         record = CandidateRecord(
             id=f"c{attempt}",
             origin=origin,
+            prompt="plain" if plain else "contract",
             model=model,
             temperature=temperature,
             seed=attempt,
@@ -418,7 +463,7 @@ def run_slot(
                 action="generate" if attempt == 1 else f"generate_{origin}",
                 slot_id=slot_id,
                 inputs_summary=(
-                    f"{job.spec.title}; {record.id} ({origin}, t={temperature:g}); "
+                    f"{job.spec.title}; {record.id} ({origin}, {record.prompt} prompt, t={temperature:g}); "
                     f"{sum(len(m.content) for m in prompt.messages)} chars"
                 ),
                 outputs_summary=(
@@ -437,8 +482,14 @@ def run_slot(
         return made
 
     own_model = job.model
+    two_prompts = contract.deliverable == "code" and job.whole_task
+    plain_first = two_prompts and contract.function is not None
+
+    def plain_turn() -> bool:  # the next draw's prompt: the two kinds alternate, from the first one
+        return two_prompts and (len(draws) % 2 == 0) == plain_first
+
     try:
-        first = draw("first", backend, own_model, job.temperature, None)
+        first = draw("first", backend, own_model, job.temperature, None, plain=plain_turn())
         first_seconds = first.record.seconds
         while not any(d.passes for d in draws):
             leader = max(draws, key=lambda d: d.record.score)
@@ -454,9 +505,15 @@ def run_slot(
                 samples_left -= 1
             else:
                 retries_left -= 1
-            temperature = max(job.temperature, SAMPLE_TEMPERATURES[(len(draws) - 1) % len(SAMPLE_TEMPERATURES)])
+            plain = plain_turn()
+            same_kind = sum(1 for d in draws if (d.record.prompt == "plain") == plain)
+            if two_prompts and same_kind == 0:  # each prompt's first draw is greedy: a new prompt is diversity enough
+                temperature = job.temperature
+            else:
+                sampled = len(draws) - 2 if two_prompts else len(draws) - 1
+                temperature = max(job.temperature, SAMPLE_TEMPERATURES[sampled % len(SAMPLE_TEMPERATURES)])
             emit({"event": "slot_retry", "slot": slot_id, "attempt": len(draws) + 1, "problems": _problems(leader)})
-            draw(origin, backend, own_model, temperature, _feedback(leader))
+            draw(origin, backend, own_model, temperature, None if plain else _feedback(leader), plain=plain)
         leader = max(draws, key=lambda d: d.record.score)
         if not leader.passes and leader.result.compliant and job.escalation is not None and settings.escalate:
             name, bigger = job.escalation

@@ -48,6 +48,9 @@ class CandidateRecord(BaseModel):
     origin: Literal["first", "retry", "sample", "escalated"]
     """first: the greedy answer; retry: a fresh prompt carrying what was wrong; sample: another draw at a higher
     temperature; escalated: drawn by a bigger model than the expert's own."""
+    prompt: Literal["contract", "plain"] = "contract"
+    """contract: the expert's prompt (persona, output contract, grammar); plain: the task alone, as the person wrote
+    it, the code block of the answer put in the contract's shape by the harness (code slots of one-slot runs)."""
     model: str = "base"
     temperature: float = 0.0
     seed: int = 0

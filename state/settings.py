@@ -105,7 +105,7 @@ class Settings(BaseModel):
         default=None, ge=1, le=256, description="CPU threads for llama.cpp (default: every core)."
     )
     best_of: Annotated[int, Env("COE_BEST_OF")] = Field(
-        default=3,
+        default=4,
         ge=1,
         le=16,
         description="Candidates a slot may draw in all when its answer fails its checks (1: no extra candidates).",

@@ -15,7 +15,7 @@ from engine.artifacts import code_artifacts
 from engine.checks import CheckContext, check_answer, extract_examples
 from engine.contracts import contract_for, contract_of, infer_deliverable
 from engine.selection import best, score
-from engine.slot_work import SlotJob, build_messages, fit_prompt, run_slot
+from engine.slot_work import SlotJob, build_messages, fit_prompt, run_slot, wrap_plain
 from experts.models import Generation, GenerationRequest
 from state.context import resolve_settings
 from state.framework import Deliverable, Framework, SlotSpec
@@ -229,11 +229,12 @@ class Scripted:
         return Generation(text=text, prompt_tokens=100, completion_tokens=len(text) // 4, finish_reason="stop")
 
 
-def job(task: str = PALINDROME_TASK) -> SlotJob:
+def job(task: str = PALINDROME_TASK, *, whole: bool = False) -> SlotJob:
+    """A code slot: one of several (one prompt kind) or, ``whole``, the whole task (the plain prompt too)."""
     spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="code", language="python")
     return SlotJob(
         spec=spec,
-        task=task,
+        task=task if whole else f"A small text utilities package.\n{task}",
         constraints=(),
         expert="python_coder",
         persona="You write Python.",
@@ -291,6 +292,52 @@ def test_best_of_one_keeps_the_first_answer() -> None:
     backend = Scripted([WRONG_CODE, GOOD_CODE])
     outcome = run_slot(job(), backend, settings(best_of=1), emit=lambda _: None)
     assert len(backend.requests) == 1 and outcome.result is not None and outcome.result.raw == WRONG_CODE
+
+
+PLAIN_GOOD = (
+    "Here is the function:\n\n```python\ndef is_palindrome(text):\n    return text == text[::-1]\n```\n\n"
+    "Usage:\n\n```python\nprint(is_palindrome('abba'))\n```\n"
+)
+PLAIN_WRONG = "```python\ndef is_palindrome(text):\n    return True\n```\n"
+FUNCTION_TASK = (
+    "Complete the following Python function:\n```python\ndef is_palindrome(text: str) -> bool:\n"
+    '    """Whether text reads the same backwards.\n    >>> is_palindrome("abba")\n    True\n'
+    '    >>> is_palindrome("abc")\n    False\n    """\n```'
+)
+
+
+def test_a_plain_answers_code_block_is_put_in_the_contracts_shape_verbatim() -> None:
+    contract = contract_for(SlotSpec(id="a", title="A", description=FUNCTION_TASK), "python_coder")
+    wrapped = wrap_plain(PLAIN_GOOD, contract)
+    assert wrapped == (
+        "## Outline\n1. is_palindrome\n\n## 1. is_palindrome\n```python\n"
+        "def is_palindrome(text):\n    return text == text[::-1]\n```\n"
+    )  # the block that defines the function, not the longer usage block; the explanation left out
+    result = parse_output(wrapped, "a", "python_coder", min_items=contract.min_items, max_items=contract.max_items)
+    assert result.compliant
+    assert wrap_plain("No code here, sorry.", contract) == "No code here, sorry."  # nothing to wrap: as is
+
+
+def test_a_whole_task_code_slot_alternates_the_contract_and_the_plain_prompt() -> None:
+    backend = Scripted([WRONG_CODE, PLAIN_WRONG, WRONG_CODE, PLAIN_GOOD])
+    outcome = run_slot(job(whole=True), backend, settings(best_of=4), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    quality = outcome.result.quality
+    assert [c.prompt for c in quality.candidates] == ["contract", "plain", "contract", "plain"]
+    assert [r.temperature for r in backend.requests] == [0.0, 0.0, 0.3, 0.5]  # each prompt greedy once
+    plain = backend.requests[1]
+    assert [m.content for m in plain.messages] == [PALINDROME_TASK] and plain.grammar is None
+    assert quality.chosen == "c4" and quality.passed
+    assert "def is_palindrome(text):\n    return text == text[::-1]" in outcome.result.raw
+
+
+def test_a_function_to_complete_draws_the_plain_prompt_first() -> None:
+    backend = Scripted([PLAIN_GOOD])
+    outcome = run_slot(job(FUNCTION_TASK, whole=True), backend, settings(), emit=lambda _: None)
+    assert [m.role for m in backend.requests[0].messages] == ["user"]
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert outcome.result.quality.candidates[0].prompt == "plain" and outcome.result.quality.passed
+    assert outcome.result.compliant and outcome.result.sections[0].title == "is_palindrome"
 
 
 def test_a_passing_score_outranks_any_failing_one() -> None:
