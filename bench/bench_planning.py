@@ -2,8 +2,10 @@
 
 Run: ``python -m bench.bench_planning`` (the planner model from the settings, within ``plan_seconds``);
 ``--planner none`` plans without the planner (the fitted template runs); ``--quick``: six tasks on the fake
-backend. Writes ``bench/results/planning.{json,md}``; ``--sweep`` also scores a grid of the three plan lines
-without the planner (``planning_sweep.{json,md}``).
+backend; ``--set FILE --name NAME`` scores another labelled set (the held-out sets
+``bench/data/planning_heldout.yaml`` and ``planning_heldout2.yaml``; their headers say what each was kept
+from). Writes ``bench/results/<name>.{json,md}``; ``--sweep`` also scores a grid of the three plan lines
+without the planner (``<name>_sweep.{json,md}``).
 
 The set is ``bench/data/planning_set.yaml`` (61 tasks: trivial, single, multi; traps where a domain word only
 describes the data). For each task, the pipeline of the graph: scope (:func:`experts.routing.classify`), then
@@ -233,12 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", default=None, help="comma-separated task ids (default: all)")
     parser.add_argument("--sweep", action="store_true", help="also score a grid of the plan lines without the planner")
     parser.add_argument("--name", default="planning")
+    parser.add_argument(
+        "--set", type=Path, default=SET, help="the labelled set (default: bench/data/planning_set.yaml)"
+    )
     args = parser.parse_args(argv)
     settings = resolve_settings({"backend": "fake" if args.quick else "llama"}, env={})
     no_planner = args.planner == "none"
     model = None if no_planner else (args.planner or settings.planner_model)
     seconds = 0.0 if no_planner else (args.plan_seconds if args.plan_seconds is not None else settings.plan_seconds)
-    items = load_set()
+    items = load_set(args.set)
     ids = QUICK_IDS if args.quick else (tuple(args.ids.split(",")) if args.ids else None)
     if ids is not None:
         items = [i for i in items if i["id"] in ids]
@@ -246,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     result = evaluate(items, planner)
     s = result["summary"]
     lines = [
-        f"{s['tasks']} tasks; planner {model or 'none'} within {seconds:g} s; lines: template fit "
+        f"{s['tasks']} tasks of {args.set.name}; planner {model or 'none'} within {seconds:g} s; lines: template fit "
         f"{planning.TEMPLATE_FIT_LINE}, relevance {planning.RELEVANCE_LINE}, coverage {planning.COVERAGE_LINE}.",
         "",
         md_table(

@@ -27,20 +27,23 @@ MAX_ASPECTS = 8
 VERBS = frozenset(
     """
     add adapt advise analyse analyze answer apply argue assess audit automate benchmark brainstorm build calculate
-    check choose clean compare compile compose compute configure containerise containerize convert correct
-    create debug decide define deliver deploy derive describe design detect develop diagnose document draft draw
-    edit estimate evaluate explain export extend extract find fix forecast format generate give harden help
+    check choose clean collect come compare compile compose compute configure containerise containerize convert
+    correct create debug decide define delete deliver deploy derive describe design detect develop diagnose
+    document draft draw edit encrypt estimate evaluate explain export extend extract fetch find fix forecast
+    format generate give harden help
     identify implement improve include install integrate interpret investigate justify label list load
     make map measure merge migrate model monitor name normalise normalize optimise optimize outline parse plan
     predict prepare present prioritise project prioritize produce profile propose protect prove provide publish
-    rank reconstruct recommend reconcile reduce refactor rename reply report research resolve restructure review
-    revise rewrite run threat-model
-    schedule score secure select send set simplify sketch solve sort specify split state structure suggest
+    put rank reconstruct recommend reconcile reduce refactor remove rename reply report research resolve
+    restructure review revise rewrite run threat-model
+    schedule score scrape secure select send set show simplify sketch solve sort specify split state store
+    structure suggest
     summarise summarize support test train transform translate troubleshoot tune update upgrade validate verify
-    visualise visualize walk write
+    visualise visualize walk work write
     """.split()
 )
-"""Imperative verbs that start an instruction (base forms only: "returns" in a relative clause is not one)."""
+"""Imperative verbs that start an instruction (base forms only: "returns" in a relative clause is not one).
+"come" and "put" stand for "come up with" and "put together"."""
 
 JOINT_VERBS = frozenset(
     "compare contrast reconcile merge combine choose weigh match integrate connect link map convert migrate "
@@ -81,10 +84,12 @@ _LEAD = re.compile(
     re.I,
 )
 _REQUEST = re.compile(r"^(?:i|we) (?:need|want|would like|'d like)\s+(?=(?:a|an|the|some|two|three)\b)", re.I)
-_RELATIVE = re.compile(r"\b(?:that|which|who|whose|where|when|so that|to|for|with|from|by)\s", re.I)
+_RELATIVE = re.compile(r"\b(?:that|which|who|whose|where|when|so that|to|for|with|from|by|on|about|of)\s", re.I)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
 _COLON = re.compile(r":\s+")
 _BETWEEN = re.compile(r"\b(?:between|both|either|versus|vs\.?)\s", re.I)
+_BETWEEN_OPEN = re.compile(r"\bbetween\s(?!.*\sand\s)", re.I)
+"""A clause whose "between" still waits for its "and": the next part is the second of the pair, whatever it is."""
 _PARTS = re.compile(r",\s*(?:and\s+)?then\s+|,\s*and\s+|,\s*|\s+and then\s+|\s+then\s+|\s+and\s+|\s+as well as\s+")
 _PREPOSITION = re.compile(
     r"^(?:(?:with|without|including|using|in|on|for|of|from|into|by|as|at|per|via)\b|[a-z]+ing\s+\w)", re.I
@@ -96,7 +101,9 @@ _DELIVERABLE = re.compile(
     r"email|emails|letter|memo|post|page|diagram|table|list|test|tests|dashboard|presentation|slide|slides|"
     r"story|poem|song|clause|contract|agreement|disclaimer|budget|schedule|proposal|brief|briefing|handout|"
     r"quiz|outline|spreadsheet|model|service|endpoint|api|class|module|pipeline|manifest|manifests|runbook|"
-    r"template|faq|glossary|timeline|roadmap|estimate|forecast|analysis|review|readme|dockerfile)\b",
+    r"template|faq|glossary|timeline|roadmap|estimate|forecast|analysis|review|readme|dockerfile|view|job|"
+    r"entry|file|sql|message|speech|talk|statement|procedure|exercise|chapter|section|form|screen|component|"
+    r"migration|configuration|config|dialogue|program|tool|cli|chart|charts|announcement|instructions)\b",
     re.I,
 )
 _CODE = re.compile(r"```.*?```", re.S)
@@ -186,9 +193,13 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
             verb, clause = head, _LEAD.sub("", part)
         elif not clause:
             continue
-        elif _PREPOSITION.match(part) or (
-            (verb in JOINT_VERBS or _RELATIVE.search(clause[len(verb) :] + " ") or _BETWEEN.search(clause))
-            and not _DELIVERABLE.match(part)
+        elif (
+            _PREPOSITION.match(part)
+            or _BETWEEN_OPEN.search(clause)
+            or (
+                (verb in JOINT_VERBS or _RELATIVE.search(clause[len(verb) :] + " ") or _BETWEEN.search(clause))
+                and not _DELIVERABLE.match(part)
+            )
         ):
             clause = f"{clause} and {part}"  # still the same piece of work
         else:

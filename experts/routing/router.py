@@ -62,7 +62,15 @@ from state.settings import DEFAULTS, Settings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_PARAMS", "ExpertRouter", "FastStage", "RouteResult", "RouterParams", "get_router"]
+__all__ = [
+    "DEFAULT_PARAMS",
+    "ExpertRouter",
+    "FastStage",
+    "RouteResult",
+    "RouterParams",
+    "get_router",
+    "routing_text",
+]
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,33 @@ _HEAD_END = re.compile(
 "stand-up" or "settings.py", does not end it)."""
 
 
+_DRAFT_VERB = re.compile(
+    r"\b(draft)(s|ed|ing)?(?=\s+(?:a|an|the|our|my|your|their|its|this|that|these|those|some|one|two|three|"
+    r"four|five|\d+)\b)",
+    re.I,
+)
+
+
+def routing_text(text: str) -> str:
+    """The text as the router reads it: "draft" used as a verb reads "write".
+
+    To draft is to write a first version of anything (an email, a talk, a schedule); the legal sense lives in the
+    object (a clause, an agreement), which stays. The routing examples, where most texts that start with "Draft"
+    are legal, had taught the learned term the verb as a legal word: a plan's "Draft the text message we send
+    them" went to the legal expert. Read as "write", none of the held-out routing texts changes expert
+    (``docs/decisions.md``).
+    """
+    return _DRAFT_VERB.sub(_as_write, text)
+
+
+_WRITE_FORMS = {"": "write", "s": "writes", "ed": "written", "ing": "writing"}
+
+
+def _as_write(match: re.Match[str]) -> str:
+    word = _WRITE_FORMS[(match.group(2) or "").lower()]
+    return word.capitalize() if match.group(1)[0].isupper() else word
+
+
 def instruction_head(text: str) -> str | None:
     """The head of an instruction: the words before its first modifier.
 
@@ -269,6 +304,7 @@ class ExpertRouter:
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
                 raise ConfigError("route", "text to route is empty", field=f"texts[{i}]")
+        texts = [routing_text(t) for t in texts]
         first = self.first_stage()
         if first is None:
             return self._route_texts(texts)

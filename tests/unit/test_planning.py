@@ -89,6 +89,10 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
         ("Solve for x: 3x^2 - 12x + 9 = 0, showing each step", 1),
         ("Write SQL to find late invoices and a Python script that emails the list every Monday", 2),
         ("Write the terms and conditions for our shop", 1),  # a fixed pair is one thing
+        ("Explain the difference between a t-test and a Mann-Whitney U test, then work through an example", 2),
+        ("Summarise the research on screen time and teenagers' sleep, and write advice for parents", 2),
+        ("Come up with a story for a puzzle game, write its dialogue, and write the Python code for a puzzle", 3),
+        ("Write a Python job that loads orders into PostgreSQL, the SQL for a revenue table, and a cron entry", 3),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:

@@ -17,7 +17,14 @@ from experts.catalog import Catalog, load_catalog
 from experts.embedding import VectorInvariantError
 from experts.routing.index import ExpertIndex, load_or_build_index
 from experts.routing.lexical import LexicalProbe
-from experts.routing.router import ExpertRouter, FastStage, RouterParams, get_router, instruction_head
+from experts.routing.router import (
+    ExpertRouter,
+    FastStage,
+    RouterParams,
+    get_router,
+    instruction_head,
+    routing_text,
+)
 from state.errors import ConfigError
 
 AXES = ("code", "medical", "legal", "misc")
@@ -252,6 +259,25 @@ def test_both_stages_keep_their_own_index_cache(small) -> None:  # type: ignore[
     assert load_or_build_index(catalog, embedder, cache).built is False
     assert load_or_build_index(catalog, static, cache, part="static").built is False
     assert (cache / "static" / "metadata.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("Draft the text message we send them", "Write the text message we send them"),
+        ("Please draft three launch emails", "Please write three launch emails"),
+        ("Drafting an NDA for a freelancer", "Writing an NDA for a freelancer"),  # the object still says legal
+        ("Improve the first draft of my essay", "Improve the first draft of my essay"),  # the noun stays
+    ],
+)
+def test_draft_as_a_verb_reads_write(text: str, read: str) -> None:
+    assert routing_text(text) == read
+
+
+def test_a_drafted_email_is_not_legal_work_and_a_drafted_clause_is() -> None:
+    router = get_router()
+    assert router.route("Draft the text message we send our loyal customers").expert != "legal_drafting"
+    assert router.route("Draft a confidentiality clause for a freelance design contract").expert == "legal_drafting"
 
 
 def test_router_params_are_range_checked() -> None:
