@@ -104,7 +104,8 @@ def render(intr: Interrupt) -> str:
             lines.append(f"    {s.id:<20} {s.expert or '-':<20} {s.title}{after}")
     for q in p.questions:
         allowed = f" [{' / '.join(q.allowed)}]" if q.allowed else ""
-        lines.append(f"  {q.text}{allowed}")
+        named = f"{q.id}: " if len(p.questions) > 1 else ""
+        lines.append(f"  {named}{q.text}{allowed}")
     lines.append(f"  answer: {p.answer_format}")
     return "\n".join(lines)
 
@@ -121,8 +122,16 @@ def ask_in_terminal(interrupts: Sequence[Interrupt]) -> object:
 def _ask_one(intr: Interrupt) -> object:
     p = payload_of(intr)
     while True:
+        if p.kind == "clarify" and len(p.questions) > 1:  # one line per question, in turn
+            value: object = {q.id: input(f"  {q.id} > ").strip() for q in p.questions}
+            try:
+                check_answer(p, value)
+            except AnswerError as exc:
+                print(f"  not accepted: {exc.message}", file=sys.stderr)
+                continue
+            return value
         text = input("> ").strip()
-        value: object = _value(text)
+        value = _value(text)
         if p.kind == "approve_plan" and text == "edit":
             value = _edit_plan(p)
         try:

@@ -229,7 +229,8 @@ def fit_slots(slots: Sequence[S], fit: PlanFit, make: type[S], aspects: Sequence
         if work_phase(aspect.verb) > BUILD_PHASE:  # checking or explaining comes after the work it is about
             spec = spec.model_copy(update={"deps": sinks, "can_reference": [s.id for s in kept]})
         added.append(make.model_validate(spec.model_dump()))
-    return kept + added, fit.model_copy(update={"added": [s.id for s in added]})
+    removed = [SlotSpec.model_validate(s.model_dump(include=_SPEC)) for s in slots if s.id in set(fit.removed)]
+    return kept + added, fit.model_copy(update={"added": [s.id for s in added], "removed_slots": removed})
 
 
 def _fitted(

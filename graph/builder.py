@@ -16,6 +16,7 @@ from nodes import (
     adapt_template,
     aexecute_slots,
     answer_directly,
+    ask_plan_fit,
     ask_user,
     assemble,
     confirm_plan,
@@ -46,6 +47,7 @@ def build_graph(checkpointer: BaseCheckpointSaver[str] | None = None, *, name: s
     builder.add_node("answer_directly", answer_directly)
     builder.add_node("select_template", select_template)
     builder.add_node("adapt_template", adapt_template)
+    builder.add_node("ask_plan_fit", ask_plan_fit)
     builder.add_node("route_slots", route_slots)
     builder.add_node("confirm_plan", confirm_plan)
     # Both forms of the node: the CLI and embedders stream synchronously; the server runs it async, where a
@@ -60,7 +62,8 @@ def build_graph(checkpointer: BaseCheckpointSaver[str] | None = None, *, name: s
     builder.add_conditional_edges("scope", after_scope)
     builder.add_edge("answer_directly", END)
     builder.add_edge("select_template", "adapt_template")
-    builder.add_edge("adapt_template", "route_slots")
+    builder.add_edge("adapt_template", "ask_plan_fit")
+    builder.add_edge("ask_plan_fit", "route_slots")
     builder.add_edge("route_slots", "confirm_plan")
     builder.add_conditional_edges("confirm_plan", after_confirm)
     builder.add_conditional_edges("execute_slots", after_execute, ["execute_slots", "ask_user", "assemble"])

@@ -2,6 +2,7 @@
 
 from nodes.adapt_template import adapt_template
 from nodes.answer_directly import answer_directly
+from nodes.ask_plan_fit import ask_plan_fit
 from nodes.ask_user import ask_user
 from nodes.assemble import assemble
 from nodes.confirm_plan import confirm_plan
@@ -16,6 +17,7 @@ __all__ = [
     "adapt_template",
     "aexecute_slots",
     "answer_directly",
+    "ask_plan_fit",
     "ask_user",
     "assemble",
     "confirm_plan",

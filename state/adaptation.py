@@ -76,6 +76,8 @@ class PlanFit(BaseModel):
     """Per slot of the plan as it was assessed: similarity to the task or its closest aspect."""
     removed: list[str] = Field(default_factory=list)
     """Slots removed as serving nothing the task asked for."""
+    removed_slots: list[SlotSpec] = Field(default_factory=list)
+    """Those slots as they were, so a person who answers "keep" gets them back (interactive mode)."""
     coverage: dict[str, float] = Field(default_factory=dict)
     """Per aspect: similarity to the closest slot that stays."""
     missing: list[str] = Field(default_factory=list)

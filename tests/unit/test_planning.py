@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from engine.adaptation import adapt
 from engine.planning import (
@@ -254,3 +255,45 @@ def test_the_graph_runs_a_fitted_plan_and_records_the_fit(tmp_path: Path) -> Non
     assert "irrelevant_slot_removed" in rules
     entry = next(e for e in state.ledger if e.action == "adapt_template")
     assert "removed as unasked" in entry.outputs_summary and "s to the plan" in entry.outputs_summary
+
+
+LAUNCH = (
+    "Plan the launch of our budgeting app: write the landing page copy, draft three launch emails, and set a "
+    "timeline for the first month."
+)
+
+
+def test_interactive_mode_asks_about_each_removed_and_added_slot() -> None:
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "fit"}}
+    context = {"backend": "fake"}
+    graph.invoke(RunInput(task=LAUNCH, mode="interactive"), config, context=context)
+    [asked] = graph.get_state(config).interrupts
+    assert asked.value["kind"] == "clarify" and asked.value["node"] == "ask_plan_fit"
+    ids = {q["id"]: q["allowed"] for q in asked.value["questions"]}
+    assert ids["remove:cost_plan"] == ["remove", "keep"]  # the budget template's slots the launch never asked for
+    assert ids["add:set_a_timeline_for_the"] == ["add", "leave out"]  # a deliverable no template slot covered
+    answers = {q: allowed[0] for q, allowed in ids.items()}
+    graph.invoke(Command(resume={**answers, "remove:cost_plan": "perhaps"}), config, context=context)
+    [again] = graph.get_state(config).interrupts  # a refused answer changes nothing: asked again, with why
+    assert again.value["node"] == "ask_plan_fit" and "perhaps" in again.value["error"]
+    answers |= {"remove:cost_plan": "keep", "add:set_a_timeline_for_the": "leave out"}
+    graph.invoke(Command(resume=answers), config, context=context)
+    [plan] = graph.get_state(config).interrupts
+    assert plan.value["kind"] == "approve_plan"
+    slots = [s["id"] for s in plan.value["plan"]]
+    assert "cost_plan" in slots and "set_a_timeline_for_the" not in slots
+    assert "income_forecast" not in slots and "write_the_landing_page_copy" in slots
+    state = Passport.model_validate(graph.get_state(config).values)
+    kept = next(e for e in state.ledger if e.action == "plan_fit_keep")
+    assert kept.agent == "person" and kept.slot_id == "cost_plan"
+
+
+def test_autonomous_mode_applies_the_plan_checks_without_asking() -> None:
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "auto"}}
+    graph.invoke(RunInput(task=LAUNCH), config, context={"backend": "fake"})
+    state = Passport.model_validate(graph.get_state(config).values)
+    assert not graph.get_state(config).interrupts and state.framework is not None
+    assert "cost_plan" not in {s.id for s in state.framework.slots}
+    assert {"irrelevant_slot_removed", "uncovered_aspect_added"} <= {d.rule for d in state.defaults}
