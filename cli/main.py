@@ -40,7 +40,7 @@ from state.quality import SlotQuality
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
-    from langgraph.types import Interrupt
+    from langgraph.types import Interrupt, StreamMode
 
 app = typer.Typer(
     name="coe",
@@ -70,6 +70,14 @@ CheckpointOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON summary.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the Markdown document to this file.")]
 LedgerOpt = Annotated[bool, typer.Option("--ledger", help="Append the ledger to the document.")]
+StreamOpt = Annotated[
+    bool,
+    typer.Option(
+        "--stream",
+        help="Print each expert's answer to standard error as it is written (a header names the slot and candidate "
+        "whenever the writer changes); the document still goes to standard output.",
+    ),
+]
 OutDirOpt = Annotated[
     Path | None,
     typer.Option(
@@ -126,6 +134,7 @@ def run(
     out_dir: OutDirOpt = None,
     as_json: JsonOpt = False,
     ledger: LedgerOpt = False,
+    stream: StreamOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details to stderr.")] = False,
 ) -> None:
     """Run TASK end to end and print the assembled Markdown document."""
@@ -152,10 +161,11 @@ def run(
         # Every check the guard makes, before anything is saved: a run that starts cannot fail in the guard, so its
         # settings are recorded by its first step and a resume always runs with them.
         text = validate_run(text, mode, options, context).task
-        _check_output(Output(out, out_dir, as_json, ledger))
+        output = Output(out, out_dir, as_json, ledger, stream)
+        _check_output(output)
         run_input = RunInput(task=text, mode=mode, options=options)
         tid = thread_id or str(uuid.uuid4())
-        code = _drive(run_input, tid, checkpoint, context, Output(out, out_dir, as_json, ledger))
+        code = _drive(run_input, tid, checkpoint, context, output)
     raise typer.Exit(code)
 
 
@@ -197,13 +207,14 @@ def resume(
     out_dir: OutDirOpt = None,
     as_json: JsonOpt = False,
     ledger: LedgerOpt = False,
+    stream: StreamOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Continue a run that was killed, interrupted or is waiting for an answer; finished slots are not run again."""
     _logging(verbose)
     with user_errors():
         given = (answer, answers_file) if answer is not None or answers_file is not None else None
-        code = _drive(None, thread_id, checkpoint, None, Output(out, out_dir, as_json, ledger), given)
+        code = _drive(None, thread_id, checkpoint, None, Output(out, out_dir, as_json, ledger, stream), given)
     raise typer.Exit(code)
 
 
@@ -295,6 +306,8 @@ class Output:
     out_dir: Path | None = None
     as_json: bool = False
     ledger: bool = False
+    stream: bool = False
+    """Print the experts' tokens to standard error as they are written (``--stream``)."""
 
 
 def _drive(
@@ -329,13 +342,16 @@ def _drive(
         print(f"thread {thread_id}  (resume with: coe resume {thread_id})", file=sys.stderr)
         while True:  # a pending question without an answer is asked again by re-running its node
             try:
-                with Progress() as progress, _stop_models_on_signal():
-                    for mode, chunk in graph.stream(
-                        todo, config, context=context, stream_mode=["custom"], durability="sync"
-                    ):
+                with Progress(tokens=output.stream) as progress, _stop_models_on_signal():
+                    modes: list[StreamMode] = ["custom", "messages"] if progress.wants_tokens else ["custom"]
+                    chunks = graph.stream(todo, config, context=context, stream_mode=modes, durability="sync")
+                    for mode, chunk in chunks:
                         lease.check()
                         if mode == "custom" and isinstance(chunk, dict):
                             progress.event(chunk)
+                        elif mode == "messages" and isinstance(chunk, tuple):
+                            message, meta = chunk
+                            progress.token(meta, str(getattr(message, "content", "")))
             except KeyboardInterrupt:
                 _settle_models()
                 print(f"\ninterrupted; resume with: coe resume {thread_id}", file=sys.stderr)

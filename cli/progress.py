@@ -25,12 +25,42 @@ SYMBOLS = {
 class Progress:
     """Consumes the graph's custom stream events and shows them."""
 
-    def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, live: bool | None = None, tokens: bool = False) -> None:
         self.stream = stream or sys.stderr
-        self.live_enabled = self.stream.isatty() if live is None else live
+        self.tokens = tokens
+        """Print the tokens as they come (``--stream``) instead of the table."""
+        self.live_enabled = (self.stream.isatty() if live is None else live) and not tokens
         self.rows: dict[str, dict[str, Any]] = {}
         self._start = time.perf_counter()
         self._live: Live | None = None
+        self._writer: tuple[object, object] | None = None
+        self._drawn = 0.0
+
+    @property
+    def wants_tokens(self) -> bool:
+        """Whether tokens are shown (the live table's last line, or ``--stream``)."""
+        return self.tokens or self.live_enabled
+
+    def token(self, meta: dict[str, Any], text: str) -> None:
+        """One piece of an expert's answer as it is written (``meta``: the generation's stream metadata)."""
+        slot = str(meta.get("slot_id", ""))
+        if self.tokens:
+            writer = (slot, meta.get("candidate"))
+            if writer != self._writer:
+                self._writer = writer
+                label = f"{slot} ({meta.get('candidate', 'c1')}, {meta.get('expert', '')})".replace(", )", ")")
+                print(f"\n--- {label} ---", file=self.stream, flush=True)
+            print(text, end="", file=self.stream, flush=True)
+            return
+        row = self.rows.setdefault(slot, {"title": slot, "status": "running", "attempt": 1})
+        written = (row.get("written", "") + text)[-400:]
+        row["written"] = written
+        lines = [ln.strip() for ln in written.splitlines() if ln.strip()]
+        row["line"] = lines[-1] if lines else ""
+        now = time.perf_counter()
+        if self._live is not None and now - self._drawn > 0.1:  # the table is redrawn at most ten times a second
+            self._drawn = now
+            self._live.update(self._table())
 
     def __enter__(self) -> Progress:
         if self.live_enabled:
@@ -59,9 +89,10 @@ class Progress:
         if kind == "slot_dispatched":
             row["status"] = "dispatched"
         elif kind == "slot_started":
-            row["status"], row["attempt"] = "running", 1
+            row["status"], row["attempt"], row["written"], row["line"] = "running", 1, "", ""
         elif kind == "slot_retry":
             row["status"], row["attempt"] = "retrying", event.get("attempt", row["attempt"] + 1)
+            row["written"] = row["line"] = ""
             detail = "; ".join(str(p) for p in event.get("problems", [])[:2])
         elif kind == "slot_done":
             row["status"], row["attempt"] = "done", event.get("attempts", row["attempt"])
@@ -75,7 +106,7 @@ class Progress:
             return
         if self._live is not None:
             self._live.update(self._table())
-        else:
+        elif not self.tokens:
             elapsed = time.perf_counter() - self._start
             status = {"dispatched": "queued", "running": "started"}.get(row["status"], row["status"])
             line = f"[{elapsed:7.1f}s] {slot}: {status}"
@@ -87,14 +118,16 @@ class Progress:
 
     def _table(self) -> Table:
         table = Table(title=f"slots ({time.perf_counter() - self._start:.0f}s)", expand=False)
-        for col in ("", "slot", "title", "expert", "attempt"):
+        for col in ("", "slot", "title", "expert", "attempt", "writing"):
             table.add_column(col)
         for slot, row in self.rows.items():
+            writing = row.get("line", "") if row["status"] in ("running", "retrying") else ""
             table.add_row(
                 SYMBOLS.get(row["status"], "?"),
                 slot,
                 str(row["title"])[:50],
                 str(row.get("expert", "")),
                 str(row["attempt"] or ""),
+                writing[-60:],
             )
         return table

@@ -44,6 +44,7 @@ from engine.contracts import Contract, contract_for
 from engine.injection import quote_as_data
 from engine.sandbox import SandboxLimits
 from engine.selection import best, judge, score
+from engine.streaming import TokenStream
 from experts.catalog import ExpertScope
 from experts.models import ChatMessage, ExpertBackend, Generation, GenerationRequest
 from state.assist import AssistRecord
@@ -134,6 +135,8 @@ class SlotJob:
     """The model the expert runs on, for the candidates' records."""
     cancel: threading.Event | None = None
     """Set when the run is cancelled (``runs.cancel`` on the server): every generation of the slot stops."""
+    stream: TokenStream | None = None
+    """Where each candidate's tokens go as they are written (None: nowhere)."""
 
     @property
     def slot_contract(self) -> Contract:
@@ -404,6 +407,17 @@ def run_slot(
                 ledger.append(LedgerEntry(agent="harness", action="prompt_cut", slot_id=slot_id, outputs_summary=cut))
         attempt = len(draws) + 1
         grammar = contract.grammar() if settings.use_grammar and owner.supports_grammar() and not plain else None
+        meta = {
+            "slot_id": slot_id,
+            "slot_title": job.spec.title,
+            "expert": job.expert,
+            "model": model,
+            "attempt": attempt,
+            "candidate": f"c{attempt}",
+            "origin": origin,
+            "prompt": "plain" if plain else "contract",
+        }
+        listener = job.stream.start(prompt.messages, meta) if job.stream is not None else None
         t0 = time.perf_counter()
         request = GenerationRequest(
             messages=prompt.messages,
@@ -415,9 +429,17 @@ def run_slot(
             slot_title=job.spec.title,
             attempt=attempt,
             cancel=job.cancel,
+            on_token=listener.token if listener is not None else None,
         )
         try:
-            gen = owner.generate(request)
+            try:
+                gen = owner.generate(request)
+            except BaseException as exc:
+                if listener is not None:
+                    listener.error(exc)
+                raise
+            if listener is not None:
+                listener.end(gen.text)
         except GenerationStopped:
             raise
         except BackendError as exc:

@@ -9,8 +9,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from langgraph.config import get_config
+
 from engine import prompts
 from engine.arithmetic import compute
+from engine.streaming import message_stream
 from experts.models import ChatMessage, GenerationRequest, get_backend
 from state.enums import RunStatus
 from state.errors import BackendError, RunFailure, UserError
@@ -27,15 +30,27 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
     task = state.mission.task
     backend = get_backend(state.settings)
     t0 = time.perf_counter()
+    messages = (ChatMessage("system", prompts.DIRECT_SYSTEM), ChatMessage("user", task))
+    stream = message_stream(get_config())  # its tokens on stream_mode="messages", before arithmetic is computed
+    meta = {"slot_id": NODE, "expert": "base", "model": "base model", "attempt": 1}
+    listener = stream.start(messages, meta) if stream is not None else None
     request = GenerationRequest(
-        messages=(ChatMessage("system", prompts.DIRECT_SYSTEM), ChatMessage("user", task)),
+        messages=messages,
         max_tokens=MAX_TOKENS,
         temperature=0.0,
         slot_id=NODE,
         slot_title="Direct answer",
+        on_token=listener.token if listener is not None else None,
     )
     try:
-        gen = backend.generate(request)
+        try:
+            gen = backend.generate(request)
+        except BaseException as exc:
+            if listener is not None:
+                listener.error(exc)
+            raise
+        if listener is not None:
+            listener.end(gen.text)
     except UserError:
         raise
     except BackendError as exc:  # reported under this node's name; the run stops here and can be resumed

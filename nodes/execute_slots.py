@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from engine.contracts import contract_for
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
 from engine.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
+from engine.streaming import message_stream
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
 from experts.models import Admission, BreakerPolicy, ExpertBackend, breakers, get_backend, preload, trim_heap
 from state.context import RunContext
@@ -102,6 +104,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
     _block_dependents(fw, statuses, changed, ledger)
 
     write = runtime.stream_writer
+    stream = message_stream(get_config())  # each candidate's tokens on stream_mode="messages"
     catalog = load_catalog()
     backends: dict[str | None, ExpertBackend] = {}
     policy = BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)
@@ -154,6 +157,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
             escalation=_escalation(settings, catalog, model, backends),
             model=model or "base model",
             cancel=sched.cancelled,
+            stream=stream,
         )
         sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, admission.trial))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})

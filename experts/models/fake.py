@@ -43,7 +43,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -253,15 +253,18 @@ class FakeBackend:
             response = rule.response(request.attempt) if rule is not None else self.script.default
         self._log_call(request)
         start = time.perf_counter()
-        if self._wait(response, request):
-            return Generation(text="", seconds=time.perf_counter() - start, finish_reason="time", model="fake")
-        if response.fail is not None:
-            raise BackendError(f"fake backend: {response.fail}", slot_id=request.slot_id)
         text = (
             response.text
             if response.text is not None
             else compliant_answer(request.slot_title or "the task", request.grammar)
         )
+        streamed = request.on_token is not None and response.fail is None and not response.grow_mb
+        if self._stream(response, request, text) if streamed else self._wait(response, request):
+            return Generation(text="", seconds=time.perf_counter() - start, finish_reason="time", model="fake")
+        if response.fail is not None:
+            raise BackendError(f"fake backend: {response.fail}", slot_id=request.slot_id)
+        if request.on_token is not None and not streamed:
+            request.on_token(text)
         prompt_words = sum(len(m.content.split()) for m in request.messages)
         return Generation(
             text=text,
@@ -269,6 +272,36 @@ class FakeBackend:
             completion_tokens=len(text.split()),
             seconds=time.perf_counter() - start,
             model="fake",
+        )
+
+    def _stream(self, response: FakeResponse, request: GenerationRequest, text: str) -> bool:
+        """Hand ``text`` to ``request.on_token`` word by word, spread over the scripted delay; stops as ``_wait``.
+
+        Returns True when the request's time limit ended the answer (what was sent stays sent).
+        """
+        assert request.on_token is not None
+        pieces = re.findall(r"\s*\S+|\s+", text) or [text]
+        step = response.delay / len(pieces)
+        stop = EitherStop(self._stop, request.cancel)
+        spent = 0.0
+        for piece in pieces:
+            if request.time_limit is not None and spent + step > request.time_limit:
+                if stop.wait(max(0.0, request.time_limit - spent)):
+                    self._stopped(request)
+                return True
+            if stop.wait(step) if step else stop.is_set():
+                self._stopped(request)
+            spent += step
+            request.on_token(piece)
+        return False
+
+    def _stopped(self, request: GenerationRequest) -> NoReturn:
+        if self._stop.is_set():
+            raise GenerationStopped(
+                "fake backend: generation stopped by the model pool", "stopped", slot_id=request.slot_id
+            )
+        raise GenerationStopped(
+            "fake backend: generation stopped, its run was cancelled", "cancelled", slot_id=request.slot_id
         )
 
     def _wait(self, response: FakeResponse, request: GenerationRequest) -> bool:
@@ -286,13 +319,7 @@ class FakeBackend:
         try:
             for _ in range(steps):
                 if stop.wait(delay / steps) if delay else stop.is_set():
-                    if self._stop.is_set():
-                        raise GenerationStopped(
-                            "fake backend: generation stopped by the model pool", "stopped", slot_id=request.slot_id
-                        )
-                    raise GenerationStopped(
-                        "fake backend: generation stopped, its run was cancelled", "cancelled", slot_id=request.slot_id
-                    )
+                    self._stopped(request)
                 if response.grow_mb:
                     size = int(response.grow_mb * 1024 * 1024 / steps)
                     block = mmap.mmap(-1, size)

@@ -35,7 +35,7 @@ from experts.models.bundled import resolve_model_path
 from experts.models.cpu_share import ShareWaitStopped, cpu_share
 from experts.models.footprint import estimate
 from experts.models.grammar import follow_outline_bounds
-from experts.models.llama_mask import CompiledGrammar, GrammarMask, StopSwitch
+from experts.models.llama_mask import CompiledGrammar, GrammarMask, StopSwitch, TokenTap
 from experts.models.prefetch import Prefetch
 from experts.models.protocol import EitherStop, Generation, GenerationRequest
 from state.errors import BackendError, GenerationStopped, ModelUnavailableError
@@ -337,6 +337,9 @@ class LlamaBackend:
             stop = EitherStop(self._stop, request.cancel)
             switch = StopSwitch(stop, llm.token_eos(), deadline)
             processors.append(switch)
+            tap = TokenTap(llm, request.on_token) if request.on_token is not None else None
+            if tap is not None:
+                processors.insert(0, tap)  # it sees each step's tokens before any processor changes the logits
             options["logits_processor"] = _import_llama_cpp().LogitsProcessorList(processors)
             share = (
                 cpu_share(cpu_share_dir(), self.n_threads, stop)
@@ -370,8 +373,10 @@ class LlamaBackend:
             seconds = time.perf_counter() - started
         if mask is not None and mask.error is not None:
             raise BackendError(mask.error, slot_id=request.slot_id)
-        completion = cast("CreateChatCompletionResponse", response)  # not streamed
+        completion = cast("CreateChatCompletionResponse", response)  # not streamed: the tap streams it
         choice = completion["choices"][0]
+        if tap is not None:
+            tap.finish(choice["message"].get("content") or "")
         usage = completion["usage"]
         completion_tokens = usage["completion_tokens"]
         extra = {"tokens_per_second": completion_tokens / seconds if seconds > 0 else 0.0, "cpu_wait_seconds": waited}

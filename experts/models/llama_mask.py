@@ -11,10 +11,12 @@ built-in path. At a temperature above 0 it masks the whole vocabulary at every s
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from experts.models.grammar import sections_grammar
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
     from experts.models.protocol import EitherStop
 
-__all__ = ["CompiledGrammar", "GrammarMask", "StopSwitch", "only_end_of_text"]
+__all__ = ["CompiledGrammar", "GrammarMask", "StopSwitch", "TokenTap", "only_end_of_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +66,56 @@ class StopSwitch:
         if not self._stop.is_set() and not self.timed_out:
             return scores
         return only_end_of_text(scores, self._eos)
+
+
+class TokenTap:
+    """A logits processor that hands each new token's text to a callback as the answer is written.
+
+    ``create_chat_completion`` streams only as an iterator of chunks without its usage counts; a processor sees
+    every step's tokens instead, so the generation path stays the one that is measured and tested. It never
+    changes the logits. At each step the tokens sampled since the last one are decoded (bytes through an
+    incremental UTF-8 decoder: a character split across tokens comes out whole); the last token, sampled after
+    the last step, is handed over by :meth:`finish` from the completion's text.
+    """
+
+    def __init__(self, llm: Any, on_token: Callable[[str], None]) -> None:
+        self._llm = llm
+        self._on_token = on_token
+        self._seen: int | None = None
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.sent = ""
+        """The text handed over so far."""
+
+    def __call__(self, input_ids: npt.NDArray[np.intc], scores: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        """The logits unchanged; the tokens sampled since the last step go to the callback."""
+        if self._seen is None:
+            self._seen = len(input_ids)  # the prompt
+            return scores
+        new = [int(t) for t in input_ids[self._seen :]]
+        self._seen = len(input_ids)
+        if new:
+            self._send(self._decoder.decode(self._llm.detokenize(new)))
+        return scores
+
+    def finish(self, text: str) -> None:
+        """Hand over what the steps did not: the completion's text after what was sent.
+
+        Should the text sent not begin the completion's (it has not happened with the bundled models), nothing
+        more is sent and the difference is logged: the listener gets the whole text at the end anyway.
+        """
+        if text.startswith(self.sent):
+            self._send(text[len(self.sent) :])
+        else:
+            logger.warning("the streamed text differs from the completion after %d characters", len(self.sent))
+
+    def _send(self, piece: str) -> None:
+        if not piece:
+            return
+        self.sent += piece
+        try:
+            self._on_token(piece)
+        except Exception:  # a listener's fault never breaks the generation
+            logger.exception("a token listener failed")
 
 
 class CompiledGrammar:

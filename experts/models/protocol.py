@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -45,6 +46,11 @@ class GenerationRequest:
     """Set when the run that asked is cancelled (``runs.cancel`` on the server): this generation stops, raising
     :class:`~state.errors.GenerationStopped`, and the model serves others. The llama.cpp and fake backends honour
     it; the remote backend does not."""
+    on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    """Called with each piece of the answer as it is written, in order; the pieces joined are the answer's text.
+    The llama.cpp backend calls it per token, the fake backend per word over its scripted delay; the remote
+    backend, which does not stream yet, once with the whole answer. It runs on the generating thread: keep it
+    short, and never let it raise."""
 
 
 class EitherStop:

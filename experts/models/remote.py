@@ -185,7 +185,10 @@ class RemoteBackend:
         if response.status_code >= 400:
             raise self._status_error(response, request.slot_id)
         seconds = time.perf_counter() - started
-        return self._generation(response, seconds, request.slot_id)
+        gen = self._generation(response, seconds, request.slot_id)
+        if request.on_token is not None and gen.text:
+            request.on_token(gen.text)  # not streamed ("stream": false): the whole answer at once
+        return gen
 
     # --- internals ------------------------------------------------------------------------------------
 

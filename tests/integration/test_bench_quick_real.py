@@ -43,3 +43,10 @@ def test_isolation_between_the_users_of_one_server(tmp_path: Path) -> None:
     assert result["calls"] and all(call["held"] for call in result["calls"]), result["calls"]
     assert result["her_run_completed_after"] and result["kb_path_in_context_refused"]
     assert result["her_kb_path"].endswith("/kb/users/alice")
+
+
+@pytest.mark.integration
+def test_quick_mode_of_the_streaming_benchmark(tmp_path: Path) -> None:
+    result = run_quick("bench_streaming", "streaming", tmp_path)
+    assert result["tokens"]["pieces_join_to_the_text"]
+    assert result["first_token"]["median_in_process"] > 0 and result["first_token"]["median_api"] > 0

@@ -124,6 +124,36 @@ def test_langgraph_dev_run_through_the_sdk(server: Server) -> None:
     assert server.db.exists()  # the custom checkpointer honoured COE_CHECKPOINT_URL
 
 
+def test_expert_tokens_stream_over_the_api_with_their_slot(server: Server, tmp_path: Path) -> None:
+    """stream_mode messages-tuple: every slot's tokens, told apart by their metadata, add up to its answer."""
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"rules": [{"title": ".*", "delay": 0.4}]}))
+    context = {"fake_script": str(script), "max_parallel": 2}
+
+    async def scenario(client: Any) -> tuple[dict[tuple[str, str], str], list[str], dict[str, Any]]:
+        thread = (await client.threads.create())["thread_id"]
+        run_input = {"task": "Plan a small service", "options": {"framework": BRANCHY}}
+        texts: dict[tuple[str, str], str] = {}
+        order: list[str] = []
+        async for part in client.runs.stream(
+            thread, "college_of_experts", input=run_input, context=context, stream_mode=["messages-tuple"]
+        ):
+            if part.event == "messages":
+                chunk, meta = part.data
+                key = (meta["slot_id"], meta["candidate"])
+                texts[key] = texts.get(key, "") + chunk["content"]
+                order.append(meta["slot_id"])
+        state = await client.threads.get_state(thread)
+        return texts, order, dict(state["values"])
+
+    texts, order, values = server.run(scenario)
+    assert values["status"] == "completed"
+    for slot_id, result in values["results"].items():
+        assert texts[(slot_id, "c1")] == result["raw"]
+    first_a, last_a = order.index("A"), len(order) - 1 - order[::-1].index("A")
+    assert "C" in order[first_a:last_a]  # the parallel slots' tokens interleave
+
+
 def test_plan_approval_over_the_api(server: Server) -> None:
     """confirm mode: the typed interrupt is readable, a bad answer is refused, one Command resumes."""
 
