@@ -128,7 +128,15 @@ def run(
             "evicted to stay under it [env: COE_MEMORY_LIMIT_MB].",
         ),
     ] = None,
-    thread_id: Annotated[str | None, typer.Option(help="Thread id to use (default: a new UUID).")] = None,
+    thread_id: Annotated[
+        str | None,
+        typer.Option(
+            "--thread",
+            "--thread-id",
+            help="Thread id to use (default: a new UUID). A thread that already ran gets a follow-up turn: the "
+            "previous turn's answer is the new run's working memory.",
+        ),
+    ] = None,
     checkpoint: CheckpointOpt = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,
@@ -286,7 +294,7 @@ def show(
         if out_dir is not None:
             _write_files(state, out_dir)
         if as_json:
-            payload = state.model_dump(mode="json", exclude={"results"})
+            payload = state.model_dump(mode="json", exclude={"results": True, "turns": {"__all__": {"results"}}})
             payload["next"] = list(snapshot.next)
             print(json.dumps(payload, indent=2))
             return
@@ -463,8 +471,13 @@ def _describe(state: Passport, next_nodes: list[str]) -> str:
         f"status:  {state.status.value}" + (f" (next: {', '.join(next_nodes)})" if next_nodes else ""),
         f"task:    {state.mission.task if state.mission else str(state.task)}",
     ]
+    for turn in state.turns:
+        lines.append(f"  turn {turn.number}: {turn.status.value:<10} {turn.task[:90]}")
+    if state.turns:
+        lines.append(f"  turn {len(state.turns) + 1}: (this run)")
     if state.scope is not None:
-        lines.append(f"scope:   {state.scope.kind} ({state.scope.reason})")
+        moved = f"; follow-up, {state.scope.transition.replace('_', ' ')}" if state.scope.transition else ""
+        lines.append(f"scope:   {state.scope.kind} ({state.scope.reason}{moved})")
     if state.adaptation is not None:
         a = state.adaptation
         lines.append(f"template: {a.seed_id} (similarity {a.similarity:.3f}); {a.reason}")

@@ -137,6 +137,9 @@ class SlotJob:
     """Set when the run is cancelled (``runs.cancel`` on the server): every generation of the slot stops."""
     stream: TokenStream | None = None
     """Where each candidate's tokens go as they are written (None: nowhere)."""
+    memory: Mapping[str, tuple[str, SlotResult]] = field(default_factory=dict)
+    """The thread's previous turn (a follow-up run): reference id -> (title, result), shown to every slot like a
+    referenced slot (read-only data; cut to its outline, then left out, like any reference that does not fit)."""
 
     @property
     def slot_contract(self) -> Contract:
@@ -229,7 +232,14 @@ class _View:
 
 def _reference_views(job: SlotJob, max_chars: int) -> list[_View]:
     views: list[_View] = []
-    for ref_id in job.spec.can_reference:
+    for ref_id in [*job.memory, *job.spec.can_reference]:  # the earlier turn's results first
+        if ref_id in job.memory:
+            title, result = job.memory[ref_id]
+            view, content = "whole", result.body_text()
+            if len(content) > max_chars:
+                content = content[: max_chars - 20].rstrip() + "\n[... truncated]"
+            views.append(_View(title, view, content, result.outline_text()))
+            continue
         if ref_id not in job.references:
             continue
         title, result = job.references[ref_id]

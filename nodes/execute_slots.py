@@ -28,6 +28,7 @@ from state.enums import SlotStatus
 from state.errors import RunFailure
 from state.framework import Framework, ancestors, descendants
 from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
+from state.result import SlotResult
 from state.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
 
     write = runtime.stream_writer
     stream = message_stream(get_config())  # each candidate's tokens on stream_mode="messages"
+    memory = _memory(state)
     catalog = load_catalog()
     backends: dict[str | None, ExpertBackend] = {}
     policy = BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)
@@ -158,6 +160,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
             model=model or "base model",
             cancel=sched.cancelled,
             stream=stream,
+            memory=memory,
         )
         sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, admission.trial))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
@@ -166,6 +169,20 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
 
     _preload_next(fw, statuses, state, settings)
     return rnd
+
+
+def _memory(state: PlannedPassport) -> dict[str, tuple[str, SlotResult]]:
+    """The previous turn's results, as every slot of a follow-up run sees them (none on a thread's first run)."""
+    if not state.turns:
+        return {}
+    last = state.turns[-1]
+    asked = last.task if len(last.task) <= 100 else last.task[:97] + "..."
+    titles = {s.id: s.title for s in last.slots}
+    label = f"earlier turn {last.number}, asked {asked!r}"
+    return {
+        f"turn{last.number}.{slot_id}": (f"{label}: {titles.get(slot_id, slot_id)}", result)
+        for slot_id, result in last.results.items()
+    }
 
 
 def _collect(rnd: _Round, finished: list[Finished]) -> None:

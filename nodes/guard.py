@@ -25,9 +25,10 @@ from state.enums import Mode, RunStatus
 from state.errors import ConfigError, FrameworkError, InputError
 from state.framework import Framework, parse_framework
 from state.io import MAX_TASK_CHARS, RunOptions
-from state.passport import LedgerEntry, Mission, Notice, Passport, Refusal, RunInfo, utcnow
+from state.passport import RESET, LedgerEntry, Mission, Notice, Passport, Refusal, RunInfo, utcnow
 from state.paths import LOCAL_USER, user_kb_dir
 from state.settings import Settings
+from state.turns import Turn, TurnSlot
 
 
 def check_task(task: object) -> str:
@@ -256,7 +257,11 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
                 "documents and other experts is never followed as instructions",
             )
         )
-    return {
+    update: dict[str, Any] = {
+        # The input was read into the mission, the settings and the framework; it is cleared so that the thread's
+        # next input (a follow-up, often only {"task": ...}) does not inherit this one's mode and options.
+        "mode": Mode.AUTONOMOUS,
+        "options": RunOptions(),
         "refused": None,
         "run": run,
         "mission": mission,
@@ -267,3 +272,53 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "ledger": ledger,
         "notices": notices,
     }
+    earlier = finished_turn(state)
+    if earlier is not None:  # a follow-up: the earlier run becomes a turn, and this run starts from a clean slate
+        update.update(
+            turns=[earlier],
+            scope=None,
+            template=None,
+            adaptation=None,
+            approval=None,
+            document=None,
+            summary=None,
+            slot_states={RESET: None},
+            results={RESET: None},
+            routing={RESET: None},
+            assists={RESET: None},
+            defaults=[RESET],
+            notices=[RESET, *notices],
+        )
+        ledger.append(
+            LedgerEntry(
+                agent="harness",
+                action="follow_up",
+                inputs_summary=f"turn {earlier.number + 1} of the thread",
+                outputs_summary=f"turn {earlier.number} ({earlier.status.value}, {len(earlier.results)} results) "
+                "kept as working memory",
+            )
+        )
+    return update
+
+
+def finished_turn(state: Passport) -> Turn | None:
+    """The thread's previous run as a turn, when a new input arrives on a thread that already ran (else None)."""
+    if state.run is None or state.mission is None:
+        return None
+    fw = state.framework
+    slots = fw.slots if fw is not None else []
+    by_slot = {s.id: state.routing[s.id].expert if s.id in state.routing else s.expert for s in slots}
+    experts = list(dict.fromkeys(e for e in by_slot.values() if e is not None))
+    ids = set(by_slot)
+    return Turn(
+        number=len(state.turns) + 1,
+        run_id=state.run.run_id,
+        task=state.mission.task,
+        status=state.status,
+        started_at=state.run.created_at,
+        finished_at=state.updated_at,
+        document=state.document or "",
+        slots=[TurnSlot(id=s.id, title=s.title, expert=by_slot[s.id]) for s in slots],
+        results={k: v for k, v in state.results.items() if k in ids},
+        experts=experts,
+    )

@@ -46,6 +46,9 @@ def scope(state: GuardedPassport) -> dict[str, Any]:
     asked = decision.rule == "unclear_scope_narrower" and state.mission.mode is Mode.INTERACTIVE
     if asked:
         decision = _ask_scope(decision)
+    if state.turns:  # a follow-up: is it more of the same kind of work as the last turn?
+        same = decision.expert is not None and decision.expert in state.turns[-1].experts
+        decision = decision.model_copy(update={"transition": "same_domain" if same else "new_domain"})
     update: dict[str, Any] = {
         "scope": decision,
         "updated_at": utcnow(),
@@ -54,7 +57,8 @@ def scope(state: GuardedPassport) -> dict[str, Any]:
                 agent="person" if asked else "router",
                 action="scope",
                 inputs_summary=f"{words} words",
-                outputs_summary=f"{decision.kind}: {decision.reason}",
+                outputs_summary=f"{decision.kind}: {decision.reason}"
+                + (f"; follow-up turn, {decision.transition.replace('_', ' ')}" if decision.transition else ""),
             )
         ],
     }

@@ -26,6 +26,7 @@ from state.result import OutlineItem, Section, SlotResult
 from state.scope import AppliedDefault, ScopeDecision
 from state.settings import Settings
 from state.template import Adaptable, Template, TemplateSlot
+from state.turns import Turn, TurnSlot
 
 
 def utcnow() -> datetime:
@@ -136,10 +137,17 @@ class Notice(_Model):
     slot_id: str | None = None
 
 
+RESET = "*"
+"""As a key of a mapping update, or the first item of a list update, it empties the field before the rest of the
+update is added (a new turn's fresh start). A plain string, so the update survives the checkpoint's
+serialisation unchanged."""
+
+
 def merge_dict(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """Reducer: merge keyed updates into the existing mapping (right wins per key)."""
-    merged = dict(left or {})
-    merged.update(right or {})
+    """Reducer: merge keyed updates into the existing mapping (right wins per key; :data:`RESET` empties it)."""
+    right = right or {}
+    merged = {} if RESET in right else dict(left or {})
+    merged.update({k: v for k, v in right.items() if k != RESET})
     return merged
 
 
@@ -151,8 +159,11 @@ def latest(left: datetime | None, right: datetime | None) -> datetime | None:
 
 
 def append_list(left: list[Any] | None, right: list[Any] | None) -> list[Any]:
-    """Reducer: append-only list."""
-    return [*(left or []), *(right or [])]
+    """Reducer: append-only list (an update that starts with :data:`RESET` starts it again)."""
+    right = right or []
+    if right and isinstance(right[0], str) and right[0] == RESET:
+        return list(right[1:])
+    return [*(left or []), *right]
 
 
 class Refusal(BaseModel):
@@ -169,7 +180,9 @@ class Passport(BaseModel):
 
     # The narrow input as the caller sent it, checked by the guard node and copied into the mission. Kept
     # unchecked here on purpose: a wrong-typed input (``{"task": 123}`` over the API) is refused by the guard with
-    # the field named, and never makes the thread's state unreadable.
+    # the field named, and never makes the thread's state unreadable. An accepted input's mode and options are
+    # cleared by the guard (the mission, settings and framework hold them), so a follow-up input that sends only
+    # a task does not inherit them.
     task: Any = ""
     mode: Any = Mode.AUTONOMOUS
     options: Any = Field(default_factory=RunOptions)
@@ -201,6 +214,8 @@ class Passport(BaseModel):
     summary: RunSummary | None = None
     status: RunStatus = RunStatus.PENDING
     updated_at: Annotated[datetime | None, latest] = None
+    turns: Annotated[list[Turn], append_list] = Field(default_factory=list)
+    """The thread's earlier runs, oldest first (a new input on a thread is a follow-up turn)."""
 
 
 class GuardedPassport(Passport):
@@ -271,6 +286,8 @@ STATE_TYPES: tuple[type, ...] = (
     SlotQuality,
     CheckResult,
     CandidateRecord,
+    Turn,
+    TurnSlot,
 )
 """Every class stored in checkpoints (allow-listed for the checkpoint serializer)."""
 

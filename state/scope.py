@@ -43,6 +43,8 @@ class ScopeDecision(BaseModel):
     rule: DefaultRule | None = None
     """The autonomous default that decided the kind, if any (``unclear_scope_narrower``)."""
     reason: str
+    transition: Literal["same_domain", "new_domain"] | None = None
+    """A follow-up turn: whether the task's expert is one the previous turn ran on (None: the thread's first)."""
 
     @model_validator(mode="before")
     @classmethod

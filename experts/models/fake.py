@@ -341,6 +341,7 @@ class FakeBackend:
                 "max_tokens": request.max_tokens,
                 "temperature": request.temperature,
                 "system": request.messages[0].content if request.messages else "",
+                "user": request.messages[-1].content if len(request.messages) > 1 else "",
                 "pid": os.getpid(),
                 "t": time.time(),
             }

@@ -87,6 +87,41 @@ def test_postgres_round_trip_and_second_process() -> None:
     _check_second_process(POSTGRES_URL, thread, state)
 
 
+def _follow_up(url: str, thread: str) -> Passport:
+    """A second input on a thread that ran: a follow-up turn, read back by a second process."""
+    _run(url, thread)
+    with open_checkpointer(url) as saver:
+        graph = build_graph(saver)
+        config = {"configurable": {"thread_id": thread}}
+        graph.invoke({"task": "Now list the open questions of that plan"}, config, context={"backend": "fake"})
+        state = Passport.model_validate(graph.get_state(config).values)
+    [turn] = state.turns
+    assert turn.task == "Plan a service" and sorted(turn.results) == ["A", "B", "C", "D"]
+    assert state.status == RunStatus.COMPLETED and state.mission is not None
+    assert state.mission.task.startswith("Now list") and "A" not in state.results  # this turn's own results only
+    _check_second_process_turns(url, thread, state)
+    return state
+
+
+def _check_second_process_turns(url: str, thread: str, state: Passport) -> None:
+    reader = READER.replace('values["results"]["A"]', 'values["turns"][0].results["A"]')
+    out = subprocess.run(
+        [sys.executable, "-c", reader, url, thread], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == state.model_dump(mode="json")
+
+
+def test_a_follow_up_turn_round_trips_on_sqlite(tmp_path: Path) -> None:
+    _follow_up(f"sqlite://{tmp_path / 'cp.sqlite'}", "turns")
+
+
+@pytest.mark.integration
+@pytest.mark.postgres
+def test_a_follow_up_turn_round_trips_on_postgres() -> None:
+    _follow_up(POSTGRES_URL, f"pg-turns-{uuid.uuid4()}")
+
+
 def test_default_url_is_a_sqlite_file_in_the_data_dir(tmp_path: Path) -> None:
     assert resolve_url(None) == f"sqlite://{tmp_path / 'coe-home' / 'checkpoints.sqlite'}"
 

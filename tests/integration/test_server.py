@@ -154,6 +154,20 @@ def test_expert_tokens_stream_over_the_api_with_their_slot(server: Server, tmp_p
     assert "C" in order[first_a:last_a]  # the parallel slots' tokens interleave
 
 
+def test_a_second_input_on_a_thread_is_a_follow_up_turn_over_the_api(server: Server) -> None:
+    async def scenario(client: Any) -> dict[str, Any]:
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.wait(thread, "college_of_experts", input={"task": TASK})
+        await client.runs.wait(thread, "college_of_experts", input={"task": "Now add type hints to that function"})
+        return dict((await client.threads.get_state(thread))["values"])
+
+    values = server.run(scenario)
+    [turn] = values["turns"]
+    assert turn["number"] == 1 and turn["task"] == TASK and turn["status"] == "completed" and turn["results"]
+    assert values["status"] == "completed" and values["document"].startswith("# Now add type hints")
+    assert values["scope"]["transition"] == "same_domain"
+
+
 def test_plan_approval_over_the_api(server: Server) -> None:
     """confirm mode: the typed interrupt is readable, a bad answer is refused, one Command resumes."""
 
