@@ -26,6 +26,7 @@ import typer
 from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_WAITING, user_errors
 from cli.experts_cmd import experts_app, route
 from cli.kb_cmd import kb_app
+from cli.memory_cmd import memory_app
 from cli.retention_cmd import prune
 from cli.status_cmd import status
 from cli.templates_cmd import templates_app
@@ -330,14 +331,18 @@ def _drive(
 
     from cli.hitl import ask_in_terminal, resume_value
     from cli.progress import Progress
-    from graph import build_graph, open_checkpointer
+    from graph import build_graph, open_checkpointer, open_store
     from graph.lease import thread_lease
     from graph.persistence import load_run
 
     config = _config(thread_id)
     # The lease: one runner per thread (a second `coe resume` of a running thread exits 2 naming the holder).
-    with open_checkpointer(checkpoint) as saver, thread_lease(saver, thread_id) as lease:
-        graph = build_graph(saver)
+    with (
+        open_checkpointer(checkpoint) as saver,
+        open_store(checkpoint) as store,
+        thread_lease(saver, thread_id) as lease,
+    ):
+        graph = build_graph(saver, store=store)
         todo: RunInput | Command[Any] | None = run_input
         if run_input is None:
             snapshot, _ = load_run(graph, thread_id)
@@ -536,6 +541,7 @@ experts_app.command("status")(status)
 app.add_typer(experts_app, name="experts")
 app.add_typer(templates_app, name="templates")
 app.add_typer(kb_app, name="kb")
+app.add_typer(memory_app, name="memory")
 app.command("prune")(prune)
 
 

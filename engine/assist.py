@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from engine import prompts
 from engine.injection import describe, find_instructions
+from engine.memory import FactMemory
 from experts.catalog import Catalog, load_catalog, resolve_binding
 from experts.knowledge import KnowledgeBase, load_kb
 from experts.models import ChatMessage, ExpertBackend, GenerationRequest, get_backend
@@ -169,6 +170,8 @@ class AssistResolver:
     emit: ProgressSink | None = None
     cancel: threading.Event | None = None
     """The run's cancel signal: a consultation in progress stops when it is set."""
+    facts: FactMemory | None = None
+    """The person's remembered facts (:mod:`engine.memory`), searched before the knowledge base."""
 
     def resolve(self, result: SlotResult, slot_title: str = "") -> Resolution:
         """Resolve every placeholder in ``result`` and return the result with values and markers in place."""
@@ -240,7 +243,9 @@ class AssistResolver:
         return self._expert(ph, [asker], 1, record_id, ledger)
 
     def _lookup(self, query: str, outcome: _Outcome) -> _Outcome:
-        """Fill from the knowledge base, or leave ``outcome`` unresolved with the reason (kept when already set)."""
+        """Fill from memory or the knowledge base, or leave ``outcome`` unresolved with the reason (kept if set)."""
+        if self.facts is not None and self._remembered(query, outcome):
+            return outcome
         try:
             kb = self._kb()
             found = kb.best_quote(query)
@@ -274,6 +279,29 @@ class AssistResolver:
         outcome.sources.append(source)
         outcome.reason = None
         return outcome
+
+    def _remembered(self, query: str, outcome: _Outcome) -> bool:
+        """Fill from the best remembered fact when it reaches the lookup line; say why not in the trail."""
+        assert self.facts is not None
+        try:
+            found = self.facts.search(query, k=1)
+        except Exception as exc:  # a store that cannot be read: the knowledge base is still tried
+            outcome.trail.append(f"memory: unavailable ({type(exc).__name__}: {exc})")
+            return False
+        threshold = self.settings.memory_threshold
+        if not found:
+            outcome.trail.append("memory: no facts remembered")
+            return False
+        fact, score = found[0]
+        if score < threshold:
+            outcome.trail.append(f"memory: best fact {score:.3f} is below threshold {threshold}")
+            return False
+        source = AssistSource(kind="memory", memory=fact.cite(), excerpt=fact.text, score=score)
+        outcome.trail.append(f"memory: {source.cite()} (threshold {threshold})")
+        outcome.value = f'"{fact.text}" [source: {fact.cite()}]'
+        outcome.sources.append(source)
+        outcome.reason = None
+        return True
 
     def _expert(
         self, ph: Placeholder, chain: list[str], depth: int, record_id: str, ledger: list[LedgerEntry]

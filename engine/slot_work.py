@@ -42,6 +42,7 @@ from engine.assist import AssistResolver
 from engine.checks import CheckContext, check_answer, code_blocks
 from engine.contracts import Contract, contract_for
 from engine.injection import quote_as_data
+from engine.memory import FactMemory
 from engine.sandbox import SandboxLimits
 from engine.selection import best, judge, score
 from engine.streaming import TokenStream
@@ -137,6 +138,10 @@ class SlotJob:
     """Set when the run is cancelled (``runs.cancel`` on the server): every generation of the slot stops."""
     stream: TokenStream | None = None
     """Where each candidate's tokens go as they are written (None: nowhere)."""
+    facts: FactMemory | None = None
+    """The person's remembered facts, which lookup assists search before the knowledge base (None: none)."""
+    earlier_task: str = ""
+    """The task of the turn ``memory`` comes from (a follow-up's plain prompt replays that exchange)."""
     memory: Mapping[str, tuple[str, SlotResult]] = field(default_factory=dict)
     """The thread's previous turn (a follow-up run): reference id -> (title, result), shown to every slot like a
     referenced slot (read-only data; cut to its outline, then left out, like any reference that does not fit)."""
@@ -324,9 +329,18 @@ def _estimate(messages: tuple[ChatMessage, ...]) -> int:
     return sum(int(len(m.content) / CHARS_PER_TOKEN) + 8 for m in messages) + 16
 
 
-def plain_prompt(job: SlotJob) -> Prompt:
-    """The task alone, as the person wrote it: the prompt the bare model gets (no persona, contract or grammar)."""
-    messages = (ChatMessage("user", job.task),)
+def plain_prompt(job: SlotJob, max_chars: int = 6000) -> Prompt:
+    """The task alone, as the person wrote it: the prompt the bare model gets (no persona, contract or grammar).
+
+    In a follow-up turn it is a conversation, as a chat with the bare model would be: the earlier task, the
+    earlier answer (its slots' results, cut to ``max_chars``), then the task.
+    """
+    messages: tuple[ChatMessage, ...] = (ChatMessage("user", job.task),)
+    if job.memory and job.earlier_task:
+        earlier = "\n\n".join(result.body_text() for _, result in job.memory.values())
+        if len(earlier) > max_chars:
+            earlier = earlier[: max_chars - 20].rstrip() + "\n[... truncated]"
+        messages = (ChatMessage("user", job.earlier_task), ChatMessage("assistant", earlier), *messages)
     room = job.n_ctx - _estimate(messages) - CONTEXT_MARGIN_TOKENS
     answer = max(MIN_ANSWER_TOKENS, min(job.max_tokens, room))
     cuts = (f"answer budget cut from {job.max_tokens} to {answer} tokens",) if answer < job.max_tokens else ()
@@ -410,7 +424,7 @@ def run_slot(
     def draw(
         origin: str, owner: ExpertBackend, model: str, temperature: float, feedback: str | None, plain: bool = False
     ) -> _Draw:
-        prompt = plain_prompt(job) if plain else fit_prompt(job, settings, feedback)
+        prompt = plain_prompt(job, settings.reference_max_chars) if plain else fit_prompt(job, settings, feedback)
         for cut in prompt.cuts:
             if cut not in reported_cuts:
                 reported_cuts.add(cut)
@@ -615,9 +629,8 @@ def run_slot(
                 message=f"kept answer ({chosen.record.id} of {len(draws)}) fails its checks: {listed}",
             )
         )
-    resolution = (resolver or AssistResolver(settings, job.mode, emit=emit, cancel=job.cancel)).resolve(
-        result, job.spec.title
-    )
+    resolver = resolver or AssistResolver(settings, job.mode, emit=emit, cancel=job.cancel, facts=job.facts)
+    resolution = resolver.resolve(result, job.spec.title)
     ledger.extend(resolution.ledger)
     notices.extend(resolution.notices)
     result = resolution.result

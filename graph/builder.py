@@ -10,6 +10,7 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
 
 from graph.routing import after_confirm, after_execute, after_guard, after_scope
 from nodes import (
@@ -38,8 +39,17 @@ RECURSION_LIMIT = 2 * MAX_SLOTS + 20
 CoeGraph = CompiledStateGraph[Passport, RunContext, RunInput, RunOutput]
 
 
-def build_graph(checkpointer: BaseCheckpointSaver[str] | None = None, *, name: str = "college_of_experts") -> CoeGraph:
-    """Build and compile the graph with the caller's checkpointer (optional: the LangGraph server brings its own)."""
+def build_graph(
+    checkpointer: BaseCheckpointSaver[str] | None = None,
+    *,
+    store: BaseStore | None = None,
+    name: str = "college_of_experts",
+) -> CoeGraph:
+    """Build and compile the graph with the caller's checkpointer and store.
+
+    Both are optional: the LangGraph server brings its own; without a store nothing is remembered between
+    threads (:func:`graph.open_store` opens the one that goes with a checkpoint URL).
+    """
     builder = StateGraph(Passport, context_schema=RunContext, input_schema=RunInput, output_schema=RunOutput)
     builder.add_node("guard", guard)
     builder.add_node("refuse_input", refuse_input)
@@ -69,7 +79,7 @@ def build_graph(checkpointer: BaseCheckpointSaver[str] | None = None, *, name: s
     builder.add_conditional_edges("execute_slots", after_execute, ["execute_slots", "ask_user", "assemble"])
     builder.add_edge("ask_user", "execute_slots")
     builder.add_edge("assemble", END)
-    compiled = builder.compile(checkpointer=checkpointer, name=name)
+    compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
     return compiled.with_config(recursion_limit=RECURSION_LIMIT)
 
 

@@ -39,6 +39,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
 
 from state.errors import ConfigError, UserError
 from state.passport import MOVED_STATE_TYPES, STATE_TYPES, Passport
@@ -304,6 +306,46 @@ def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver[st
             except Error as exc:
                 raise _pg_setup_failed(url, exc) from exc
             yield pg
+
+
+@contextmanager
+def open_store(url: str | None = None) -> Iterator[BaseStore]:
+    """Open the long-term memory store that goes with a checkpoint URL (tables are created if needed).
+
+    SQLite: the same file as the checkpoints (the store's tables beside them); PostgreSQL: the same database;
+    ``memory``: an in-process store. Facts are kept per user (:mod:`engine.memory`).
+    """
+    url = _check(resolve_url(url))
+    if url == "memory":
+        yield InMemoryStore()
+    elif url.startswith("sqlite://"):
+        from langgraph.store.sqlite import SqliteStore
+
+        path = _sqlite_path(url)
+        conn = _open_sqlite(path)
+        try:
+            sqlite_store = SqliteStore(conn)
+            sqlite_store.setup()
+            yield sqlite_store
+        finally:
+            conn.close()
+    else:
+        from langgraph.store.postgres import PostgresStore
+        from psycopg import Connection, Error, OperationalError
+        from psycopg.rows import dict_row
+
+        try:
+            pg_conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        except OperationalError as exc:
+            raise ConfigError("checkpoint URL", f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from None
+        with pg_conn:
+            pg_store = PostgresStore(pg_conn)
+            try:
+                with pg_setup_lock(pg_conn, _redact(url)):
+                    pg_store.setup()
+            except Error as exc:
+                raise _pg_setup_failed(url, exc) from exc
+            yield pg_store
 
 
 @asynccontextmanager

@@ -23,6 +23,8 @@ from state.passport import GuardedPassport, LedgerEntry, utcnow
 
 NODE = "answer_directly"
 MAX_TOKENS = 200
+EARLIER_CHARS = 4000
+"""The most of the previous turn's document a follow-up's direct answer sees (the context is 4,096 tokens)."""
 
 
 def answer_directly(state: GuardedPassport) -> dict[str, Any]:
@@ -30,7 +32,11 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
     task = state.mission.task
     backend = get_backend(state.settings)
     t0 = time.perf_counter()
-    messages = (ChatMessage("system", prompts.DIRECT_SYSTEM), ChatMessage("user", task))
+    messages: tuple[ChatMessage, ...] = (ChatMessage("system", prompts.DIRECT_SYSTEM), ChatMessage("user", task))
+    if state.turns:  # a follow-up ("thanks", "what does that mean?"): the earlier exchange comes first
+        last = state.turns[-1]
+        earlier = last.document if len(last.document) <= EARLIER_CHARS else last.document[:EARLIER_CHARS] + " [...]"
+        messages = (messages[0], ChatMessage("user", last.task), ChatMessage("assistant", earlier), messages[1])
     stream = message_stream(get_config())  # its tokens on stream_mode="messages", before arithmetic is computed
     meta = {"slot_id": NODE, "expert": "base", "model": "base model", "attempt": 1}
     listener = stream.start(messages, meta) if stream is not None else None

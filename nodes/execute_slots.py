@@ -18,16 +18,19 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from engine.contracts import contract_for
+from engine.memory import FactMemory
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
 from engine.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
 from engine.streaming import message_stream
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
+from experts.embedding import get_embedder
 from experts.models import Admission, BreakerPolicy, ExpertBackend, breakers, get_backend, preload, trim_heap
 from state.context import RunContext
 from state.enums import SlotStatus
 from state.errors import RunFailure
 from state.framework import Framework, ancestors, descendants
 from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
+from state.paths import LOCAL_USER
 from state.result import SlotResult
 from state.settings import Settings
 
@@ -105,8 +108,11 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
     _block_dependents(fw, statuses, changed, ledger)
 
     write = runtime.stream_writer
-    stream = message_stream(get_config())  # each candidate's tokens on stream_mode="messages"
+    config = get_config()
+    stream = message_stream(config)  # each candidate's tokens on stream_mode="messages"
     memory = _memory(state)
+    user = str((config.get("configurable") or {}).get("langgraph_auth_user_id") or LOCAL_USER)
+    facts = FactMemory(runtime.store, user, get_embedder()) if runtime.store is not None else None
     catalog = load_catalog()
     backends: dict[str | None, ExpertBackend] = {}
     policy = BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)
@@ -161,6 +167,8 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
             cancel=sched.cancelled,
             stream=stream,
             memory=memory,
+            earlier_task=state.turns[-1].task if state.turns else "",
+            facts=facts,
         )
         sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, admission.trial))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})

@@ -18,6 +18,7 @@ from engine.asking import ask
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing import RouterParams, classify, get_router, library
+from experts.routing.aspects import named_deliverables
 from state.enums import Mode
 from state.hitl import (
     EscalationCategory,
@@ -47,6 +48,11 @@ def scope(state: GuardedPassport) -> dict[str, Any]:
     if asked:
         decision = _ask_scope(decision)
     if state.turns:  # a follow-up: is it more of the same kind of work as the last turn?
+        if decision.kind == "trivial" and named_deliverables(task):
+            # "Now write a test for f7" is short, but it asks for work: a direct answer is three sentences
+            decision = decision.model_copy(
+                update={"kind": "single", "reason": f"a follow-up that asks for work ({decision.reason})"}
+            )
         same = decision.expert is not None and decision.expert in state.turns[-1].experts
         decision = decision.model_copy(update={"transition": "same_domain" if same else "new_domain"})
     update: dict[str, Any] = {

@@ -191,7 +191,7 @@ class AssistSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["document", "expert", "user"]
+    kind: Literal["document", "expert", "user", "memory"]
     file: str | None = None
     """The document's path (``document`` sources)."""
     page: int | None = Field(default=None, ge=1)
@@ -203,7 +203,9 @@ class AssistSource(BaseModel):
     """Relevance: cosine similarity of the passage to the request (documents), routing score (experts)."""
     expert: str | None = None
     excerpt: str | None = None
-    """The passage (documents) or the answer (experts) the value was taken from."""
+    """The passage (documents), the answer (experts) or the fact (memory) the value was taken from."""
+    memory: str | None = None
+    """A remembered fact's citation: its id, who gave it and when (``memory`` sources)."""
 
     @model_validator(mode="after")
     def _check(self) -> AssistSource:
@@ -211,6 +213,8 @@ class AssistSource(BaseModel):
             raise ValueError("a document source needs its file")
         if self.kind == "expert" and not self.expert:
             raise ValueError("an expert source needs the expert's id")
+        if self.kind == "memory" and not self.memory:
+            raise ValueError("a memory source needs the fact's citation")
         return self
 
     def location(self, short: bool = False) -> str:
@@ -236,6 +240,8 @@ class AssistSource(BaseModel):
             text = f"{name}, {where}" if where else name
         elif self.kind == "expert":
             text = f"consulted expert {self.expert}"
+        elif self.kind == "memory":
+            text = str(self.memory)
         else:
             text = "the person who asked"
         return text + (f"; score {self.score:.2f}" if self.score is not None else "")

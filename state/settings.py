@@ -165,6 +165,12 @@ class Settings(BaseModel):
     lookup_threshold: Annotated[float, Env("COE_LOOKUP_THRESHOLD")] = Field(
         default=0.71, ge=-1.0, le=1.0, description="Least passage similarity that fills a lookup assist."
     )
+    memory_threshold: Annotated[float, Env("COE_MEMORY_THRESHOLD")] = Field(
+        default=0.48,
+        ge=-1.0,
+        le=1.0,
+        description="Least similarity of a remembered fact that fills a lookup assist (bench/results/memory.md).",
+    )
     # --- the circuit breaker per expert --------------------------------------------------------------------------
     breaker_failures: Annotated[int, Env("COE_BREAKER_FAILURES")] = Field(
         default=5, ge=0, le=1000, description="Backend failures in the window that open an expert breaker (0: off)."

@@ -341,7 +341,9 @@ class FakeBackend:
                 "max_tokens": request.max_tokens,
                 "temperature": request.temperature,
                 "system": request.messages[0].content if request.messages else "",
-                "user": request.messages[-1].content if len(request.messages) > 1 else "",
+                "user": "\n\n".join(m.content for m in request.messages[1:] if m.role != "system")
+                if request.messages and request.messages[0].role == "system"
+                else "\n\n".join(m.content for m in request.messages),
                 "pid": os.getpid(),
                 "t": time.time(),
             }

@@ -218,3 +218,20 @@ def _fresh_postgres_database() -> Iterator[str]:
 def test_postgres_first_use_by_10_processes_on_a_new_database() -> None:
     with _fresh_postgres_database() as url:
         _first_use_by_10_processes(url)
+
+
+@pytest.mark.integration
+@pytest.mark.postgres
+def test_facts_are_remembered_in_postgres_per_user() -> None:
+    from engine.memory import FactMemory
+    from experts.embedding import get_embedder
+    from graph import open_store
+
+    user = f"pg-user-{uuid.uuid4()}"
+    with open_store(POSTGRES_URL) as store:
+        fact = FactMemory(store, user, get_embedder()).add("Our fiscal year starts on 1 April.")
+    with open_store(POSTGRES_URL) as store:  # another connection reads it back
+        memory = FactMemory(store, user, get_embedder())
+        [(found, _)] = memory.search("the month our fiscal year begins", k=1)
+        assert found == fact and FactMemory(store, f"other-{user}", get_embedder()).facts() == []
+        assert memory.forget(fact.id) == fact and memory.facts() == []

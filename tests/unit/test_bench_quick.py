@@ -19,6 +19,7 @@ FAKE_OR_NO_MODEL = {
     "bench_faults": "faults",
     "bench_humaneval": "humaneval",
     "bench_ingest": "ingest",
+    "bench_memory": "memory",
     "bench_injection": "injection",
     "bench_overhead": "overhead",
     "bench_planning": "planning",

@@ -1,0 +1,129 @@
+"""``coe memory``: facts you give once and lookup assists find in every later run (semantic memory)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from cli.errors import user_errors
+
+if TYPE_CHECKING:
+    from engine.memory import Fact, FactMemory
+
+memory_app = typer.Typer(
+    help="Facts to remember (e.g. 'we deploy on PostgreSQL 16'): lookup assists search them before the knowledge "
+    "base. Kept beside the runs (--checkpoint), per user.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+CheckpointOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--checkpoint",
+        help="Where runs (and the memory beside them) are saved: sqlite:///PATH, postgresql://..., or memory. "
+        "Default: $COE_CHECKPOINT_URL, else a SQLite file in the user data directory.",
+    ),
+]
+
+
+@contextmanager
+def _memory(checkpoint: str | None) -> Iterator[FactMemory]:
+    from engine.memory import FactMemory
+    from experts.embedding import get_embedder
+    from graph import open_store
+    from state.paths import LOCAL_USER
+
+    with open_store(checkpoint) as store:
+        yield FactMemory(store, LOCAL_USER, get_embedder())
+
+
+def _row(fact: Fact, score: float | None = None) -> dict[str, object]:
+    row: dict[str, object] = {
+        "id": fact.id,
+        "text": fact.text,
+        "source": fact.source,
+        "created_at": fact.created_at,
+        "run_id": fact.run_id,
+    }
+    if score is not None:
+        row["score"] = score
+    return row
+
+
+@memory_app.command("add")
+def add(
+    text: Annotated[str, typer.Argument(help="The fact, in a sentence.")],
+    source: Annotated[str, typer.Option(help="Who or what it comes from.")] = "person",
+    checkpoint: CheckpointOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remember a fact."""
+    from state.errors import InputError
+
+    with user_errors(), _memory(checkpoint) as memory:
+        try:
+            fact = memory.add(text, source=source)
+        except ValueError as exc:
+            raise InputError("fact", str(exc)) from None
+    print(json.dumps(_row(fact)) if as_json else f"remembered {fact.id[:8]}: {fact.text}")
+
+
+@memory_app.command("list")
+def list_facts(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None:
+    """List the remembered facts, oldest first."""
+    with user_errors(), _memory(checkpoint) as memory:
+        facts = memory.facts()
+    if as_json:
+        print(json.dumps([_row(f) for f in facts], indent=2))
+        return
+    if not facts:
+        print("no facts remembered (add one with coe memory add)")
+    for f in facts:
+        print(f"{f.id[:8]}  {f.created_at[:10]}  {f.source:<12} {f.text}")
+
+
+@memory_app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for, in words.")],
+    k: Annotated[int, typer.Option(min=1, max=50, help="How many facts.")] = 5,
+    checkpoint: CheckpointOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The facts nearest QUERY by meaning, with their similarity (a lookup fills from one at 0.48 or more)."""
+    with user_errors(), _memory(checkpoint) as memory:
+        hits = memory.search(query, k=k)
+    if as_json:
+        print(json.dumps([_row(f, s) for f, s in hits], indent=2))
+        return
+    for f, s in hits:
+        print(f"{s:.3f}  {f.id[:8]}  {f.text}")
+
+
+@memory_app.command("forget")
+def forget(
+    fact_id: Annotated[str | None, typer.Argument(help="The fact's id (or the first characters of it).")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Forget every fact this run wrote.")] = None,
+    checkpoint: CheckpointOpt = None,
+) -> None:
+    """Forget one fact, or every fact a run wrote."""
+    from state.errors import InputError
+
+    with user_errors():
+        if (fact_id is None) == (run is None):
+            raise InputError("forget", "give a fact id or --run RUN_ID (one of them)")
+        with _memory(checkpoint) as memory:
+            if run is not None:
+                gone = memory.forget_run(run)
+                print(f"forgot {len(gone)} fact(s) of run {run}")
+                return
+            assert fact_id is not None
+            fact = memory.forget(fact_id)
+            if fact is None:
+                raise InputError("fact id", f"{fact_id!r} matches no fact, or more than one (coe memory list)")
+            print(f"forgot {fact.id[:8]}: {fact.text}")

@@ -1,0 +1,156 @@
+"""Semantic memory: facts a person gave, kept per user in LangGraph's Store, searched by meaning.
+
+``coe memory add "we deploy on PostgreSQL 16"`` stores a fact with its source, date and (when a run gave it) the
+run's id; a lookup assist (``{{ASSIST:lookup:...}}``) searches these facts before the knowledge base and fills
+the value from one only above the calibrated line (``Settings.memory_threshold``, 0.48, from
+``bench/bench_memory.py``), with its provenance. ``coe memory forget`` removes a fact, or every fact a run wrote.
+
+The store is any LangGraph ``BaseStore`` (``SqliteStore`` beside the checkpoints by default, ``PostgresStore``
+with a PostgreSQL URL, the server's own store): this module uses only its ``put``/``get``/``search``/``delete``
+and does not import LangGraph. Facts live under ``(<user>, "memory", "facts")``, so users never see each other's
+(on a server with API keys, a user's store calls may only name namespaces that start with their identity). A fact
+put through the server's store API (``client.store.put_item((user, "memory", "facts"), key, {"text": ...})``) is
+embedded when first searched.
+Search is our own: each fact's vector (the bundled embedder, the one the knowledge base uses) is stored with it,
+and a query is compared with every fact of the user's namespace. The Store's own vector index needs sqlite-vec
+or pgvector, and this machine's PostgreSQL has no pgvector; one search on every backend keeps the line
+calibrated once (``docs/decisions.md``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from experts.embedding import Embedder
+
+__all__ = ["Fact", "FactMemory", "ItemStore", "MAX_FACT_CHARS", "namespace"]
+
+MAX_FACT_CHARS = 2000
+"""A fact is a sentence or a short paragraph, not a document (documents go to the knowledge base)."""
+_SCAN = 10_000
+"""The most facts one search compares (a person's facts number in the tens or hundreds)."""
+
+
+class ItemStore(Protocol):
+    """The part of LangGraph's ``BaseStore`` this module uses."""
+
+    def put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any], index: Any = None) -> None:
+        """Store ``value`` under ``namespace``/``key``."""
+
+    def get(self, namespace: tuple[str, ...], key: str) -> Any:
+        """The item under ``namespace``/``key``, or None."""
+
+    def search(self, namespace_prefix: tuple[str, ...], /, *, limit: int = 10, offset: int = 0) -> list[Any]:
+        """Items under ``namespace_prefix`` (each with ``.value``)."""
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        """Remove the item under ``namespace``/``key``."""
+
+
+def namespace(user: str) -> tuple[str, ...]:
+    """The Store namespace of a user's facts: it starts with the user, as the server's store rules require."""
+    return (user, "memory", "facts")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One remembered fact and where it came from."""
+
+    id: str
+    text: str
+    source: str
+    """Who or what gave it: ``person`` (``coe memory add``), ``answer to slot X`` ..."""
+    created_at: str
+    """ISO 8601, UTC."""
+    run_id: str | None = None
+
+    def cite(self) -> str:
+        """How a filled value names its source."""
+        return f"memory {self.id[:8]}, {self.source}, {self.created_at[:10]}"
+
+
+class FactMemory:
+    """A user's facts in a Store: add, list, search by meaning, forget."""
+
+    def __init__(self, store: ItemStore, user: str, embedder: Embedder) -> None:
+        self.store = store
+        self.user = user
+        self.embedder = embedder
+
+    def add(self, text: str, source: str = "person", run_id: str | None = None) -> Fact:
+        """Remember ``text`` (stripped; at most :data:`MAX_FACT_CHARS`)."""
+        text = " ".join(text.split())
+        if not text:
+            raise ValueError("a fact cannot be empty")
+        if len(text) > MAX_FACT_CHARS:
+            raise ValueError(
+                f"a fact is at most {MAX_FACT_CHARS} characters (this one is {len(text)}); "
+                "put documents in the knowledge base (coe kb add)"
+            )
+        fact = Fact(str(uuid.uuid4()), text, source, datetime.now(UTC).isoformat(timespec="seconds"), run_id)
+        vector = np.asarray(self.embedder.encode([text]), dtype=np.float32)[0]
+        value = {**_plain(fact), "vector": [round(float(x), 6) for x in vector]}
+        self.store.put(namespace(self.user), fact.id, value, index=False)
+        return fact
+
+    def facts(self) -> list[Fact]:
+        """Every fact of the user, oldest first."""
+        items = self.store.search(namespace(self.user), limit=_SCAN)
+        facts = [_fact(item.key, item.value) for item in items]
+        return sorted(facts, key=lambda f: f.created_at)
+
+    def search(self, query: str, k: int = 5) -> list[tuple[Fact, float]]:
+        """The ``k`` facts nearest ``query`` by cosine similarity, best first."""
+        items = self.store.search(namespace(self.user), limit=_SCAN)
+        if not items or not query.strip():
+            return []
+        missing = [i for i, item in enumerate(items) if "vector" not in item.value]
+        found = np.asarray(self.embedder.encode([items[i].value["text"] for i in missing]), dtype=np.float32)
+        added = dict(zip(missing, found, strict=True)) if missing else {}
+        vectors = np.asarray(
+            [added[i] if i in added else item.value["vector"] for i, item in enumerate(items)], dtype=np.float32
+        )
+        q = np.asarray(self.embedder.encode([query]), dtype=np.float32)[0]
+        scores = vectors @ q
+        order = np.argsort(-scores)[:k]
+        return [(_fact(items[i].key, items[i].value), round(float(scores[i]), 4)) for i in order]
+
+    def forget(self, fact_id: str) -> Fact | None:
+        """Remove one fact by its id (or a unique prefix of it); the fact removed, or None."""
+        matches = [f for f in self.facts() if f.id == fact_id or f.id.startswith(fact_id)]
+        if len(matches) != 1:
+            return None
+        self.store.delete(namespace(self.user), matches[0].id)
+        return matches[0]
+
+    def forget_run(self, run_id: str) -> list[Fact]:
+        """Remove every fact a run wrote; the facts removed."""
+        gone = [f for f in self.facts() if f.run_id == run_id]
+        for fact in gone:
+            self.store.delete(namespace(self.user), fact.id)
+        return gone
+
+
+def _plain(fact: Fact) -> dict[str, Any]:
+    return {
+        "id": fact.id,
+        "text": fact.text,
+        "source": fact.source,
+        "created_at": fact.created_at,
+        "run_id": fact.run_id,
+    }
+
+
+def _fact(key: str, value: dict[str, Any]) -> Fact:
+    return Fact(
+        key,
+        str(value["text"]),
+        str(value.get("source", "store API")),
+        str(value.get("created_at", "")),
+        value.get("run_id"),
+    )

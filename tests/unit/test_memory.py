@@ -1,0 +1,93 @@
+"""Semantic memory (issue 20): facts per user in LangGraph's Store, searched by meaning, filling lookup assists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
+
+from engine.memory import FactMemory
+from experts.embedding import get_embedder
+from graph import build_graph, open_store
+from graph.persistence import serializer
+from state import Passport
+from state.io import RunInput
+
+ANSWER = (
+    "## Outline\n1. Database\n\n## 1. Database\n"
+    "Production runs {{ASSIST:lookup:the PostgreSQL version we run in production}}, and the rotation hands over "
+    "at {{ASSIST:lookup:the MySQL root password of the staging server}}.\n"
+)
+
+
+def test_facts_are_added_searched_by_meaning_and_forgotten() -> None:
+    memory = FactMemory(InMemoryStore(), "alice", get_embedder())
+    pg = memory.add("We deploy our services on PostgreSQL 16 in the eu-west-1 region.")
+    memory.add("Customer support is open weekdays from 08:00 to 18:00 CET.", source="onboarding", run_id="r1")
+    [(best, score)] = memory.search("the PostgreSQL version we run in production", k=1)
+    assert best.id == pg.id and score > 0.48
+    assert [f.source for f in memory.facts()] == ["person", "onboarding"]
+    assert [f.text for f in memory.forget_run("r1")] == ["Customer support is open weekdays from 08:00 to 18:00 CET."]
+    assert memory.forget(pg.id[:8]) == pg and memory.facts() == []
+
+
+def test_users_never_see_each_others_facts() -> None:
+    store = InMemoryStore()
+    FactMemory(store, "alice", get_embedder()).add("Alice's team deploys on Fridays.")
+    assert FactMemory(store, "bob", get_embedder()).facts() == []
+    assert FactMemory(store, "bob", get_embedder()).search("when does the team deploy") == []
+
+
+def test_a_lookup_is_filled_from_a_remembered_fact_with_its_provenance_and_a_near_miss_is_not(tmp_path: Path) -> None:
+    store = InMemoryStore()
+    FactMemory(store, "local", get_embedder()).add("We deploy our services on PostgreSQL 16 in the eu-west-1 region.")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"rules": [{"title": ".*", "text": ANSWER}]}))
+    graph = build_graph(InMemorySaver(serde=serializer()), store=store)
+    config = {"configurable": {"thread_id": "facts"}}
+    context = {"backend": "fake", "fake_script": str(script), "kb_path": str(tmp_path / "kb")}
+    graph.invoke(RunInput(task="Describe our production database setup"), config, context=context)
+    state = Passport.model_validate(graph.get_state(config).values)
+    records = [r for rs in state.assists.values() for r in rs]
+    filled = next(r for r in records if "PostgreSQL version" in r.description)
+    assert filled.value is not None and "PostgreSQL 16" in filled.value
+    assert filled.sources and filled.sources[0].kind == "memory" and filled.sources[0].excerpt
+    assert "PostgreSQL 16" in (state.document or "")
+    near_miss = next(r for r in records if "MySQL root password" in r.description)
+    assert near_miss.value is None  # a fact on a nearby topic does not answer it
+
+
+def test_coe_memory_commands_keep_facts_beside_the_runs(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    cp = ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
+    runner = CliRunner()
+    added = runner.invoke(app, ["memory", "add", "Our fiscal year starts on 1 April.", "--json", *cp])
+    assert added.exit_code == 0, added.output
+    fact_id = json.loads(added.stdout)["id"]
+    listed = runner.invoke(app, ["memory", "list", *cp])
+    assert "Our fiscal year starts on 1 April." in listed.stdout
+    found = runner.invoke(app, ["memory", "search", "the month our fiscal year begins", "--json", *cp])
+    assert json.loads(found.stdout)[0]["id"] == fact_id
+    with open_store(f"sqlite://{tmp_path / 'runs.sqlite'}") as store:  # the same file as the runs
+        assert FactMemory(store, "local", get_embedder()).facts()[0].id == fact_id
+    bad = runner.invoke(app, ["memory", "forget", *cp])
+    assert bad.exit_code == 2 and "give a fact id or --run" in bad.stderr
+    gone = runner.invoke(app, ["memory", "forget", fact_id[:8], *cp])
+    assert gone.exit_code == 0 and "forgot" in gone.stdout
+    assert "no facts remembered" in runner.invoke(app, ["memory", "list", *cp]).stdout
+
+
+def test_a_fact_put_through_the_store_api_is_found_and_forgotten_by_its_key() -> None:
+    from engine.memory import namespace
+
+    store = InMemoryStore()
+    store.put(namespace("alice"), "k1", {"text": "Payments are processed by Stripe."})  # no vector, no id
+    memory = FactMemory(store, "alice", get_embedder())
+    [(fact, score)] = memory.search("our payment processor", k=1)
+    assert fact.id == "k1" and fact.source == "store API" and score > 0.48
+    assert memory.forget("k1") == fact and memory.facts() == []
