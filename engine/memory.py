@@ -20,6 +20,7 @@ calibrated once (``docs/decisions.md``).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -77,10 +78,18 @@ class Fact:
 class FactMemory:
     """A user's facts in a Store: add, list, search by meaning, forget."""
 
-    def __init__(self, store: ItemStore, user: str, embedder: Embedder) -> None:
+    def __init__(self, store: ItemStore, user: str, embedder: Embedder | Callable[[], Embedder]) -> None:
+        """``embedder``: the embedder, or a function that returns it (called at the first add or search)."""
         self.store = store
         self.user = user
-        self.embedder = embedder
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder (made at first use when a function was given)."""
+        if callable(self._embedder) and not hasattr(self._embedder, "encode"):
+            self._embedder = self._embedder()
+        return self._embedder  # type: ignore[return-value]
 
     def add(self, text: str, source: str = "person", run_id: str | None = None) -> Fact:
         """Remember ``text`` (stripped; at most :data:`MAX_FACT_CHARS`)."""

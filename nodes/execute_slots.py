@@ -112,7 +112,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
     stream = message_stream(config)  # each candidate's tokens on stream_mode="messages"
     memory = _memory(state)
     user = str((config.get("configurable") or {}).get("langgraph_auth_user_id") or LOCAL_USER)
-    facts = FactMemory(runtime.store, user, get_embedder()) if runtime.store is not None else None
+    facts = FactMemory(runtime.store, user, get_embedder) if runtime.store is not None else None
     catalog = load_catalog()
     backends: dict[str | None, ExpertBackend] = {}
     policy = BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)
