@@ -37,7 +37,7 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
         last = state.turns[-1]
         earlier = last.document if len(last.document) <= EARLIER_CHARS else last.document[:EARLIER_CHARS] + " [...]"
         messages = (messages[0], ChatMessage("user", last.task), ChatMessage("assistant", earlier), messages[1])
-    stream = message_stream(get_config())  # its tokens on stream_mode="messages", before arithmetic is computed
+    stream = message_stream(_node_config())  # its tokens on stream_mode="messages", before arithmetic is computed
     meta = {"slot_id": NODE, "expert": "base", "model": "base model", "attempt": 1}
     listener = stream.start(messages, meta) if stream is not None else None
     request = GenerationRequest(
@@ -93,3 +93,11 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
             )
         ],
     }
+
+
+def _node_config() -> dict[str, Any]:
+    """The running node's config (empty when the node is called outside a graph run, as unit tests do)."""
+    try:
+        return dict(get_config())
+    except RuntimeError:
+        return {}

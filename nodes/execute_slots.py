@@ -108,7 +108,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
     _block_dependents(fw, statuses, changed, ledger)
 
     write = runtime.stream_writer
-    config = get_config()
+    config = _node_config()
     stream = message_stream(config)  # each candidate's tokens on stream_mode="messages"
     memory = _memory(state)
     user = str((config.get("configurable") or {}).get("langgraph_auth_user_id") or LOCAL_USER)
@@ -398,3 +398,11 @@ def _block_dependents(
                 outputs_summary="blocked by " + ", ".join(direct),
             )
         )
+
+
+def _node_config() -> dict[str, Any]:
+    """The running node's config (empty when the node is called outside a graph run, as unit tests do)."""
+    try:
+        return dict(get_config())
+    except RuntimeError:
+        return {}

@@ -39,10 +39,13 @@ def test_coe_run_on_the_default_model(tmp_path: Path) -> None:
 @pytest.mark.model
 def test_a_trivial_task_is_answered_directly_by_the_default_model(tmp_path: Path) -> None:
     env = {**os.environ, "COE_HOME": str(tmp_path)}
-    out = coe_run("run", "what is a mutex?", "--json", "--max-tokens", "200", env=env, timeout=600)
+    out = coe_run("run", "what is a mutex?", "--json", "--max-tokens", "200", "--stream", env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["status"] == "completed" and summary["slots"] == []
     assert summary["framework_source"] == "direct answer (trivial task)"
     body = summary["document"].removeprefix("# what is a mutex?").strip()
     assert len(body) > 40 and "mutex" in body.lower()
+    # --stream: the model's tokens as they were written (llama.cpp's token tap), the same text as the answer
+    streamed = out.stderr.split("--- answer_directly (c1, base) ---", 1)[1].strip()
+    assert streamed == body

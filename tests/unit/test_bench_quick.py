@@ -54,6 +54,7 @@ def test_every_benchmark_has_a_quick_test() -> None:
         "bench_load",
         "bench_pool",
         "bench_server",
+        "bench_streaming",
     }  # tests/integration/test_bench_quick_real.py
     own = {"bench_review", "bench_cancel"}  # tests/unit/test_review_set.py, tests/unit/test_bench_cancel.py
     assert modules == set(FAKE_OR_NO_MODEL) | real | own
