@@ -105,13 +105,31 @@ def search(
         print(f"{s:.3f}  {f.id[:8]}  {f.text}")
 
 
+@memory_app.command("episodes")
+def episodes(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None:
+    """List the after-action records of finished runs (episodic memory), oldest first."""
+    from engine.memory import EpisodeMemory
+
+    with user_errors(), _memory(checkpoint) as memory:
+        found = EpisodeMemory(memory.store, memory.user, memory.embedder).episodes()
+    if as_json:
+        print(json.dumps([e.__dict__ for e in found], indent=2))
+        return
+    if not found:
+        print("no runs recorded yet")
+    for e in found:
+        passed = f"{sum(1 for s in e.slots if s.get('passed'))}/{len(e.slots)} passed"
+        plan = e.template or "no template"
+        print(f"{e.run_id[:8]}  {e.created_at[:10]}  {e.status:<9} {plan:<32} {passed:<11} {e.task[:60]}")
+
+
 @memory_app.command("forget")
 def forget(
     fact_id: Annotated[str | None, typer.Argument(help="The fact's id (or the first characters of it).")] = None,
     run: Annotated[str | None, typer.Option("--run", help="Forget every fact this run wrote.")] = None,
     checkpoint: CheckpointOpt = None,
 ) -> None:
-    """Forget one fact, or every fact a run wrote."""
+    """Forget one fact, or every fact a run wrote and its after-action record."""
     from state.errors import InputError
 
     with user_errors():
@@ -119,8 +137,11 @@ def forget(
             raise InputError("forget", "give a fact id or --run RUN_ID (one of them)")
         with _memory(checkpoint) as memory:
             if run is not None:
+                from engine.memory import EpisodeMemory
+
                 gone = memory.forget_run(run)
-                print(f"forgot {len(gone)} fact(s) of run {run}")
+                record = EpisodeMemory(memory.store, memory.user, memory.embedder).forget_run(run)
+                print(f"forgot {len(gone)} fact(s) of run {run}" + (" and its after-action record" if record else ""))
                 return
             assert fact_id is not None
             fact = memory.forget(fact_id)

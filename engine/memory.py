@@ -29,7 +29,16 @@ import numpy as np
 
 from experts.embedding import Embedder
 
-__all__ = ["Fact", "FactMemory", "ItemStore", "MAX_FACT_CHARS", "namespace"]
+__all__ = [
+    "MAX_FACT_CHARS",
+    "SIMILAR_TASK_LINE",
+    "Episode",
+    "EpisodeMemory",
+    "Fact",
+    "FactMemory",
+    "ItemStore",
+    "namespace",
+]
 
 MAX_FACT_CHARS = 2000
 """A fact is a sentence or a short paragraph, not a document (documents go to the knowledge base)."""
@@ -138,8 +147,8 @@ class FactMemory:
         return matches[0]
 
     def forget_run(self, run_id: str) -> list[Fact]:
-        """Remove every fact a run wrote; the facts removed."""
-        gone = [f for f in self.facts() if f.run_id == run_id]
+        """Remove every fact a run wrote (``run_id`` or a prefix of it); the facts removed."""
+        gone = [f for f in self.facts() if f.run_id is not None and f.run_id.startswith(run_id)]
         for fact in gone:
             self.store.delete(namespace(self.user), fact.id)
         return gone
@@ -163,3 +172,75 @@ def _fact(key: str, value: dict[str, Any]) -> Fact:
         str(value.get("created_at", "")),
         value.get("run_id"),
     )
+
+
+# --- episodic memory -----------------------------------------------------------------------------------------------
+
+SIMILAR_TASK_LINE = 0.85
+"""Least similarity of two tasks for an earlier run's outcome to bear on a new plan (set by hand: a paraphrase of
+the same request scores about 0.9 with the bundled embedder, two requests of one kind about 0.6-0.8)."""
+
+
+@dataclass(frozen=True)
+class Episode:
+    """What one finished run did and how it went (an after-action record)."""
+
+    run_id: str
+    thread_id: str
+    task: str
+    status: str
+    """completed, partial or failed."""
+    template: str | None
+    """The library template the plan came from (None: a given, one-slot or aspect-built plan)."""
+    slots: list[dict[str, Any]]
+    """Each slot: ``id``, ``title``, ``expert``, ``passed`` (its checks; None when it did not finish)."""
+    seconds: float
+    approval: str | None
+    """What the person answered about the plan (approve / edit), if asked."""
+    created_at: str
+
+    @property
+    def worked(self) -> bool:
+        """Completed with every slot's checks passed."""
+        return self.status == "completed" and all(s.get("passed") is not False for s in self.slots)
+
+
+class EpisodeMemory:
+    """A user's after-action records in a Store: written when a run finishes, read when a similar task is planned."""
+
+    def __init__(self, store: ItemStore, user: str, embedder: Embedder | Callable[[], Embedder]) -> None:
+        self.facts = FactMemory(store, user, embedder)  # the same store, user and embedder
+        self.namespace = (user, "memory", "episodes")
+
+    def record(self, episode: Episode) -> None:
+        """Store ``episode`` (keyed by its run: a run recorded again replaces its record)."""
+        vector = np.asarray(self.facts.embedder.encode([episode.task]), dtype=np.float32)[0]
+        value = {**episode.__dict__, "vector": [round(float(x), 6) for x in vector]}
+        self.facts.store.put(self.namespace, episode.run_id, value, index=False)
+
+    def episodes(self) -> list[Episode]:
+        """Every record, oldest first."""
+        items = self.facts.store.search(self.namespace, limit=_SCAN)
+        return sorted((_episode(item.value) for item in items), key=lambda e: e.created_at)
+
+    def similar(self, task: str, line: float = SIMILAR_TASK_LINE) -> list[tuple[Episode, float]]:
+        """Earlier runs whose task is at least ``line`` similar to ``task``, most similar first."""
+        items = self.facts.store.search(self.namespace, limit=_SCAN)
+        if not items:
+            return []
+        vectors = np.asarray([item.value["vector"] for item in items], dtype=np.float32)
+        scores = vectors @ np.asarray(self.facts.embedder.encode([task]), dtype=np.float32)[0]
+        found = [(_episode(items[i].value), round(float(scores[i]), 4)) for i in np.argsort(-scores)]
+        return [(e, s) for e, s in found if s >= line]
+
+    def forget_run(self, run_id: str) -> bool:
+        """Remove a run's record (``run_id`` or a unique prefix of it); whether there was one."""
+        matches = [e.run_id for e in self.episodes() if e.run_id.startswith(run_id)]
+        if len(matches) != 1:
+            return False
+        self.facts.store.delete(self.namespace, matches[0])
+        return True
+
+
+def _episode(value: dict[str, Any]) -> Episode:
+    return Episode(**{k: value[k] for k in Episode.__dataclass_fields__})

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
+
+from engine.memory import Episode, EpisodeMemory
+from experts.embedding import get_embedder
 from state.assist import unresolved_markers
+from state.context import RunContext
 from state.enums import RunStatus, SlotStatus
 from state.framework import title_from_task, topological_order
 from state.io import RunSummary, SlotSummary
@@ -18,8 +23,8 @@ from state.passport import LedgerEntry, PlannedPassport, SlotState, utcnow
 from state.result import SlotResult, render_section
 
 
-def assemble(state: PlannedPassport) -> dict[str, Any]:
-    """Assemble the document and the run summary."""
+def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Assemble the document and the run summary; record the run in the person's episodic memory (a store)."""
     fw = state.framework
     order = topological_order(fw)
     states = {s.id: state.slot_states.get(s.id) or SlotState() for s in fw.slots}
@@ -80,6 +85,8 @@ def assemble(state: PlannedPassport) -> dict[str, Any]:
         unresolved=unresolved,
     )
     document = "\n\n".join(parts) + "\n"
+    if runtime.store is not None:
+        EpisodeMemory(runtime.store, state.run.user, get_embedder).record(_episode(state, status, states))
     return {
         "document": document,
         "summary": summary,
@@ -94,6 +101,33 @@ def assemble(state: PlannedPassport) -> dict[str, Any]:
             )
         ],
     }
+
+
+def _episode(state: PlannedPassport, status: RunStatus, states: dict[str, SlotState]) -> Episode:
+    """The after-action record of this run."""
+    slots = []
+    for spec in state.framework.slots:
+        result = state.results.get(spec.id)
+        quality = result.quality if result is not None and states[spec.id].status == SlotStatus.DONE else None
+        slots.append(
+            {
+                "id": spec.id,
+                "title": spec.title,
+                "expert": states[spec.id].expert,
+                "passed": quality.passed if quality is not None else None,
+            }
+        )
+    return Episode(
+        run_id=state.run.run_id,
+        thread_id=state.run.thread_id,
+        task=state.mission.task,
+        status=status.value,
+        template=state.template.id if state.template is not None else None,
+        slots=slots,
+        seconds=round((utcnow() - state.run.created_at).total_seconds(), 1),
+        approval=state.approval.action if state.approval is not None else None,
+        created_at=utcnow().isoformat(timespec="seconds"),
+    )
 
 
 def _slot_summary(slot_id: str, title: str, st: SlotState, result: SlotResult | None) -> SlotSummary:

@@ -30,7 +30,6 @@ from state.enums import SlotStatus
 from state.errors import RunFailure
 from state.framework import Framework, ancestors, descendants
 from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
-from state.paths import LOCAL_USER
 from state.result import SlotResult
 from state.settings import Settings
 
@@ -111,8 +110,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
     config = _node_config()
     stream = message_stream(config)  # each candidate's tokens on stream_mode="messages"
     memory = _memory(state)
-    user = str((config.get("configurable") or {}).get("langgraph_auth_user_id") or LOCAL_USER)
-    facts = FactMemory(runtime.store, user, get_embedder) if runtime.store is not None else None
+    facts = FactMemory(runtime.store, state.run.user, get_embedder) if runtime.store is not None else None
     catalog = load_catalog()
     backends: dict[str | None, ExpertBackend] = {}
     policy = BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)

@@ -225,11 +225,12 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
         return refused
     valid = validate_run(state.task, state.mode, state.options, runtime.context)
     task, mode, framework = valid.task, valid.mode, valid.framework
-    settings = confine_to_user(valid.settings, runtime.context, _server_user())
+    user = _server_user()
+    settings = confine_to_user(valid.settings, runtime.context, user)
     pool().reopen()  # a new run: generations are accepted again after an earlier run's shutdown (Ctrl+C)
     info = runtime.execution_info
     thread_id = info.thread_id if info is not None and info.thread_id else str(uuid.uuid4())
-    run = RunInfo(thread_id=thread_id, run_id=str(uuid.uuid4()), created_at=utcnow())
+    run = RunInfo(thread_id=thread_id, run_id=str(uuid.uuid4()), created_at=utcnow(), user=user or LOCAL_USER)
     mission = Mission(
         task=task,
         mode=mode,

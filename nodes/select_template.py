@@ -17,6 +17,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from engine.memory import EpisodeMemory
 from engine.planning import TEMPLATE_FIT_LINE, plan_from_aspects
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
@@ -39,7 +40,7 @@ def select_template(state: GuardedPassport, runtime: Runtime[RunContext]) -> dic
         fw = validate_framework(fallback_framework(state.mission.task, source="scope:single_expert"))
         reason = f"single-expert task ({state.scope.reason})"
     elif state.settings.use_templates:
-        fw, reason, update = _from_library(state.mission.task, runtime)
+        fw, reason, update = _from_library(state.mission.task, runtime, state.run.user)
     else:
         fw, reason = validate_framework(fallback_framework(state.mission.task)), "last-resort one-slot framework"
     if "template" not in update:  # a retrieved template's slots are set once adapt_template has fitted it
@@ -53,13 +54,16 @@ def select_template(state: GuardedPassport, runtime: Runtime[RunContext]) -> dic
     return {**update, "framework": fw, "updated_at": utcnow(), "ledger": [entry]}
 
 
-def _from_library(task: str, runtime: Runtime[RunContext]) -> tuple[Framework, str, dict[str, Any]]:
+def _from_library(task: str, runtime: Runtime[RunContext], user: str) -> tuple[Framework, str, dict[str, Any]]:
     catalog = load_catalog()
     templates, index = library(catalog.ids, get_embedder())
     if index is None:
         notice = Notice(level="warning", source=NODE, message=f"no valid templates in {library_dir()}; one slot used")
         return validate_framework(fallback_framework(task)), "no template library", {"notices": [notice]}
-    hit = index.search(task, 1)[0]
+    hits = index.search(task, 3)
+    hit, remembered = hits[0], ""
+    if hit.similarity >= TEMPLATE_FIT_LINE and runtime.store is not None:
+        hit, remembered = _remembered(task, [h for h in hits if h.similarity >= TEMPLATE_FIT_LINE], runtime, user)
     if hit.similarity < TEMPLATE_FIT_LINE:
         why = f"no template fits (the nearest, {hit.template_id}, at {hit.similarity:.3f} < {TEMPLATE_FIT_LINE})"
         fw, record = plan_from_aspects(task, get_embedder(), why)
@@ -68,4 +72,30 @@ def _from_library(task: str, runtime: Runtime[RunContext]) -> tuple[Framework, s
     runtime.stream_writer({"event": "template_selected", "template": template.id, "similarity": hit.similarity})
     record = AdaptationRecord(seed_id=template.id, similarity=hit.similarity)
     seed = validate_framework(template.to_framework())  # every framework that reaches execution is valid
-    return seed, f"template {template.id} from the library", {"template": template, "adaptation": record}
+    return seed, f"template {template.id} from the library{remembered}", {"template": template, "adaptation": record}
+
+
+def _remembered(task: str, fitting: list[Any], runtime: Runtime[RunContext], user: str) -> tuple[Any, str]:
+    """The template to use given how earlier runs of similar tasks went (episodic memory), and why.
+
+    A template whose plan worked for a similar task (completed, every check passed) is preferred among those that
+    fit; the best template is passed over when it failed for a similar task and never worked for one.
+    """
+    assert runtime.store is not None
+    similar = EpisodeMemory(runtime.store, user, get_embedder).similar(task)
+    worked = {e.template: (e, s) for e, s in similar if e.template and e.worked}
+    failed = {e.template: (e, s) for e, s in similar if e.template and not e.worked and e.template not in worked}
+    for candidate in fitting:
+        if candidate.template_id in worked:
+            episode, score = worked[candidate.template_id]
+            why = "" if candidate is fitting[0] else f", preferred over {fitting[0].template_id}"
+            return candidate, f" (it worked for a similar task, run {episode.run_id[:8]} at {score:.2f}{why})"
+    if fitting[0].template_id in failed:
+        episode, score = failed[fitting[0].template_id]
+        for candidate in fitting[1:]:
+            if candidate.template_id not in failed:
+                return candidate, (
+                    f" ({fitting[0].template_id} was passed over: it ended {episode.status} for a similar task, "
+                    f"run {episode.run_id[:8]} at {score:.2f})"
+                )
+    return fitting[0], ""

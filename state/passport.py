@@ -60,6 +60,9 @@ class RunInfo(_Model):
     thread_id: str
     run_id: str
     created_at: datetime
+    user: str = "local"
+    """Who runs it: the server's authenticated user, else ``local`` (the CLI, an embedding application); the
+    namespace of their memory."""
 
     @model_validator(mode="before")
     @classmethod

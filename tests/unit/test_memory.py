@@ -91,3 +91,35 @@ def test_a_fact_put_through_the_store_api_is_found_and_forgotten_by_its_key() ->
     [(fact, score)] = memory.search("our payment processor", k=1)
     assert fact.id == "k1" and fact.source == "store API" and score > 0.48
     assert memory.forget("k1") == fact and memory.facts() == []
+
+
+FASTAPI = (
+    "Secure a Python FastAPI backend: add authentication, rate limiting and input validation, and document the changes."
+)
+
+
+def test_every_finished_run_is_recorded_and_a_template_that_failed_for_a_similar_task_is_passed_over() -> None:
+    from engine.memory import Episode, EpisodeMemory
+
+    store = InMemoryStore()
+    graph = build_graph(InMemorySaver(serde=serializer()), store=store)
+    config = {"configurable": {"thread_id": "first"}}
+    graph.invoke(RunInput(task=FASTAPI), config, context={"backend": "fake"})
+    first = Passport.model_validate(graph.get_state(config).values)
+    assert first.template is not None and first.template.id == "secure_code_with_legal_artifact"
+    episodes = EpisodeMemory(store, "local", get_embedder())
+    [episode] = episodes.episodes()
+    assert first.run is not None and first.framework is not None
+    assert episode.run_id == first.run.run_id and episode.status == first.status.value
+    assert episode.template == "secure_code_with_legal_artifact"
+    assert [s["id"] for s in episode.slots] == [s.id for s in first.framework.slots]
+    # the same template ended badly for this task: the next run of a similar task plans from the next best one
+    episodes.record(Episode(**{**episode.__dict__, "run_id": "bad-run", "status": "failed"}))
+    episodes.facts.store.delete(episodes.namespace, episode.run_id)
+    again = {"configurable": {"thread_id": "second"}}
+    graph.invoke(RunInput(task=FASTAPI), again, context={"backend": "fake"})
+    second = Passport.model_validate(graph.get_state(again).values)
+    assert second.template is not None and second.template.id == "rest_api_design_and_implementation"
+    chosen = next(e for e in second.ledger if e.action == "select_framework")
+    assert "secure_code_with_legal_artifact was passed over" in chosen.inputs_summary
+    assert episodes.forget_run("bad-run") and not episodes.forget_run("bad-run")
