@@ -8,6 +8,7 @@ optionally (``--ledger``) the ledger, rendered by :func:`render_ledger`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -21,6 +22,8 @@ from state.framework import title_from_task, topological_order
 from state.io import RunSummary, SlotSummary
 from state.passport import LedgerEntry, PlannedPassport, SlotState, utcnow
 from state.result import SlotResult, render_section
+
+logger = logging.getLogger(__name__)
 
 
 def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -85,8 +88,7 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
         unresolved=unresolved,
     )
     document = "\n\n".join(parts) + "\n"
-    if runtime.store is not None:
-        EpisodeMemory(runtime.store, state.run.user, get_embedder).record(_episode(state, status, states))
+    recorded = _record(runtime, state, status, states)
     return {
         "document": document,
         "summary": summary,
@@ -97,10 +99,25 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
                 agent="harness",
                 action="assemble",
                 inputs_summary=f"{len(order)} slots",
-                outputs_summary=f"{len(document)} chars, {len(unresolved)} unresolved, status {status.value}",
+                outputs_summary=f"{len(document)} chars, {len(unresolved)} unresolved, status {status.value}"
+                + f"; {recorded}",
             )
         ],
     }
+
+
+def _record(
+    runtime: Runtime[RunContext], state: PlannedPassport, status: RunStatus, states: dict[str, SlotState]
+) -> str:
+    """Record the run in episodic memory; what happened, for the ledger (a store that fails never fails the run)."""
+    if runtime.store is None:
+        return "no memory store: not recorded"
+    try:
+        EpisodeMemory(runtime.store, state.run.user, get_embedder).record(_episode(state, status, states))
+    except Exception as exc:  # the store's own error types vary by backend
+        logger.warning("the run was not recorded in episodic memory: %s", exc)
+        return f"not recorded in episodic memory ({type(exc).__name__}: {exc})"[:200]
+    return "recorded in episodic memory"
 
 
 def _episode(state: PlannedPassport, status: RunStatus, states: dict[str, SlotState]) -> Episode:
