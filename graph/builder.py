@@ -12,7 +12,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from graph.routing import after_confirm, after_execute, after_guard, after_scope
+from graph.routing import after_adapt, after_confirm, after_execute, after_guard, after_scope
 from nodes import (
     adapt_template,
     aexecute_slots,
@@ -72,7 +72,7 @@ def build_graph(
     builder.add_conditional_edges("scope", after_scope)
     builder.add_edge("answer_directly", END)
     builder.add_edge("select_template", "adapt_template")
-    builder.add_edge("adapt_template", "ask_plan_fit")
+    builder.add_conditional_edges("adapt_template", after_adapt)
     builder.add_edge("ask_plan_fit", "route_slots")
     builder.add_edge("route_slots", "confirm_plan")
     builder.add_conditional_edges("confirm_plan", after_confirm)

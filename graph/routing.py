@@ -6,7 +6,8 @@ from typing import Literal
 
 from langgraph.types import Send
 
-from state.enums import RunStatus, SlotStatus
+from nodes.ask_plan_fit import plan_fit_questions
+from state.enums import Mode, RunStatus, SlotStatus
 from state.passport import AskUser, Passport
 
 
@@ -18,6 +19,12 @@ def after_guard(state: Passport) -> Literal["refuse_input", "scope"]:
 def after_scope(state: Passport) -> Literal["answer_directly", "select_template"]:
     """A trivial task is answered directly; every other goes on to planning."""
     return "answer_directly" if state.scope is not None and state.scope.kind == "trivial" else "select_template"
+
+
+def after_adapt(state: Passport) -> Literal["ask_plan_fit", "route_slots"]:
+    """Interactive mode with slots the plan checks removed or added: ask about them; else route the plan."""
+    asks = state.mission is not None and state.mission.mode is Mode.INTERACTIVE and plan_fit_questions(state.defaults)
+    return "ask_plan_fit" if asks else "route_slots"
 
 
 def after_confirm(state: Passport) -> Literal["execute_slots", "route_slots", "__end__"]:

@@ -5,7 +5,8 @@ deliverable the task names that no slot covers, recording each as an autonomous 
 interactive mode this node puts those questions to the person in one ``clarify`` interrupt (one question per
 slot: remove / keep, add / leave out) and applies the answers: a kept slot comes back as it was (its
 dependencies and references limited to the slots the plan still has), a slot left out is removed and its
-dependents take over its dependencies. In the other modes, or when the checks changed nothing, it passes.
+dependents take over its dependencies. The graph comes here only in interactive mode when the checks changed
+something (``graph.routing.after_adapt``); called otherwise, it passes.
 
 Everything before ``interrupt()`` only reads the state, so the node restarts safely on resume.
 """
