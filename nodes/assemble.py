@@ -13,7 +13,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from engine.memory import Episode, EpisodeMemory
+from engine.memory import Episode, EpisodeMemory, FactMemory
 from experts.embedding import get_embedder
 from state.assist import unresolved_markers
 from state.context import RunContext
@@ -114,10 +114,32 @@ def _record(
         return "no memory store: not recorded"
     try:
         EpisodeMemory(runtime.store, state.run.user, get_embedder).record(_episode(state, status, states))
+        facts = FactMemory(runtime.store, state.run.user, get_embedder)
+        answers = _committed_answers(state, states)
+        for text, source in answers:
+            facts.add(text, source=source, run_id=state.run.run_id)
     except Exception as exc:  # the store's own error types vary by backend
-        logger.warning("the run was not recorded in episodic memory: %s", exc)
-        return f"not recorded in episodic memory ({type(exc).__name__}: {exc})"[:200]
-    return "recorded in episodic memory"
+        logger.warning("the run was not recorded in memory: %s", exc)
+        return f"not recorded in memory ({type(exc).__name__}: {exc})"[:200]
+    return "recorded in episodic memory" + (f"; {len(answers)} answer(s) of the person remembered" if answers else "")
+
+
+def _committed_answers(state: PlannedPassport, states: dict[str, SlotState]) -> list[tuple[str, str]]:
+    """The person's answers to user assists in slots that are done and pass their checks, as facts to remember.
+
+    Only committed results enter memory: an answer in a slot that failed or failed its checks does not.
+    """
+    out = []
+    for spec in state.framework.slots:
+        result = state.results.get(spec.id)
+        if states[spec.id].status != SlotStatus.DONE or result is None:
+            continue
+        if result.quality is not None and not result.quality.passed:
+            continue
+        for record in state.assists.get(spec.id, []):
+            if record.kind == "user" and record.status == "resolved" and record.value:
+                out.append((f"{record.description}: {record.value}", f"answer to {spec.title}"[:60]))
+    return out
 
 
 def _episode(state: PlannedPassport, status: RunStatus, states: dict[str, SlotState]) -> Episode:

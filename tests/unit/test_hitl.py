@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 import yaml
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 from typer.testing import CliRunner
 
 from cli.main import app
+from engine.memory import FactMemory
+from experts.embedding import get_embedder
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport
@@ -251,7 +254,8 @@ C_TEXT = (
 
 class UserQuestions(Run):
     def __init__(self, tmp_path: Path) -> None:
-        self.graph = build_graph(InMemorySaver(serde=serializer()))
+        self.store = InMemoryStore()
+        self.graph = build_graph(InMemorySaver(serde=serializer()), store=self.store)
         self.config = {"configurable": {"thread_id": "u"}}
         self.calls = tmp_path / "calls.jsonl"
         script = tmp_path / "script.yaml"
@@ -297,6 +301,23 @@ def test_parallel_slots_ask_the_person_together_and_dependents_wait(tmp_path: Pa
     assert state.document is not None and "api.example.com" in state.document
     assert "the person did not answer" in state.document
     assert sorted(read_calls(run.calls)) == ["A", "B", "C", "D"]  # nothing ran twice
+
+
+def test_the_persons_answers_in_committed_slots_are_remembered_and_forgotten_with_their_run(tmp_path: Path) -> None:
+    run = UserQuestions(tmp_path)
+    by_slot = {p.questions[0].id.split(".")[0]: i for i, p in run.interrupts().items()}
+    run.resume({by_slot["A"]: {"A.a1": "api.example.com", "A.a2": "skip"}, by_slot["C"]: "the platform team"})
+    state = run.state
+    assert state.status == RunStatus.COMPLETED and state.run is not None
+    memory = FactMemory(run.store, "local", get_embedder())
+    remembered = {f.text: f for f in memory.facts()}
+    assert set(remembered) == {
+        "your production hostname: api.example.com",
+        "who owns the risk register: the platform team",
+    }  # the question left unanswered is not a fact
+    assert {f.run_id for f in remembered.values()} == {state.run.run_id}
+    assert remembered["who owns the risk register: the platform team"].source == "answer to Risks"
+    assert len(memory.forget_run(state.run.run_id)) == 2 and memory.facts() == []
 
 
 def test_questions_can_be_answered_one_at_a_time(tmp_path: Path) -> None:
