@@ -26,7 +26,7 @@ import typer
 from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_WAITING, user_errors
 from cli.experts_cmd import experts_app, route
 from cli.kb_cmd import kb_app
-from cli.memory_cmd import memory_app
+from cli.memory_cmd import feedback, memory_app
 from cli.retention_cmd import prune
 from cli.status_cmd import status
 from cli.templates_cmd import templates_app
@@ -542,6 +542,7 @@ app.add_typer(experts_app, name="experts")
 app.add_typer(templates_app, name="templates")
 app.add_typer(kb_app, name="kb")
 app.add_typer(memory_app, name="memory")
+app.command("feedback")(feedback)
 app.command("prune")(prune)
 
 

@@ -148,3 +148,48 @@ def forget(
             if fact is None:
                 raise InputError("fact id", f"{fact_id!r} matches no fact, or more than one (coe memory list)")
             print(f"forgot {fact.id[:8]}: {fact.text}")
+
+
+def feedback(
+    thread_id: Annotated[str, typer.Argument(help="The thread of the run (its latest run is the one judged).")],
+    verdict: Annotated[str, typer.Argument(help="good or bad.")],
+    slot: Annotated[str | None, typer.Option("--slot", help="Judge one slot of the run (its id).")] = None,
+    expert: Annotated[str | None, typer.Option("--expert", help="Judge one expert of the run (its id).")] = None,
+    note: Annotated[str, typer.Option("--note", help="What was good or bad, in words.")] = "",
+    checkpoint: CheckpointOpt = None,
+) -> None:
+    """Say whether a run's result was good or bad (the whole run, one slot or one expert).
+
+    The verdict joins the run's after-action record: planning a similar task later passes over a template whose
+    run you called bad. Routing does not learn from it yet.
+    """
+    from engine.memory import EpisodeMemory
+    from graph import build_graph, open_checkpointer
+    from graph.persistence import load_run
+    from state.errors import ConfigError, InputError
+
+    with user_errors():
+        if verdict not in ("good", "bad"):
+            raise InputError("verdict", f"{verdict!r} is not one of good, bad")
+        with open_checkpointer(checkpoint) as saver:
+            _, state = load_run(build_graph(saver), thread_id)
+        if state is None or state.run is None:
+            raise ConfigError("thread id", f"no run {thread_id!r} is saved there")
+        slots = {s.id: s for s in state.framework.slots} if state.framework is not None else {}
+        if slot is not None and slot not in slots:
+            raise InputError("--slot", f"{slot!r} is not a slot of that run; its slots: {', '.join(slots) or 'none'}")
+        experts = {st.expert for st in state.slot_states.values() if st.expert}
+        if expert is not None and expert not in experts:
+            worked = ", ".join(sorted(experts)) or "none"
+            raise InputError("--expert", f"{expert!r} did not work on that run; its experts: {worked}")
+        with _memory(checkpoint) as memory:
+            episodes = EpisodeMemory(memory.store, memory.user, memory.embedder)
+            try:
+                episodes.add_feedback(state.run.run_id, verdict, slot, expert, note)
+            except KeyError:
+                raise ConfigError(
+                    "thread id",
+                    f"run {state.run.run_id[:8]} of thread {thread_id!r} has no after-action record (not finished)",
+                ) from None
+    what = f"slot {slot}" if slot else f"expert {expert}" if expert else "the run"
+    print(f"recorded: {what} of run {state.run.run_id[:8]} was {verdict}")

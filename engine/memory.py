@@ -110,7 +110,7 @@ class FactMemory:
                 f"a fact is at most {MAX_FACT_CHARS} characters (this one is {len(text)}); "
                 "put documents in the knowledge base (coe kb add)"
             )
-        fact = Fact(str(uuid.uuid4()), text, source, datetime.now(UTC).isoformat(timespec="seconds"), run_id)
+        fact = Fact(str(uuid.uuid4()), text, source, _now(), run_id)
         vector = np.asarray(self.embedder.encode([text]), dtype=np.float32)[0]
         value = {**_plain(fact), "vector": [round(float(x), 6) for x in vector]}
         self.store.put(namespace(self.user), fact.id, value, index=False)
@@ -198,11 +198,15 @@ class Episode:
     approval: str | None
     """What the person answered about the plan (approve / edit), if asked."""
     created_at: str
+    feedback: tuple[dict[str, Any], ...] = ()
+    """What the person said about the result later (``coe feedback``): ``verdict`` (good or bad), ``slot``,
+    ``expert``, ``note``, ``at``."""
 
     @property
     def worked(self) -> bool:
-        """Completed with every slot's checks passed."""
-        return self.status == "completed" and all(s.get("passed") is not False for s in self.slots)
+        """Completed with every slot's checks passed, and the person never called the whole result bad."""
+        bad = any(f.get("verdict") == "bad" and not f.get("slot") and not f.get("expert") for f in self.feedback)
+        return self.status == "completed" and all(s.get("passed") is not False for s in self.slots) and not bad
 
 
 class EpisodeMemory:
@@ -215,7 +219,7 @@ class EpisodeMemory:
     def record(self, episode: Episode) -> None:
         """Store ``episode`` (keyed by its run: a run recorded again replaces its record)."""
         vector = np.asarray(self.facts.embedder.encode([episode.task]), dtype=np.float32)[0]
-        value = {**episode.__dict__, "vector": [round(float(x), 6) for x in vector]}
+        value = {**episode.__dict__, "feedback": list(episode.feedback), "vector": [round(float(x), 6) for x in vector]}
         self.facts.store.put(self.namespace, episode.run_id, value, index=False)
 
     def episodes(self) -> list[Episode]:
@@ -233,6 +237,17 @@ class EpisodeMemory:
         found = [(_episode(items[i].value), round(float(scores[i]), 4)) for i in np.argsort(-scores)]
         return [(e, s) for e, s in found if s >= line]
 
+    def add_feedback(self, run_id: str, verdict: str, slot: str | None, expert: str | None, note: str) -> Episode:
+        """Add the person's verdict on a run (or one of its slots or experts) to its record; the record."""
+        matches = [e for e in self.episodes() if e.run_id == run_id]
+        if not matches:
+            raise KeyError(run_id)
+        episode = matches[0]
+        entry = {"verdict": verdict, "slot": slot, "expert": expert, "note": note, "at": _now()}
+        updated = Episode(**{**episode.__dict__, "feedback": (*episode.feedback, entry)})
+        self.record(updated)
+        return updated
+
     def forget_run(self, run_id: str) -> bool:
         """Remove a run's record (``run_id`` or a unique prefix of it); whether there was one."""
         matches = [e.run_id for e in self.episodes() if e.run_id.startswith(run_id)]
@@ -243,4 +258,9 @@ class EpisodeMemory:
 
 
 def _episode(value: dict[str, Any]) -> Episode:
-    return Episode(**{k: value[k] for k in Episode.__dataclass_fields__})
+    fields = {k: value[k] for k in Episode.__dataclass_fields__ if k in value}
+    return Episode(**{**fields, "feedback": tuple(value.get("feedback") or ())})
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

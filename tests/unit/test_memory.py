@@ -123,3 +123,28 @@ def test_every_finished_run_is_recorded_and_a_template_that_failed_for_a_similar
     chosen = next(e for e in second.ledger if e.action == "select_framework")
     assert "secure_code_with_legal_artifact was passed over" in chosen.inputs_summary
     assert episodes.forget_run("bad-run") and not episodes.forget_run("bad-run")
+
+
+def test_coe_feedback_joins_the_runs_record_and_a_bad_run_no_longer_counts_as_worked(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from engine.memory import EpisodeMemory
+    from tests.conftest import FIXTURES
+
+    cp = ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
+    runner = CliRunner()
+    plan = ["--framework", str(FIXTURES / "branchy.yaml"), "--backend", "fake", "--thread", "fb"]
+    assert runner.invoke(app, ["run", "Plan a small service", *plan, *cp]).exit_code == 0
+    with open_store(f"sqlite://{tmp_path / 'runs.sqlite'}") as store:
+        [before] = EpisodeMemory(store, "local", get_embedder()).episodes()
+    assert before.worked
+    wrong = runner.invoke(app, ["feedback", "fb", "good", "--slot", "Z", *cp])
+    assert wrong.exit_code == 2 and "its slots: A, B, C, D" in wrong.stderr
+    assert runner.invoke(app, ["feedback", "fb", "meh", *cp]).exit_code == 2
+    done = runner.invoke(app, ["feedback", "fb", "bad", "--note", "too generic", *cp])
+    assert done.exit_code == 0 and "was bad" in done.stdout
+    with open_store(f"sqlite://{tmp_path / 'runs.sqlite'}") as store:
+        [after] = EpisodeMemory(store, "local", get_embedder()).episodes()
+    assert after.feedback[0]["verdict"] == "bad" and after.feedback[0]["note"] == "too generic"
+    assert not after.worked
