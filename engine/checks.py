@@ -333,6 +333,14 @@ def module_code(result: SlotResult) -> tuple[str | None, str | None]:
     return blocks[0], ("\n\n".join(tests) if tests else None)
 
 
+ASKS_FOR_TESTS = re.compile(
+    r"\b(?:write|add|include|create|generate|with)\b[^.\n]{0,40}\b(?:pytest|unit ?tests?|tests)\b"
+    r"(?!\s+(?:whether|if|that)\b)",
+    re.I,
+)
+"""A task that asks for tests ("now add pytest tests for it"); "a function that tests whether" does not."""
+
+
 def extract_examples(task: str) -> Examples:
     """The examples a task gives: ``>>>`` doctests and ``call == value`` lines, and the functions it defines."""
     functions = tuple(dict.fromkeys(re.findall(r"^\s*def\s+([A-Za-z_]\w*)\s*\(", task, re.M)))
@@ -515,6 +523,15 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
                 name="python.tests_use_module",
                 passed=not redefined,
                 detail=f"the tests define {redefined[0]} again instead of using section 1's" if redefined else "",
+            )
+        )
+    if ASKS_FOR_TESTS.search(ctx.task):
+        given = tests is not None or bool(re.search(r"^\s*(?:def test_\w+|assert\b)", code, re.M))
+        checks.append(
+            CheckResult(
+                name="python.tests_given",
+                passed=given,
+                detail="" if given else "the task asks for tests and the answer has none (write them: def test_...)",
             )
         )
     spec = {

@@ -129,6 +129,17 @@ def test_a_looping_note_beside_correct_code_fails() -> None:
     assert "prose.repetition" in failed(text, PALINDROME_TASK, "code", "python")
 
 
+def test_a_task_that_asks_for_tests_needs_tests_in_the_answer() -> None:
+    task = "Now add pytest tests for the is_palindrome function"
+    no_tests = failed(GOOD_CODE, task, "code", "python")
+    assert "python.tests_given" in no_tests and "has none" in no_tests["python.tests_given"]
+    with_tests = GOOD_CODE.replace("```\n", "```\n\n## 2. Tests\n```python\nassert is_palindrome('aba')\n```\n", 1)
+    with_tests = with_tests.replace("1. Palindrome check\n\n", "1. Palindrome check\n2. Tests\n\n", 1)
+    assert "python.tests_given" not in failed(with_tests, task, "code", "python")
+    verb = "Write a function that tests whether a word reads the same backwards"  # "tests" as a verb
+    assert "python.tests_given" not in failed(GOOD_CODE, verb, "code", "python")
+
+
 def test_tests_that_redefine_the_module_are_caught() -> None:
     text = GOOD_CODE.replace("1. Palindrome check\n\n", "1. Palindrome check\n2. Tests\n\n") + (
         "\n## 2. Tests\n```python\ndef is_palindrome(text):\n    assert text\n\n"
