@@ -123,6 +123,18 @@ def test_the_tasks_examples_are_run_against_the_code() -> None:
     assert "python.parses" in failed(BROKEN_CODE, PALINDROME_TASK, "code", "python")
 
 
+def test_a_doctest_that_states_a_comparison_is_checked_as_one() -> None:
+    task = (
+        'def is_palindrome(text):\n    """Whether text reads the same backwards.\n'
+        "    >>> is_palindrome('abba') == True\n    >>> is_palindrome('abc') == False\n    \"\"\"\n"
+    )  # HumanEval/156 and /162 write their examples this way: no output line
+    examples = extract_examples(task)
+    assert examples.doctests == ()
+    assert examples.asserts == (("is_palindrome('abba')", "True"), ("is_palindrome('abc')", "False"))
+    assert failed(GOOD_CODE, task, "code", "python") == {}  # a correct function passes (it printed True before)
+    assert "python.examples" in failed(WRONG_CODE, task, "code", "python")
+
+
 def test_a_looping_note_beside_correct_code_fails() -> None:
     note = "This requires Python coding expertise, not Python coding expertise. " * 4
     text = GOOD_CODE.replace("1. Palindrome check\n\n", "1. Palindrome check\n2. Note\n\n") + f"\n## 2. Note\n{note}\n"
