@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     payload = {"machine": machine_info(), "args": vars(args) | {"out": str(args.out)}, "rows": rows}
     write_results(args.name, payload, "\n".join(md) + "\n", directory=args.out)
-    return 0 if all(r["ratio"] >= 0.95 for r in rows.values()) else 1
+    # quick mode tests the benchmark, not the machine: a loaded machine misses the goal, which the table says
+    return 0 if args.quick or all(r["ratio"] >= 0.95 for r in rows.values()) else 1
 
 
 if __name__ == "__main__":

@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print(gaps)
     print(f"\nwrote {json_path} and {md_path}")
-    return 0 if all(r["harness"]["meets_target"] for r in results.values()) else 1
+    # quick mode tests the benchmark, not the machine: a loaded machine misses the goal, which the table says
+    return 0 if args.quick or all(r["harness"]["meets_target"] for r in results.values()) else 1
 
 
 if __name__ == "__main__":
