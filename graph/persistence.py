@@ -290,14 +290,9 @@ def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver[st
             conn.close()
     else:
         from langgraph.checkpoint.postgres import PostgresSaver
-        from psycopg import Connection, Error, OperationalError
-        from psycopg.rows import dict_row
+        from psycopg import Error
 
-        try:
-            pg_conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        except OperationalError as exc:
-            raise ConfigError("checkpoint URL", f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from None
-        with pg_conn:
+        with _pg_connection(url) as pg_conn:
             pg = PostgresSaver(pg_conn, serde=serializer())
             try:
                 if not _pg_schema_current(pg_conn, len(pg.MIGRATIONS)):
@@ -306,6 +301,20 @@ def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver[st
             except Error as exc:
                 raise _pg_setup_failed(url, exc) from exc
             yield pg
+
+
+@contextmanager
+def _pg_connection(url: str) -> Iterator[Any]:
+    """A synchronous PostgreSQL connection as the checkpointer and the store use it (autocommit, dict rows)."""
+    from psycopg import Connection, OperationalError
+    from psycopg.rows import dict_row
+
+    try:
+        pg_conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    except OperationalError as exc:
+        raise ConfigError("checkpoint URL", f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from None
+    with pg_conn:
+        yield pg_conn
 
 
 @contextmanager
@@ -331,14 +340,9 @@ def open_store(url: str | None = None) -> Iterator[BaseStore]:
             conn.close()
     else:
         from langgraph.store.postgres import PostgresStore
-        from psycopg import Connection, Error, OperationalError
-        from psycopg.rows import dict_row
+        from psycopg import Error
 
-        try:
-            pg_conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        except OperationalError as exc:
-            raise ConfigError("checkpoint URL", f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from None
-        with pg_conn:
+        with _pg_connection(url) as pg_conn:
             pg_store = PostgresStore(pg_conn)
             try:
                 with pg_setup_lock(pg_conn, _redact(url)):
