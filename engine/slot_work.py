@@ -45,7 +45,7 @@ from engine.injection import quote_as_data
 from engine.memory import FactMemory
 from engine.sandbox import SandboxLimits
 from engine.selection import best, judge, score
-from engine.streaming import TokenStream
+from engine.streaming import TokenStream, generate_streamed
 from experts.catalog import ExpertScope
 from experts.models import ChatMessage, ExpertBackend, Generation, GenerationRequest
 from state.assist import AssistRecord
@@ -441,7 +441,6 @@ def run_slot(
             "origin": origin,
             "prompt": "plain" if plain else "contract",
         }
-        listener = job.stream.start(prompt.messages, meta) if job.stream is not None else None
         t0 = time.perf_counter()
         request = GenerationRequest(
             messages=prompt.messages,
@@ -453,17 +452,9 @@ def run_slot(
             slot_title=job.spec.title,
             attempt=attempt,
             cancel=job.cancel,
-            on_token=listener.token if listener is not None else None,
         )
         try:
-            try:
-                gen = owner.generate(request)
-            except BaseException as exc:
-                if listener is not None:
-                    listener.error(exc)
-                raise
-            if listener is not None:
-                listener.end(gen.text)
+            gen = generate_streamed(owner, request, job.stream, meta)
         except GenerationStopped:
             raise
         except BackendError as exc:

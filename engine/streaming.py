@@ -20,6 +20,7 @@ passes its callbacks (``get_config()["callbacks"]``: this module does not import
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from langchain_core.callbacks import BaseCallbackManager, CallbackManager
@@ -27,9 +28,9 @@ from langchain_core.callbacks.manager import CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, LLMResult
 
-from experts.models import ChatMessage
+from experts.models import ChatMessage, ExpertBackend, Generation, GenerationRequest
 
-__all__ = ["DrawListener", "MessageStream", "TokenStream", "message_stream"]
+__all__ = ["DrawListener", "MessageStream", "TokenStream", "generate_streamed", "message_stream"]
 
 
 class DrawListener(Protocol):
@@ -50,6 +51,25 @@ class TokenStream(Protocol):
 
     def start(self, messages: tuple[ChatMessage, ...], meta: Mapping[str, object]) -> DrawListener:
         """A listener for a generation of ``messages``; ``meta`` says what it is (slot, expert, candidate ...)."""
+
+
+def generate_streamed(
+    backend: ExpertBackend, request: GenerationRequest, stream: TokenStream | None, meta: Mapping[str, object]
+) -> Generation:
+    """``backend.generate(request)`` with its tokens going to a listener of ``stream`` (none: a plain call).
+
+    The listener ends with the whole text, or with the error the generation raised (which is raised again).
+    """
+    if stream is None:
+        return backend.generate(request)
+    listener = stream.start(request.messages, meta)
+    try:
+        gen = backend.generate(replace(request, on_token=listener.token))
+    except BaseException as exc:
+        listener.error(exc)
+        raise
+    listener.end(gen.text)
+    return gen
 
 
 def message_stream(config: Mapping[str, Any] | None) -> MessageStream | None:

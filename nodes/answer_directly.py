@@ -13,7 +13,7 @@ from langgraph.config import get_config
 
 from engine import prompts
 from engine.arithmetic import compute
-from engine.streaming import message_stream
+from engine.streaming import generate_streamed, message_stream
 from experts.models import ChatMessage, GenerationRequest, get_backend
 from state.enums import RunStatus
 from state.errors import BackendError, RunFailure, UserError
@@ -39,24 +39,11 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
         messages = (messages[0], ChatMessage("user", last.task), ChatMessage("assistant", earlier), messages[1])
     stream = message_stream(_node_config())  # its tokens on stream_mode="messages", before arithmetic is computed
     meta = {"slot_id": NODE, "expert": "base", "model": "base model", "attempt": 1}
-    listener = stream.start(messages, meta) if stream is not None else None
     request = GenerationRequest(
-        messages=messages,
-        max_tokens=MAX_TOKENS,
-        temperature=0.0,
-        slot_id=NODE,
-        slot_title="Direct answer",
-        on_token=listener.token if listener is not None else None,
+        messages=messages, max_tokens=MAX_TOKENS, temperature=0.0, slot_id=NODE, slot_title="Direct answer"
     )
     try:
-        try:
-            gen = backend.generate(request)
-        except BaseException as exc:
-            if listener is not None:
-                listener.error(exc)
-            raise
-        if listener is not None:
-            listener.end(gen.text)
+        gen = generate_streamed(backend, request, stream, meta)
     except UserError:
         raise
     except BackendError as exc:  # reported under this node's name; the run stops here and can be resumed
