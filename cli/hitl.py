@@ -122,18 +122,12 @@ def ask_in_terminal(interrupts: Sequence[Interrupt]) -> object:
 def _ask_one(intr: Interrupt) -> object:
     p = payload_of(intr)
     while True:
+        value: object
         if p.kind == "clarify" and len(p.questions) > 1:  # one line per question, in turn
-            value: object = {q.id: input(f"  {q.id} > ").strip() for q in p.questions}
-            try:
-                check_answer(p, value)
-            except AnswerError as exc:
-                print(f"  not accepted: {exc.message}", file=sys.stderr)
-                continue
-            return value
-        text = input("> ").strip()
-        value = _value(text)
-        if p.kind == "approve_plan" and text == "edit":
-            value = _edit_plan(p)
+            value = {q.id: input(f"  {q.id} > ").strip() for q in p.questions}
+        else:
+            text = input("> ").strip()
+            value = _edit_plan(p) if p.kind == "approve_plan" and text == "edit" else _value(text)
         try:
             check_answer(p, value)
         except AnswerError as exc:

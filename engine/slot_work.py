@@ -237,18 +237,14 @@ class _View:
 
 def _reference_views(job: SlotJob, max_chars: int) -> list[_View]:
     views: list[_View] = []
-    for ref_id in [*job.memory, *job.spec.can_reference]:  # the earlier turn's results first
+    for ref_id in [*job.memory, *job.spec.can_reference]:  # the earlier turn's results first, whole
         if ref_id in job.memory:
-            title, result = job.memory[ref_id]
-            view, content = "whole", result.body_text()
-            if len(content) > max_chars:
-                content = content[: max_chars - 20].rstrip() + "\n[... truncated]"
-            views.append(_View(title, view, content, result.outline_text()))
+            (title, result), hints = job.memory[ref_id], []
+        elif ref_id in job.references:
+            title, result = job.references[ref_id]
+            hints = job.spec.reference_hints.get(ref_id, [])
+        else:
             continue
-        if ref_id not in job.references:
-            continue
-        title, result = job.references[ref_id]
-        hints = job.spec.reference_hints.get(ref_id, [])
         outline = result.outline_text()
         if OUTLINE_REFERENCE in hints:
             view, content = "outline only", outline
@@ -258,10 +254,13 @@ def _reference_views(job: SlotJob, max_chars: int) -> list[_View]:
             content = "\n\n".join(text if text is not None else f"(section {h!r} not found)" for h, text in found)
         else:
             view, content = "whole", result.body_text()
-        if len(content) > max_chars:
-            content = content[: max_chars - 20].rstrip() + "\n[... truncated]"
-        views.append(_View(title, view, content, outline))
+        views.append(_View(title, view, _cut(content, max_chars), outline))
     return views
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """``text`` within ``max_chars``, marked where it was cut."""
+    return text if len(text) <= max_chars else text[: max_chars - 20].rstrip() + "\n[... truncated]"
 
 
 def _messages(
@@ -337,9 +336,7 @@ def plain_prompt(job: SlotJob, max_chars: int = 6000) -> Prompt:
     """
     messages: tuple[ChatMessage, ...] = (ChatMessage("user", job.task),)
     if job.memory and job.earlier_task:
-        earlier = "\n\n".join(result.body_text() for _, result in job.memory.values())
-        if len(earlier) > max_chars:
-            earlier = earlier[: max_chars - 20].rstrip() + "\n[... truncated]"
+        earlier = _cut("\n\n".join(result.body_text() for _, result in job.memory.values()), max_chars)
         messages = (ChatMessage("user", job.earlier_task), ChatMessage("assistant", earlier), *messages)
     room = job.n_ctx - _estimate(messages) - CONTEXT_MARGIN_TOKENS
     answer = max(MIN_ANSWER_TOKENS, min(job.max_tokens, room))
