@@ -123,13 +123,34 @@ def episodes(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None
         print(f"{e.run_id[:8]}  {e.created_at[:10]}  {e.status:<9} {plan:<32} {passed:<11} {e.task[:60]}")
 
 
+@memory_app.command("lessons")
+def lessons(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None:
+    """List the routing lessons given with coe feedback (kept ones train the router; refused ones say why)."""
+    from engine.lessons import RoutingLessons
+
+    with user_errors(), _memory(checkpoint) as memory:
+        found = RoutingLessons(memory.store, memory.user).records()
+    if as_json:
+        print(json.dumps([r.__dict__ for r in found], indent=2))
+        return
+    if not found:
+        print("no routing lessons yet (coe feedback THREAD good|bad --slot ID [--route-to EXPERT])")
+    for r in found:
+        status = "kept" if r.kept else "refused"
+        print(f"{r.id[:8]}  {r.created_at[:10]}  {status:<7}  {r.routed} -> {r.expert}  {r.text[:70]}")
+        if not r.kept:
+            print(f"          {r.reason}")
+
+
 @memory_app.command("forget")
 def forget(
     fact_id: Annotated[str | None, typer.Argument(help="The fact's id (or the first characters of it).")] = None,
-    run: Annotated[str | None, typer.Option("--run", help="Forget every fact this run wrote.")] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="Forget every fact this run wrote, its record and its lessons.")
+    ] = None,
     checkpoint: CheckpointOpt = None,
 ) -> None:
-    """Forget one fact, or every fact a run wrote and its after-action record."""
+    """Forget one fact, or every fact a run wrote with its after-action record and the routing lessons about it."""
     from state.errors import InputError
 
     with user_errors():
@@ -137,11 +158,17 @@ def forget(
             raise InputError("forget", "give a fact id or --run RUN_ID (one of them)")
         with _memory(checkpoint) as memory:
             if run is not None:
+                from engine.lessons import RoutingLessons
                 from engine.memory import EpisodeMemory
 
                 gone = memory.forget_run(run)
                 record = EpisodeMemory(memory.store, memory.user, memory.embedder).forget_run(run)
-                print(f"forgot {len(gone)} fact(s) of run {run}" + (" and its after-action record" if record else ""))
+                taught = RoutingLessons(memory.store, memory.user).forget_run(run)
+                print(
+                    f"forgot {len(gone)} fact(s) of run {run}"
+                    + (" and its after-action record" if record else "")
+                    + (f" and {len(taught)} routing lesson(s)" if taught else "")
+                )
                 return
             assert fact_id is not None
             fact = memory.forget(fact_id)
@@ -155,41 +182,35 @@ def feedback(
     verdict: Annotated[str, typer.Argument(help="good or bad.")],
     slot: Annotated[str | None, typer.Option("--slot", help="Judge one slot of the run (its id).")] = None,
     expert: Annotated[str | None, typer.Option("--expert", help="Judge one expert of the run (its id).")] = None,
+    route_to: Annotated[
+        str | None,
+        typer.Option("--route-to", help="With bad --slot: the expert the slot should have gone to (a routing lesson)."),
+    ] = None,
     note: Annotated[str, typer.Option("--note", help="What was good or bad, in words.")] = "",
     checkpoint: CheckpointOpt = None,
 ) -> None:
     """Say whether a run's result was good or bad (the whole run, one slot or one expert).
 
     The verdict joins the run's after-action record: planning a similar task later passes over a template whose
-    run you called bad. Routing does not learn from it yet.
+    run you called bad. On a slot it is also a routing lesson: good confirms the slot's expert, bad --route-to
+    EXPERT corrects it. A lesson is kept only if it is plausible and the router still routes its guard set as
+    well (coe memory lessons shows what was kept and why not).
     """
-    from engine.memory import EpisodeMemory
+    from engine.feedback import give_feedback
     from graph import build_graph, open_checkpointer
     from graph.persistence import load_run
-    from state.errors import ConfigError, InputError
+    from state.errors import ConfigError
 
     with user_errors():
-        if verdict not in ("good", "bad"):
-            raise InputError("verdict", f"{verdict!r} is not one of good, bad")
         with open_checkpointer(checkpoint) as saver:
             _, state = load_run(build_graph(saver), thread_id)
         if state is None or state.run is None:
             raise ConfigError("thread id", f"no run {thread_id!r} is saved there")
-        slots = {s.id: s for s in state.framework.slots} if state.framework is not None else {}
-        if slot is not None and slot not in slots:
-            raise InputError("--slot", f"{slot!r} is not a slot of that run; its slots: {', '.join(slots) or 'none'}")
-        experts = {st.expert for st in state.slot_states.values() if st.expert}
-        if expert is not None and expert not in experts:
-            worked = ", ".join(sorted(experts)) or "none"
-            raise InputError("--expert", f"{expert!r} did not work on that run; its experts: {worked}")
         with _memory(checkpoint) as memory:
-            episodes = EpisodeMemory(memory.store, memory.user, memory.embedder)
-            try:
-                episodes.add_feedback(state.run.run_id, verdict, slot, expert, note)
-            except KeyError:
-                raise ConfigError(
-                    "thread id",
-                    f"run {state.run.run_id[:8]} of thread {thread_id!r} has no after-action record (not finished)",
-                ) from None
-    what = f"slot {slot}" if slot else f"expert {expert}" if expert else "the run"
-    print(f"recorded: {what} of run {state.run.run_id[:8]} was {verdict}")
+            outcome = give_feedback(
+                state, memory.store, memory.embedder, verdict, slot, expert, route_to, note, names=_FEEDBACK_NAMES
+            )
+    print("\n".join(outcome.lines()))
+
+
+_FEEDBACK_NAMES = {"slot": "--slot", "expert": "--expert", "route_to": "--route-to"}

@@ -16,10 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from engine.contracts import deliverable_of
+from engine.lessons import RoutingLessons
 from experts.catalog import Catalog, ExpertScope, load_catalog, resolve_binding
 from experts.routing import RouteResult, RouterParams, get_router
+from experts.routing.lessons import router_with_lessons
 from experts.routing.scope import function_to_complete
+from state.context import RunContext
 from state.errors import RunFailure
 from state.framework import slot_text
 from state.passport import LedgerEntry, Notice, PlannedPassport, RoutingDecision, SlotState, utcnow
@@ -31,8 +36,12 @@ CODER = "python_coder"
 """The expert of code handed over to complete (a ``def`` with only a docstring)."""
 
 
-def route_slots(state: PlannedPassport) -> dict[str, Any]:
-    """Route every slot of the framework and settle the experts' model bindings."""
+def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Route every slot of the framework and settle the experts' model bindings.
+
+    With a Store, the router has learned the run's user's routing lessons (``coe feedback``); each decision's
+    reason says how many.
+    """
     settings = state.settings
     catalog = load_catalog()
     to_route = [s for s in state.framework.slots if s.expert is None]
@@ -40,6 +49,9 @@ def route_slots(state: PlannedPassport) -> dict[str, Any]:
     applied: list[AppliedDefault] = []
     if to_route:
         router = get_router(RouterParams.from_settings(settings), catalog)
+        lessons = RoutingLessons(runtime.store, state.run.user).kept() if runtime.store is not None else []
+        router = router_with_lessons(router, lessons)
+        learned = f"; the router has learned {len(lessons)} routing lesson(s) of yours" if lessons else ""
         for spec, res in zip(to_route, router.route_many([slot_text(s) for s in to_route]), strict=True):
             applied += _defaults(spec.id, res, catalog)
             decisions[spec.id] = RoutingDecision(
@@ -52,7 +64,7 @@ def route_slots(state: PlannedPassport) -> dict[str, Any]:
                 fallback=res.fallback,
                 rule=res.rule,
                 stage=res.stage,
-                reason=res.explain(),
+                reason=res.explain() + learned,
             )
     for spec in state.framework.slots:
         if spec.expert is not None:

@@ -46,6 +46,7 @@ __all__ = [
     "cache_dir",
     "load_examples",
     "load_or_build_index",
+    "probe_training_rows",
 ]
 
 logger = logging.getLogger(__name__)
@@ -57,13 +58,15 @@ PROBE_ARRAYS = ("buckets", "idf", "weights")
 """The learned term's arrays, each cached as ``probe_<name>.npy``."""
 
 
-def load_examples(catalog: Catalog) -> list[tuple[str, str]]:
-    """The catalog's routing examples as ``(expert, text)``; none when the file is absent.
+def load_examples(catalog: Catalog, name: str = EXAMPLES_FILE) -> list[tuple[str, str]]:
+    """The catalog's routing examples (or another ``expert<TAB>text`` file beside them) as ``(expert, text)``.
+
+    None when the file is absent.
 
     Raises:
         ConfigError: naming the file and line of a malformed row or an unknown expert.
     """
-    path = catalog.directory / EXAMPLES_FILE
+    path = catalog.directory / name
     if not path.is_file():
         return []
     rows, errors = [], []
@@ -180,6 +183,17 @@ def _line_index(vectors: Vectors, owners: list[int], texts: list[str], faiss_ind
     )
 
 
+def probe_training_rows(catalog: Catalog) -> tuple[list[str], list[int]]:
+    """What the learned term is trained on: every capability line and routing example, with its expert's position."""
+    ids = catalog.ids
+    texts = [line for scope in catalog for line in scope.capabilities]
+    labels = [pos for pos, scope in enumerate(catalog) for _ in scope.capabilities]
+    for expert, text in load_examples(catalog):
+        texts.append(text)
+        labels.append(ids.index(expert))
+    return texts, labels
+
+
 def build_index(catalog: Catalog, embedder: Embedder, probe: LexicalProbe | None = None) -> ExpertIndex:
     """Embed every scope line of the catalog and train the learned term (no disk access).
 
@@ -205,8 +219,8 @@ def build_index(catalog: Catalog, embedder: Embedder, probe: LexicalProbe | None
     cap_vecs = check_vectors(vectors[: len(cap_texts)], embedder.dim, "expert capability vectors")
     exc_vecs = check_vectors(vectors[len(cap_texts) : n_lines], embedder.dim, "expert exclusion vectors")
     if examples and probe is None:
-        labels = np.asarray(cap_owners + [ids.index(e) for e, _ in examples], dtype=np.int64)
-        probe = train_probe(cap_texts + [text for _, text in examples], labels, len(ids))
+        texts, labels = probe_training_rows(catalog)
+        probe = train_probe(texts, np.asarray(labels, dtype=np.int64), len(ids))
     return ExpertIndex(
         expert_ids=ids,
         capability=_line_index(cap_vecs, cap_owners, cap_texts),

@@ -234,11 +234,12 @@ class FastStage:
 
     Args:
         build: Makes the first-stage router (static embedder and its own index). It runs at most once; if it
-            fails, the failure is logged and every text goes to the encoder (the stage only saves time).
+            fails (or makes none), the failure is logged and every text goes to the encoder (the stage only saves
+            time).
     """
 
-    def __init__(self, build: Callable[[], ExpertRouter]) -> None:
-        self._build: Callable[[], ExpertRouter] | None = build
+    def __init__(self, build: Callable[[], ExpertRouter | None]) -> None:
+        self._build: Callable[[], ExpertRouter | None] | None = build
         self._router: ExpertRouter | None = None
         self._lock = threading.Lock()
 

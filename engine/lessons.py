@@ -1,0 +1,116 @@
+"""A user's routing lessons in the Store: what ``coe feedback`` taught the router, kept or rolled back, and why.
+
+``coe feedback THREAD good --slot S`` confirms where the router sent slot S; ``bad --slot S --route-to EXPERT``
+corrects it. Each is checked (:func:`experts.routing.lessons.check_lesson`: plausible, and no drift on the guard
+set) and recorded under ``(<user>, "memory", "routing")`` with its verdict: ``kept`` lessons train the router of
+the user's later runs (``nodes.route_slots``), ``refused`` ones stay as a record of what was asked and
+why it was not learned. ``coe memory forget --run ID`` removes a run's lessons with its facts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from engine.memory import ItemStore
+from experts.routing import ExpertRouter
+from experts.routing.lessons import Lesson, LessonCheck, check_lesson
+
+__all__ = ["LessonRecord", "RoutingLessons"]
+
+_SCAN = 10_000
+
+
+@dataclass(frozen=True)
+class LessonRecord:
+    """One lesson as stored."""
+
+    id: str
+    text: str
+    expert: str
+    routed: str
+    """Where the router sent the text when the lesson was given."""
+    kept: bool
+    reason: str
+    run_id: str | None
+    slot: str | None
+    note: str
+    created_at: str
+    guard: str
+    """The guard set's score with the lesson (``right/total``), or empty when it was refused before training."""
+
+    @property
+    def lesson(self) -> Lesson:
+        """The text and expert."""
+        return Lesson(self.text, self.expert)
+
+
+class RoutingLessons:
+    """A user's routing lessons in a Store."""
+
+    def __init__(self, store: ItemStore, user: str) -> None:
+        self.store = store
+        self.namespace = (user, "memory", "routing")
+
+    def records(self) -> list[LessonRecord]:
+        """Every lesson given, kept or not, oldest first."""
+        items = self.store.search(self.namespace, limit=_SCAN)
+        return sorted((_record(item.key, item.value) for item in items), key=lambda r: (r.created_at, r.id))
+
+    def kept(self) -> list[Lesson]:
+        """The lessons the router learns from, oldest first."""
+        return [r.lesson for r in self.records() if r.kept]
+
+    def teach(
+        self,
+        router: ExpertRouter,
+        lesson: Lesson,
+        run_id: str | None = None,
+        slot: str | None = None,
+        note: str = "",
+    ) -> tuple[LessonRecord, LessonCheck]:
+        """Check ``lesson`` against ``router`` (the one without lessons) and record it, kept or refused."""
+        check = check_lesson(router, self.kept(), lesson)
+        record = LessonRecord(
+            id=str(uuid.uuid4()),
+            text=lesson.text,
+            expert=lesson.expert,
+            routed=check.routed_before,
+            kept=check.kept,
+            reason=check.reason,
+            run_id=run_id,
+            slot=slot,
+            note=note,
+            created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+            guard="" if check.guard_after is None else f"{check.guard_after.right}/{check.guard_after.total}",
+        )
+        self.store.put(self.namespace, record.id, dict(record.__dict__), index=False)
+        return record, check
+
+    def forget_run(self, run_id: str) -> list[LessonRecord]:
+        """Remove every lesson given about a run (``run_id`` or a prefix of it); the lessons removed."""
+        gone = [r for r in self.records() if r.run_id is not None and r.run_id.startswith(run_id)]
+        for record in gone:
+            self.store.delete(self.namespace, record.id)
+        return gone
+
+
+def _record(key: str, value: dict[str, Any]) -> LessonRecord:
+    def text(name: str) -> str:
+        return str(value.get(name) or "")
+
+    return LessonRecord(
+        id=key,
+        text=text("text"),
+        expert=text("expert"),
+        routed=text("routed"),
+        kept=bool(value.get("kept")),
+        reason=text("reason"),
+        run_id=value.get("run_id"),
+        slot=value.get("slot"),
+        note=text("note"),
+        created_at=text("created_at"),
+        guard=text("guard"),
+    )

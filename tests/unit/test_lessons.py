@@ -1,0 +1,98 @@
+"""Routing lessons (issue 20): a person's word on a slot's expert trains the router, within bounds, without drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from langgraph.store.memory import InMemoryStore
+from typer.testing import CliRunner
+
+import experts.routing.lessons as lessons_module
+from cli.main import app
+from engine.lessons import RoutingLessons
+from experts.routing import get_router
+from experts.routing.lessons import Lesson, check_lesson, guard_score, router_with_lessons
+
+MISROUTED = "Explain to the finance team why the report query is now faster."
+"""The router sends it to the SQL expert: the words are about a query; the work is an explanation."""
+PARAPHRASE = "Tell the finance team in simple terms what changed to make the report query fast."
+WRONG = Lesson("Write a SQL query that joins orders and customers and returns last month's totals.", "creative_writer")
+
+
+def test_a_correction_is_learned_for_the_text_and_its_paraphrase_and_the_shipped_router_is_untouched() -> None:
+    router = get_router()
+    assert router.route(MISROUTED).expert == "sql_specialist"
+    check = check_lesson(router, [], Lesson(MISROUTED, "technical_writer"))
+    assert check.kept and check.routed_before == "sql_specialist" and check.routed_after == "technical_writer"
+    assert check.guard_after is not None and check.guard_after.right >= check.guard_base.right - 1
+    taught = router_with_lessons(router, [Lesson(MISROUTED, "technical_writer")])
+    assert [r.expert for r in taught.route_many([MISROUTED, PARAPHRASE])] == ["technical_writer"] * 2
+    assert router.route(MISROUTED).expert == "sql_specialist"  # a user's lessons never change the shared router
+    assert router_with_lessons(router, []) is router
+
+
+def test_a_lesson_far_from_what_the_scope_documents_say_is_refused_as_implausible() -> None:
+    check = check_lesson(get_router(), [], WRONG)
+    assert not check.kept and check.reason.startswith("not plausible: creative_writer scores")
+    assert check.gap > lessons_module.PLAUSIBLE_GAP and check.guard_after is None
+
+
+def test_a_lesson_that_costs_guard_texts_is_rolled_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    router = get_router()
+    base = guard_score(router, router.catalog)
+    assert base.total == 125
+    monkeypatch.setattr(lessons_module, "DRIFT_TOLERANCE", -1)  # any lesson now "costs" one text more than allowed
+    check = check_lesson(router, [], Lesson(MISROUTED, "technical_writer"))
+    assert not check.kept and check.reason.startswith("rolled back: with it the router gets")
+
+
+def test_only_the_latest_word_on_a_text_counts_and_at_most_max_lessons() -> None:
+    lessons = [Lesson("Text  one", "a"), Lesson("text one", "b"), *[Lesson(f"t{i}", "c") for i in range(300)]]
+    bounded = lessons_module._bounded(lessons)
+    assert len(bounded) == lessons_module.MAX_LESSONS and bounded[-1].text == "t299"
+    assert lessons_module._bounded(lessons[:2]) == [Lesson("text one", "b")]
+
+
+def test_lessons_are_kept_per_user_with_their_verdict_and_forgotten_by_run() -> None:
+    store = InMemoryStore()
+    alice = RoutingLessons(store, "alice")
+    kept, _ = alice.teach(get_router(), Lesson(MISROUTED, "technical_writer"), run_id="run-1", slot="S")
+    refused, _ = alice.teach(get_router(), WRONG, run_id="run-2", slot="Q")
+    assert kept.kept and not refused.kept and kept.guard.endswith("/125")
+    assert alice.kept() == [Lesson(MISROUTED, "technical_writer")]
+    assert [r.id for r in alice.records()] == [kept.id, refused.id]
+    assert RoutingLessons(store, "bob").records() == []
+    assert [r.id for r in alice.forget_run("run-1")] == [kept.id] and alice.kept() == []
+
+
+def test_coe_feedback_route_to_teaches_the_next_runs_routing(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    slots = [
+        {"id": "S", "title": "Explain the change", "description": MISROUTED},
+        {"id": "Q", "title": "The query", "description": WRONG.text},
+    ]
+    plan.write_text(yaml.safe_dump({"id": "fix", "title": "Fix the report", "slots": slots}), encoding="utf-8")
+    cp = ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
+    runner = CliRunner()
+    run = ["run", "Fix the report", "--framework", str(plan), "--backend", "fake", *cp]
+    assert runner.invoke(app, [*run, "--thread", "first"]).exit_code == 0
+
+    refused = runner.invoke(app, ["feedback", "first", "good", "--route-to", "technical_writer", *cp])
+    assert refused.exit_code == 2 and "--route-to" in refused.stderr
+    unknown = runner.invoke(app, ["feedback", "first", "bad", "--slot", "S", "--route-to", "poet", *cp])
+    assert unknown.exit_code == 2 and "'poet' is not an expert" in unknown.stderr
+    taught = runner.invoke(app, ["feedback", "first", "bad", "--slot", "S", "--route-to", "technical_writer", *cp])
+    assert taught.exit_code == 0 and "routing lesson kept: slots like S go to technical_writer" in taught.stdout
+    wrong = runner.invoke(app, ["feedback", "first", "bad", "--slot", "Q", "--route-to", "creative_writer", *cp])
+    assert wrong.exit_code == 0 and "routing lesson not kept: not plausible" in wrong.stdout
+    listed = runner.invoke(app, ["memory", "lessons", *cp])
+    assert "kept     sql_specialist -> technical_writer" in listed.stdout
+    assert "refused  sql_specialist -> creative_writer" in listed.stdout
+
+    assert runner.invoke(app, [*run, "--thread", "second"]).exit_code == 0
+    shown = runner.invoke(app, ["show", "second", "--json", *cp])
+    routing = __import__("json").loads(shown.stdout)["routing"]
+    assert routing["S"]["expert"] == "technical_writer" and "learned 1 routing lesson(s)" in routing["S"]["reason"]
+    assert routing["Q"]["expert"] == "sql_specialist"
