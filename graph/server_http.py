@@ -10,7 +10,8 @@ headers (so a thread the caller may not see stays a 404 from the server itself),
 * 409 when no question is waiting: ``thread <id> has no question waiting for an answer``;
 * 422 when ``resume`` maps interrupt ids the thread does not have (naming the ones it has), or is empty.
 
-Everything else passes through untouched. ``langgraph.json`` names :data:`app` under ``http``.
+Everything else passes through untouched. ``langgraph.json`` names :data:`app` under ``http``; the app also serves
+``POST /threads/{id}/feedback`` (:mod:`graph.server_feedback`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from graph.server_feedback import feedback_route
 
 __all__ = ["ResumeCheck", "app", "resume_problem"]
 
@@ -115,5 +118,6 @@ async def _answer(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-app = Starlette(middleware=[Middleware(ResumeCheck)])
-"""The server's extra HTTP app: no routes of its own, the resume check on the built-in ones."""
+app = Starlette(routes=[feedback_route], middleware=[Middleware(ResumeCheck)])
+"""The server's extra HTTP app: ``POST /threads/{id}/feedback`` (:mod:`graph.server_feedback`), and the resume check
+on the built-in routes."""

@@ -464,3 +464,45 @@ def test_each_multitask_strategy_over_the_api(server: Server, tmp_path: Path, st
     elif strategy != "interrupt":  # (interrupted at once, a run may not have saved a checkpoint yet)
         assert first_id in run_ids
     assert later["status"] == "completed"  # the server was not stalled
+
+
+def test_feedback_over_the_api_teaches_the_routing_of_the_next_run(server: Server) -> None:
+    import httpx
+
+    misrouted = "Explain to the finance team why the report query is now faster."
+    framework = {
+        "id": "fix",
+        "title": "Fix the report",
+        "slots": [{"id": "S", "title": "Explain", "description": misrouted}],
+    }
+    run_input = {"task": "Fix the report", "options": {"framework": framework}}
+
+    async def scenario(client: Any) -> tuple[list[Any], dict[str, Any], str]:
+        first = (await client.threads.create())["thread_id"]
+        await client.runs.wait(first, "college_of_experts", input=run_input)
+        problems = []
+        for body in ({"verdict": "meh"}, {"verdict": "bad", "slot": "Z"}, {"verdict": "good", "when": "now"}):
+            try:
+                await client.http.post(f"/threads/{first}/feedback", json=body)
+            except httpx.HTTPStatusError as exc:
+                problems.append((exc.response.status_code, exc.response.json()))
+        try:
+            await client.http.post("/threads/00000000-0000-0000-0000-000000000000/feedback", json={"verdict": "good"})
+        except httpx.HTTPStatusError as exc:
+            problems.append((exc.response.status_code, None))
+        answer = await client.http.post(
+            f"/threads/{first}/feedback", json={"verdict": "bad", "slot": "S", "route_to": "technical_writer"}
+        )
+        second = (await client.threads.create())["thread_id"]
+        await client.runs.wait(second, "college_of_experts", input=run_input)
+        values = dict((await client.threads.get_state(second))["values"])
+        before = dict((await client.threads.get_state(first))["values"])["routing"]["S"]["expert"]
+        return problems, {"answer": answer, "values": values}, before
+
+    problems, got, before = server.run(scenario)
+    assert [p[0] for p in problems] == [422, 422, 422, 404]
+    assert problems[0][1]["field"] == "verdict" and problems[1][1]["field"] == "slot"
+    assert "unknown field(s) when" in problems[2][1]["detail"]
+    answer = got["answer"]
+    assert before == "sql_specialist" and answer["lesson"]["kept"] and answer["lesson"]["expert"] == "technical_writer"
+    assert got["values"]["routing"]["S"]["expert"] == "technical_writer"
