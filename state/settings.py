@@ -240,9 +240,15 @@ PROCESS_ENV: dict[str, str] = {
 """Environment variables of the process, not of a run: read when needed, never recorded in a checkpoint."""
 
 
-def process_env(name: str) -> str | None:
-    """The value of a process variable of :data:`PROCESS_ENV` (None when unset or blank)."""
-    if name not in PROCESS_ENV:
+def process_env(name: str, named_by: str | None = None) -> str | None:
+    """The value of a process variable of :data:`PROCESS_ENV` (None when unset or blank).
+
+    Args:
+        name: The variable.
+        named_by: Where a variable outside :data:`PROCESS_ENV` was named (an expert's endpoint names the variable
+            of its server's key): it may then be read too.
+    """
+    if name not in PROCESS_ENV and named_by is None:
         raise KeyError(f"{name} is not a process variable; known: {', '.join(PROCESS_ENV)}")
     value = os.environ.get(name, "").strip()
     return value or None

@@ -4,6 +4,8 @@ Routing records each slot's binding before any slot runs, execution runs the slo
 an expert on it, and template adaptation asks the planner model on it. All four ask :func:`resolve_binding`:
 
 * a faux expert (a persona) runs on the base model;
+* a true expert with its own endpoint runs on that server (the binding's model is the endpoint's reference,
+  :class:`experts.models.endpoint.Endpoint`);
 * a true expert runs on its own model when true experts are on and its model can be loaded; when the model
   is unavailable, its scope's ``fallback`` decides: ``base`` runs it as a persona over the base model (the
   binding says why, for a warning and the ledger), ``error`` makes the binding an error the caller raises;
@@ -20,6 +22,7 @@ from typing import Literal
 
 from experts.catalog.scopes import Catalog, ExpertScope
 from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL
+from experts.models.endpoint import Endpoint
 from experts.models.pool import model_unavailable
 from state.settings import Settings
 
@@ -56,9 +59,14 @@ def resolve_binding(settings: Settings, expert: ExpertScope | None = None, *, mo
             base model). A role's missing model always falls back to the base model.
     """
     if expert is not None:
-        if not expert.is_true_expert or expert.model.model is None or not settings.true_experts:
+        own = expert.model
+        if not expert.is_true_expert or (own.model is None and own.endpoint is None) or not settings.true_experts:
             return Binding(None, "faux")
-        wanted, fatal = expert.model.model, expert.model.fallback == "error"
+        if own.endpoint is not None:  # its own server: reached over HTTP whatever the run's backend
+            endpoint = Endpoint(own.endpoint.url, own.endpoint.model or own.model, own.endpoint.api_key_env)
+            return Binding(endpoint.ref(), "true")
+        assert own.model is not None
+        wanted, fatal = own.model, own.fallback == "error"
     elif model:
         wanted, fatal = model, False
     else:
@@ -79,7 +87,8 @@ def escalation_binding(settings: Settings, catalog: Catalog, current: str | None
         return None
     here = _size(current if current is not None else settings.model_path)
     found: tuple[int, str] | None = None
-    for name in dict.fromkeys(s.model.model for s in catalog if s.is_true_expert and s.model.model):
+    local = (s.model.model for s in catalog if s.is_true_expert and s.model.model and s.model.endpoint is None)
+    for name in dict.fromkeys(local):
         if name is None or name == current or model_unavailable(settings, name) is not None:
             continue
         size = _size(name)

@@ -52,6 +52,20 @@ def _lines(text: str) -> list[str]:
     return out
 
 
+class EndpointSpec(BaseModel):
+    """A true expert's own OpenAI-compatible server (see :mod:`experts.models.endpoint`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(pattern=r"^https?://\S+$", description="The server's OpenAI base URL (http://host:port/v1).")
+    model: str | None = Field(default=None, description="The model name sent (default: the expert's model name).")
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The environment variable holding the server's API key (default: COE_REMOTE_API_KEY).",
+    )
+
+
 class ModelBinding(BaseModel):
     """Which model an expert runs on."""
 
@@ -62,6 +76,10 @@ class ModelBinding(BaseModel):
     )
     model: str | None = Field(
         default=None, description="For a true expert: a bundled model name or the path of a GGUF file."
+    )
+    endpoint: EndpointSpec | None = Field(
+        default=None,
+        description="For a true expert: the OpenAI-compatible server its model runs on, whatever the run's backend.",
     )
     fallback: Literal["base", "error"] = Field(
         default="base",
@@ -302,8 +320,10 @@ def _validate_scope(path: Path, data: Any, errors: list[str]) -> ExpertScope | N
         )
     if len(scope.exclusions) < MIN_EXCLUSION_LINES:
         errors.append(f"{path}: exclusion_scope: is empty; list the boundaries, one per line")
-    if scope.model.binding == "true" and scope.model.model is None:
-        errors.append(f"{path}: model.model: a true expert needs a bundled model name or a GGUF path")
+    if scope.model.binding == "true" and scope.model.model is None and scope.model.endpoint is None:
+        errors.append(f"{path}: model.model: a true expert needs a bundled model name, a GGUF path or an endpoint")
+    if scope.model.binding == "faux" and scope.model.endpoint is not None:
+        errors.append(f"{path}: model.endpoint: only a true expert runs on its own endpoint; use binding: true")
     if scope.model.binding == "faux" and scope.model.model is not None:
         errors.append(f"{path}: model.model: a faux expert uses the base model; remove model or use binding: true")
     if scope.kind == "general" and scope.id != GENERAL_EXPERT:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from experts.models import residency, status
 from experts.models.bundled import resolve_model_path
+from experts.models.endpoint import Endpoint
 from experts.models.protocol import Generation, GenerationRequest
 from experts.models.residency import ModelPool, PoolEntry
 from state.errors import ConfigError, GenerationStopped, ModelUnavailableError
@@ -144,11 +145,22 @@ def _backend_factory(settings: Settings, model: str | None) -> tuple[tuple[objec
     """The pool key, a label and a constructor of the backend for ``model`` under ``settings``."""
     # Each backend's module is imported by the first model of that backend: the remote one imports httpx (0.2 s),
     # which runs that never use it (and commands such as coe route) should not pay.
+    key: tuple[object, ...]
+    endpoint = Endpoint.parse(model)
+    if endpoint is not None:  # an expert's own server, whatever the run's backend
+        from experts.models.remote import API_KEY_ENV, RemoteBackend
+
+        on_it = settings.model_copy(update={"remote_url": endpoint.url})
+        key_env = endpoint.key_env or API_KEY_ENV
+        secret = process_env(key_env, named_by="an expert's endpoint")
+        key = ("endpoint", endpoint.url, endpoint.model, settings.remote_timeout, settings.remote_retries, secret)
+        sent = endpoint.model or ""  # "" sends the default name, never the run's local model path
+        return key, f"remote:{endpoint.label}", lambda: RemoteBackend.from_settings(on_it, sent, key_env)
     if settings.backend == "remote":
         from experts.models.remote import API_KEY_ENV, RemoteBackend
 
         name = model if model is not None else (settings.remote_model or settings.model_path)
-        key: tuple[object, ...] = (
+        key = (
             "remote",
             settings.remote_url,
             name,
@@ -179,7 +191,7 @@ def model_unavailable(settings: Settings, model: str) -> str | None:
     Only the llama backend loads model files; other backends stand in for any model (a remote server is sent
     the model's name and answers for it, or fails the slot with an error naming the model).
     """
-    if settings.backend != "llama":
+    if settings.backend != "llama" or Endpoint.parse(model) is not None:
         return None
     try:
         resolve_model_path(model)

@@ -16,7 +16,7 @@ from experts.models.pool import BACKENDS, clear_backends, get_backend, model_una
 from experts.models.protocol import ChatMessage, GenerationRequest
 from experts.models.remote import RemoteBackend, RemoteBackendError
 from state.context import RunContext, resolve_settings
-from state.errors import BackendError, ConfigError
+from state.errors import BackendError, ConfigError, GenerationStopped
 
 URL = "http://remote.test/v1"
 REQUEST = GenerationRequest(
@@ -57,7 +57,7 @@ class Recorder:
 
 
 def backend(handler: Callable[[httpx.Request], httpx.Response], **kwargs: Any) -> RemoteBackend:
-    return RemoteBackend(URL, transport=httpx.MockTransport(handler), backoff=0.0, **kwargs)
+    return RemoteBackend(URL, transport=httpx.MockTransport(handler), **kwargs)
 
 
 def test_success_maps_the_answer_and_usage() -> None:
@@ -70,19 +70,19 @@ def test_success_maps_the_answer_and_usage() -> None:
     assert str(request.url) == "http://remote.test/v1/chat/completions" and request.method == "POST"
     body = rec.bodies()[0]
     assert body["model"] == "qwen" and body["max_tokens"] == 50 and body["temperature"] == 0.2
-    assert body["seed"] == 3 and body["stream"] is False
+    assert body["seed"] == 3 and body["stream"] is False and "max_completion_tokens" not in body
     assert body["messages"] == [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi"}]
     assert "grammar" not in body
     assert "authorization" not in request.headers
 
 
-def test_missing_usage_counts_zero_and_no_model_field_when_unnamed() -> None:
+def test_missing_usage_counts_zero_and_a_default_model_name_when_unnamed() -> None:
     answer = completion()
     del answer["usage"]
     rec = Recorder((200, answer))
     gen = backend(rec).generate(REQUEST)
     assert (gen.prompt_tokens, gen.completion_tokens) == (0, 0)
-    assert "model" not in rec.bodies()[0]
+    assert rec.bodies()[0]["model"] == "default"
 
 
 def test_api_key_is_sent_as_bearer() -> None:
@@ -168,6 +168,75 @@ def test_connection_refused_names_the_url_after_retries() -> None:
     assert len(rec.requests) == 2
 
 
+def sse(*pieces: str, finish: str = "stop") -> str:
+    """A streamed chat completion: one chunk per piece, then the finish reason, then [DONE]."""
+
+    def event(delta: dict[str, Any], reason: str | None = None) -> str:
+        chunk = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "model": "served-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+        }
+        return f"data: {json.dumps(chunk)}\n\n"
+
+    body = event({"role": "assistant", "content": ""}) + "".join(event({"content": p}) for p in pieces)
+    return body + event({}, finish) + "data: [DONE]\n\n"
+
+
+def streaming(text: str) -> Callable[[httpx.Request], httpx.Response]:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        assert body["stream"] is True and body["max_tokens"] == 50
+        return httpx.Response(200, text=text, headers={"content-type": "text/event-stream"})
+
+    return handler
+
+
+def test_a_watched_generation_streams_each_piece_as_the_server_writes_it() -> None:
+    seen: list[str] = []
+    request = GenerationRequest(messages=REQUEST.messages, max_tokens=50, slot_id="s1", on_token=seen.append)
+    gen = backend(streaming(sse("## Outline", "\n1.", " Hi", finish="length"))).generate(request)
+    assert seen == ["## Outline", "\n1.", " Hi"] and gen.text == "## Outline\n1. Hi"
+    assert (gen.completion_tokens, gen.finish_reason, gen.model) == (3, "length", "served-model")
+
+
+def test_a_cancelled_run_stops_reading_the_stream() -> None:
+    cancel = threading.Event()
+    seen: list[str] = []
+
+    def watch(piece: str) -> None:
+        seen.append(piece)
+        cancel.set()
+
+    request = GenerationRequest(messages=REQUEST.messages, max_tokens=50, slot_id="s1", on_token=watch, cancel=cancel)
+    with pytest.raises(GenerationStopped, match="cancelled") as info:
+        backend(streaming(sse("a", "b", "c"))).generate(request)
+    assert seen == ["a"] and info.value.reason == "cancelled"
+
+
+def test_a_time_limit_ends_the_streamed_answer_where_it_is() -> None:
+    request = GenerationRequest(messages=REQUEST.messages, max_tokens=50, time_limit=0.0)
+    gen = backend(streaming(sse("first", "second"))).generate(request)
+    assert gen.text == "first" and gen.finish_reason == "time"
+
+
+def test_streamed_tokens_reach_the_graph_once_not_also_through_the_chat_models_callbacks() -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.runnables import RunnableLambda
+
+    class Count(BaseCallbackHandler):
+        tokens = 0
+
+        def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+            Count.tokens += 1
+
+    b = backend(streaming(sse("x", "y")))
+    request = GenerationRequest(messages=REQUEST.messages, max_tokens=50, on_token=lambda piece: None)
+    RunnableLambda(lambda _: b.generate(request)).invoke(None, {"callbacks": [Count()]})
+    assert Count.tokens == 0
+
+
 # --- a real socket: http.server in a thread --------------------------------------------------------------
 
 
@@ -178,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
         body = json.loads(self.rfile.read(length))
-        type(self).seen.append((self.path, dict(self.headers), body))
+        type(self).seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
         time.sleep(type(self).delay)
         payload = json.dumps(completion("## Outline\n1. Real socket")).encode()
         try:
@@ -217,12 +286,12 @@ def test_over_a_real_socket(server: str) -> None:
         b.close()
     assert gen.text == "## Outline\n1. Real socket" and gen.completion_tokens == 7
     ((path, headers, body),) = _Handler.seen
-    assert path == "/v1/chat/completions" and headers["Authorization"] == "Bearer k1" and body["model"] == "m"
+    assert path == "/v1/chat/completions" and headers["authorization"] == "Bearer k1" and body["model"] == "m"
 
 
 def test_read_timeout_is_not_retried_and_says_what_to_raise(server: str) -> None:
     _Handler.delay = 1.0
-    b = RemoteBackend(server, timeout=0.2, retries=3, backoff=0.0)
+    b = RemoteBackend(server, timeout=0.2, retries=3)
     try:
         expected = r"did not answer within 0.2 s \(ReadTimeout\).*COE_REMOTE_TIMEOUT"
         with pytest.raises(RemoteBackendError, match=expected):
@@ -268,7 +337,7 @@ def test_pool_caches_remote_backends_by_url_and_model(monkeypatch: pytest.Monkey
         assert isinstance(coder, RemoteBackend) and coder.model == "qwen2.5-coder-1.5b" and coder is not base
         other = get_backend(s.model_copy(update={"remote_url": "http://h:2/v1"})).backend
         assert other is not base
-        assert base._client.headers["authorization"] == "Bearer sk-env"
+        assert base.chat.openai_api_key is not None and base.chat.openai_api_key.get_secret_value() == "sk-env"
     finally:
         clear_backends()
     assert model_unavailable(s, "no-such-model.gguf") is None

@@ -1,0 +1,149 @@
+"""An endpoint per expert (issue 19): true experts on their own OpenAI-compatible servers, one plan using two."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from langgraph.checkpoint.memory import InMemorySaver
+
+from experts.catalog import load_catalog, resolve_binding
+from experts.models.endpoint import Endpoint
+from graph import build_graph
+from graph.persistence import serializer
+from state import Passport
+from state.context import resolve_settings
+from state.errors import ConfigError
+from state.io import RunInput
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSWERS = {
+    "coder-on-a": "```python\ndef add(a: int, b: int) -> int:\n    return a + b\n```\n",
+    "sql-on-b": "```sql\nSELECT customer_id, SUM(total) AS spent FROM orders GROUP BY customer_id;\n```\n",
+}
+
+
+class _Server(BaseHTTPRequestHandler):
+    """An OpenAI-compatible server that answers with the text of the model it is asked for (streamed or not)."""
+
+    seen: list[tuple[int, str, str | None]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append((self.server.server_address[1], body["model"], self.headers.get("authorization")))
+        text = ANSWERS.get(body["model"], "unknown model")
+        if body.get("stream"):
+            chunks = [{"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}]
+            chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            payload = "".join(
+                f"data: {json.dumps({'id': 'c', 'object': 'chat.completion.chunk', 'model': body['model'], **c})}\n\n"
+                for c in chunks
+            )
+            self._send(payload + "data: [DONE]\n\n", "text/event-stream")
+        else:
+            answer = {"id": "c", "object": "chat.completion", "model": body["model"]}
+            answer["choices"] = [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ]
+            self._send(json.dumps(answer), "application/json")
+
+    def _send(self, text: str, kind: str) -> None:
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def two_servers() -> Iterator[tuple[str, str]]:
+    _Server.seen = []
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), _Server) for _ in range(2)]
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
+    for t in threads:
+        t.start()
+    try:
+        yield tuple(f"http://127.0.0.1:{s.server_address[1]}/v1" for s in servers)  # type: ignore[misc]
+    finally:
+        for s in servers:
+            s.shutdown()
+            s.server_close()
+
+
+def _catalog(tmp: Path, coder: dict[str, Any], sql: dict[str, Any]) -> Path:
+    """The shipped catalog with python_coder and sql_specialist bound to the given ``model`` blocks."""
+    target = tmp / "scopes"
+    shutil.copytree(ROOT / "config" / "expert_scopes", target)
+    for name, model in (("python_coder", coder), ("sql_specialist", sql)):
+        path = target / f"{name}.yaml"
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc["model"] = model
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return target
+
+
+def test_an_endpoint_reference_round_trips_and_a_model_name_is_not_one() -> None:
+    endpoint = Endpoint("http://10.0.0.5:8000/v1/", "qwen2.5-coder-1.5b", "CODER_KEY")
+    ref = endpoint.ref()
+    assert ref == "http://10.0.0.5:8000/v1#model=qwen2.5-coder-1.5b&key=CODER_KEY"
+    assert Endpoint.parse(ref) == Endpoint("http://10.0.0.5:8000/v1", "qwen2.5-coder-1.5b", "CODER_KEY")
+    assert Endpoint.parse("qwen2.5-coder-1.5b") is None and Endpoint.parse("/models/x.gguf") is None
+
+
+def test_a_faux_expert_cannot_name_an_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scopes = _catalog(tmp_path, {"binding": "faux", "endpoint": {"url": "http://h:1/v1"}}, {"binding": "faux"})
+    monkeypatch.setenv("COE_EXPERT_SCOPES", str(scopes))
+    with pytest.raises(ConfigError, match=r"python_coder.yaml: model.endpoint: only a true expert"):
+        load_catalog()
+
+
+def test_two_experts_on_two_servers_in_one_plan(
+    two_servers: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = two_servers
+    coder = {"binding": "true", "model": "qwen2.5-coder-1.5b", "endpoint": {"url": a, "model": "coder-on-a"}}
+    sql = {"binding": "true", "endpoint": {"url": b, "model": "sql-on-b", "api_key_env": "SQL_SERVER_KEY"}}
+    monkeypatch.setenv("COE_EXPERT_SCOPES", str(_catalog(tmp_path, coder, sql)))
+    monkeypatch.setenv("SQL_SERVER_KEY", "sk-sql")
+    settings = resolve_settings({"backend": "fake"}, env={})
+    binding = resolve_binding(settings, load_catalog().get("python_coder"))
+    assert binding.kind == "true" and Endpoint.parse(binding.model) == Endpoint(a, "coder-on-a")
+    assert (
+        resolve_binding(settings.model_copy(update={"true_experts": False}), load_catalog().get("python_coder")).model
+        is None
+    )
+
+    framework = {
+        "id": "two",
+        "title": "Two servers",
+        "slots": [
+            {"id": "code", "title": "Function", "description": "Write a Python function that adds two integers."},
+            {
+                "id": "query",
+                "title": "Query",
+                "description": "Write the SQL query that totals the orders per customer.",
+            },
+        ],
+    }
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "two-servers"}}
+    graph.invoke(RunInput(task="Add and total", options={"framework": framework}), config, context={"backend": "fake"})
+    state = Passport.model_validate(graph.get_state(config).values)
+    assert state.routing["code"].expert == "python_coder" and state.routing["query"].expert == "sql_specialist"
+    assert state.routing["code"].model == f"{a}#model=coder-on-a"
+    assert "def add" in state.results["code"].raw and "SUM(total)" in state.results["query"].raw
+    ports = {int(u.rsplit(":", 1)[1].split("/")[0]): u for u in (a, b)}
+    asked = {(ports[port], model, auth) for port, model, auth in _Server.seen}
+    assert (a, "coder-on-a", None) in asked and (b, "sql-on-b", "Bearer sk-sql") in asked
+    assert {model for _, model, _ in asked} == {"coder-on-a", "sql-on-b"}  # nothing else went to the servers
