@@ -123,6 +123,33 @@ def episodes(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None
         print(f"{e.run_id[:8]}  {e.created_at[:10]}  {e.status:<9} {plan:<32} {passed:<11} {e.task[:60]}")
 
 
+@memory_app.command("show")
+def show(
+    item_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A fact's id, a run's id or a lesson's id (or a prefix).")
+    ],
+    checkpoint: CheckpointOpt = None,
+) -> None:
+    """Everything remembered under one id: a fact, a run's after-action record (with feedback) or a routing lesson."""
+    from engine.lessons import RoutingLessons
+    from engine.memory import EpisodeMemory
+    from state.errors import InputError
+
+    with user_errors(), _memory(checkpoint) as memory:
+        found: list[tuple[str, dict[str, object]]] = [
+            ("fact", _row(f)) for f in memory.facts() if f.id.startswith(item_id)
+        ]
+        episodes = EpisodeMemory(memory.store, memory.user, memory.embedder).episodes()
+        found += [("run", dict(e.__dict__)) for e in episodes if e.run_id.startswith(item_id)]
+        lessons = RoutingLessons(memory.store, memory.user).records()
+        found += [("routing lesson", dict(r.__dict__)) for r in lessons if r.id.startswith(item_id)]
+        if len(found) != 1:
+            what = "nothing is remembered under" if not found else f"{len(found)} items match"
+            raise InputError("id", f"{what} {item_id!r} (coe memory list, episodes or lessons show the ids)")
+    kind, item = found[0]
+    print(json.dumps({"kind": kind, **item}, indent=2, default=list))
+
+
 @memory_app.command("lessons")
 def lessons(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None:
     """List the routing lessons given with coe feedback (kept ones train the router; refused ones say why)."""

@@ -81,7 +81,10 @@ def test_every_problem_is_reported_at_once(scopes: Path) -> None:
     (scopes / "creative_writer.yaml").write_text("id: creative_writer\nsummary: [unclosed\n")
     message = _errors(scopes)
     assert "sql_specialist.yaml: kind: Input should be 'task', 'domain' or 'general'" in message
-    assert "math_reasoning.yaml: model.model: a true expert needs a bundled model name, a GGUF path or an endpoint" in message
+    assert (
+        "math_reasoning.yaml: model.model: a true expert needs a bundled model name, a GGUF path or an endpoint"
+        in message
+    )
     assert "creative_writer.yaml (line 3): not valid YAML" in message
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,9 +91,14 @@ def test_coe_feedback_route_to_teaches_the_next_runs_routing(tmp_path: Path) -> 
     listed = runner.invoke(app, ["memory", "lessons", *cp])
     assert "kept     sql_specialist -> technical_writer" in listed.stdout
     assert "refused  sql_specialist -> creative_writer" in listed.stdout
+    kept_id = json.loads(runner.invoke(app, ["memory", "lessons", "--json", *cp]).stdout)[0]["id"]
+    shown = json.loads(runner.invoke(app, ["memory", "show", kept_id[:8], *cp]).stdout)
+    assert shown["kind"] == "routing lesson" and shown["expert"] == "technical_writer" and shown["slot"] == "S"
+    record = json.loads(runner.invoke(app, ["memory", "show", shown["run_id"], *cp]).stdout)
+    assert record["kind"] == "run" and [f["verdict"] for f in record["feedback"]] == ["bad", "bad"]
+    assert runner.invoke(app, ["memory", "show", "zzzz", *cp]).exit_code == 2
 
     assert runner.invoke(app, [*run, "--thread", "second"]).exit_code == 0
-    shown = runner.invoke(app, ["show", "second", "--json", *cp])
-    routing = __import__("json").loads(shown.stdout)["routing"]
+    routing = json.loads(runner.invoke(app, ["show", "second", "--json", *cp]).stdout)["routing"]
     assert routing["S"]["expert"] == "technical_writer" and "learned 1 routing lesson(s)" in routing["S"]["reason"]
     assert routing["Q"]["expert"] == "sql_specialist"
