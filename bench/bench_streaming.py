@@ -11,6 +11,9 @@ backend, one repetition (a test of the benchmark, not a measurement).
    this process (``stream_mode="messages"``), and through ``langgraph dev`` with langgraph-sdk
    (``messages-tuple``), alternating, ``--repeats`` times each after one warm-up run each: seconds from the
    request to the first token of the slot. The server loads its own copy of the model in the warm-up.
+3. **A follow-up turn** (issue 20). Right after each run over the API, a second run on the same thread asks a
+   follow-up (:data:`FOLLOW_UP`): the first run is now a turn whose answer the new slot gets as working memory.
+   Seconds from the request to its first token, against the first turn's.
 """
 
 from __future__ import annotations
@@ -42,6 +45,22 @@ FRAMEWORK = parse_framework(
                 "id": "explain",
                 "title": "How a hash map works",
                 "description": PROMPT,
+                "expert": "general_reasoning",
+            }
+        ],
+    },
+    source="bench_streaming",
+)
+FOLLOW_UP_TASK = "Now compare it with a balanced search tree"
+FOLLOW_UP = parse_framework(
+    {
+        "id": "follow_up",
+        "title": "Follow-up",
+        "slots": [
+            {
+                "id": "compare",
+                "title": "Hash map or search tree",
+                "description": "Compare the hash map explained in the earlier turn with a balanced search tree.",
                 "expert": "general_reasoning",
             }
         ],
@@ -93,13 +112,15 @@ def first_token_in_process(context: dict[str, Any]) -> float:
     return first
 
 
-async def first_token_over_api(client: Any, context: dict[str, Any]) -> float:
-    thread = (await client.threads.create())["thread_id"]
+async def first_token_over_api(
+    client: Any, context: dict[str, Any], thread: str | None = None, follow_up: bool = False
+) -> float:
+    """Seconds to the first token of a run on ``thread`` (a new one if None), or of a follow-up; it runs to its end."""
+    thread = thread or (await client.threads.create())["thread_id"]
+    run = run_input(FOLLOW_UP, FOLLOW_UP_TASK) if follow_up else run_input(FRAMEWORK)
     t0 = time.perf_counter()
     first = None
-    async for part in client.runs.stream(
-        thread, GRAPH, input=run_input(FRAMEWORK), context=context, stream_mode=["messages-tuple"]
-    ):
+    async for part in client.runs.stream(thread, GRAPH, input=run, context=context, stream_mode=["messages-tuple"]):
         if part.event == "messages" and first is None:
             first = time.perf_counter() - t0
     assert first is not None, "no token was streamed"
@@ -108,17 +129,20 @@ async def first_token_over_api(client: Any, context: dict[str, Any]) -> float:
 
 async def first_tokens(workdir: Path, repeats: int, context: dict[str, Any], backend: str) -> dict[str, Any]:
     env = {"COE_BACKEND": backend, "COE_CHECKPOINT_URL": f"sqlite://{workdir / 'server.sqlite'}"}
-    times: dict[str, list[float]] = {"in_process": [], "api": []}
+    times: dict[str, list[float]] = {"in_process": [], "api": [], "api_follow_up": []}
     async with dev_server(env, workdir / "server.log") as client:
         first_token_in_process(context)  # warm-up: the models loaded in both processes
         await first_token_over_api(client, context)
         for _ in range(repeats):
             times["in_process"].append(round(await asyncio.to_thread(first_token_in_process, context), 3))
-            times["api"].append(round(await first_token_over_api(client, context), 3))
+            thread = (await client.threads.create())["thread_id"]
+            times["api"].append(round(await first_token_over_api(client, context, thread), 3))
+            times["api_follow_up"].append(round(await first_token_over_api(client, context, thread, True), 3))
     return {
         "times": times,
         "median_in_process": statistics.median(times["in_process"]),
         "median_api": statistics.median(times["api"]),
+        "median_api_follow_up": statistics.median(times["api_follow_up"]),
     }
 
 
@@ -147,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
                 ["pieces joined = the answer, every time", rates["pieces_join_to_the_text"], "True"],
                 ["first token in-process, stream_mode=messages (median s)", firsts["median_in_process"], ""],
                 ["first token over langgraph dev + sdk, messages-tuple (median s)", firsts["median_api"], ""],
+                [
+                    "first token of a follow-up turn on the same thread, over the API (median s)",
+                    firsts["median_api_follow_up"],
+                    "",
+                ],
             ],
         ),
     ]
