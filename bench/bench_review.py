@@ -23,6 +23,8 @@ Both documents are judged the same way:
 Reported: each rate per side, rubric coverage per side and by expert, tests passed, median seconds, and the
 harness's tokens generated and thrown away per kept token.
 
+Both answers of every task are written to ``<results>/<name>_documents/<id>.{harness,bare}.md``, to be read.
+
 Run: ``python -m bench.bench_review`` (hours on 2 cores: multi-slot plans); ``--limit N``, ``--ids a,b`` or
 ``--per-expert K`` for a subset; ``--quick``: three tasks on the fake backend (a test of the bench).
 """
@@ -41,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import bench_parser, md_table, write_results
+from bench.common import RESULTS_DIR, bench_parser, md_table, write_results
 from engine.artifacts import code_artifacts
 from engine.checks import STUB, code_blocks, repetition_check
 from engine.sandbox import SandboxLimits, run_python
@@ -166,7 +168,7 @@ def first_python(text: str) -> str:
     return blocks[0] if blocks else ""
 
 
-def run_one(graph: Any, settings: Any, context: dict[str, Any], item: dict[str, Any]) -> Row:
+def run_one(graph: Any, settings: Any, context: dict[str, Any], item: dict[str, Any], docs: Path | None = None) -> Row:
     row = Row(id=item["id"], expert=item["expert"], kind=item["kind"])
     config = {"configurable": {"thread_id": f"review-{uuid.uuid4()}"}}
     t0 = time.perf_counter()
@@ -195,6 +197,10 @@ def run_one(graph: Any, settings: Any, context: dict[str, Any], item: dict[str, 
     t0 = time.perf_counter()
     reply = backend.generate(request).text
     row.bare = judge(reply, first_python(reply), item, time.perf_counter() - t0)
+    if docs is not None:  # both answers, to be read as the person who asked would
+        docs.mkdir(parents=True, exist_ok=True)
+        (docs / f"{item['id']}.harness.md").write_text(document, encoding="utf-8")
+        (docs / f"{item['id']}.bare.md").write_text(reply, encoding="utf-8")
     return row
 
 
@@ -227,10 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     settings = resolve_settings(context)
     items = chosen(args)
     rows: list[Row] = []
+    docs = (args.out or RESULTS_DIR) / f"{args.name}_documents"
     with open_checkpointer("memory") as saver:
         graph = build_graph(saver)
         for n, item in enumerate(items, 1):
-            row = run_one(graph, settings, context, item)
+            row = run_one(graph, settings, context, item, docs)
             rows.append(row)
             h, b = row.harness, row.bare
             print(

@@ -45,7 +45,7 @@ from engine.injection import quote_as_data
 from engine.memory import FactMemory
 from engine.sandbox import SandboxLimits
 from engine.selection import best, judge, score
-from engine.streaming import TokenStream, generate_streamed
+from engine.streaming import Listeners, generate_streamed
 from experts.catalog import ExpertScope
 from experts.models import ChatMessage, ExpertBackend, Generation, GenerationRequest
 from state.assist import AssistRecord
@@ -136,7 +136,7 @@ class SlotJob:
     """The model the expert runs on, for the candidates' records."""
     cancel: threading.Event | None = None
     """Set when the run is cancelled (``runs.cancel`` on the server): every generation of the slot stops."""
-    stream: TokenStream | None = None
+    stream: Listeners | None = None
     """Where each candidate's tokens go as they are written (None: nowhere)."""
     facts: FactMemory | None = None
     """The person's remembered facts, which lookup assists search before the knowledge base (None: none)."""
