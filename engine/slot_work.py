@@ -9,12 +9,12 @@ the node that collects it turns that into Passport updates, so nothing here touc
    then its outline only, then left out), the answer budget shrinks to what is left, and as a last resort the
    task text is shortened; what was cut is in the ledger. A prompt never fails a slot for its length.
 3. **The first answer** is drawn at the expert's temperature (0: greedy) and checked (:mod:`engine.checks`).
-4. **Two prompts for code.** A code slot that is the whole task also draws *plain* candidates: the task alone, as
-   the person wrote it (no persona, no contract, no grammar: the prompt the bare model would get), whose code
-   block the harness puts in the contract's shape verbatim. The kinds alternate, each greedy once, then
-   sampled. A task that hands over one function to complete draws the plain candidate first: measured on
-   HumanEval, the bare prompt's greedy answer is the better first try, and the contract's prompt is then a
-   second, different greedy try instead of a sample (``docs/decisions.md``).
+4. **Two prompts.** A slot that is the whole task also draws *plain* candidates: the task alone, as the person
+   wrote it (no persona, no contract, no grammar: the prompt the bare model would get), put in the contract's
+   shape with its words kept (a code slot keeps its code block; prose, a plan or a table is the one section).
+   The kinds alternate, each greedy once, then sampled. A task that hands over one function to complete draws the
+   plain candidate first: measured on HumanEval, the bare prompt's greedy answer is the better first try, and the
+   contract's prompt is then a second, different greedy try instead of a sample (``docs/decisions.md``).
 5. **More candidates only when needed.** An answer that breaks the output contract gets fresh-prompt retries
    (``max_outline_retries``): the original prompt plus what was wrong, never the failed answer itself, at a
    higher temperature. A compliant answer that fails a hard check (code that does not run or fails the task's
@@ -328,6 +328,9 @@ def _estimate(messages: tuple[ChatMessage, ...]) -> int:
     return sum(int(len(m.content) / CHARS_PER_TOKEN) + 8 for m in messages) + 16
 
 
+_HEADING = re.compile(r"^#{1,2}\s+", re.M)
+
+
 def plain_prompt(job: SlotJob, max_chars: int = 6000) -> Prompt:
     """The task alone, as the person wrote it: the prompt the bare model gets (no persona, contract or grammar).
 
@@ -344,13 +347,20 @@ def plain_prompt(job: SlotJob, max_chars: int = 6000) -> Prompt:
     return Prompt(messages, answer, cuts)
 
 
-def wrap_plain(text: str, contract: Contract) -> str:
-    """A plain answer in the contract's shape: its code block, verbatim, as the one section; else the text as is.
+def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
+    """A plain answer in the contract's shape, its words kept.
 
-    The block kept is the one that defines the function the task hands over (when it does), else the longest
-    block in the contract's language (an untagged block counts). Everything else of the answer (the model's
-    explanation, its usage examples) is left out: the contract of a code slot is the code.
+    Code and data: the answer's code block, verbatim, as the one section; the block kept is the one that defines
+    the function the task hands over (when it does), else the longest block in the contract's language (an
+    untagged block counts). Everything else of the answer (the model's explanation, its usage examples) is left
+    out: the contract of a code slot is the code. With no block, the text as is (it fails the contract).
+
+    Prose, plans and tables: the whole answer as the one section ``title``, its own Markdown headings one level
+    under the section's (``#``/``##`` become ``###``), so the document keeps one outline.
     """
+    if not contract.code_first:
+        body = _HEADING.sub("### ", text.strip())
+        return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n" if body else text
     language = contract.language or "text"
     tags = {"", language, *_LANGUAGE_TAGS.get(language, ())}
     blocks = [code.rstrip() for tag, code in code_blocks(text) if tag in tags and code.strip()]
@@ -462,7 +472,7 @@ def run_slot(
             raise _DrawFailed(f"{type(exc).__name__}: {exc}") from exc
         seconds = time.perf_counter() - t0
         result = parse_output(
-            wrap_plain(gen.text, contract) if plain else gen.text,
+            wrap_plain(gen.text, contract, job.spec.title) if plain else gen.text,
             slot_id=slot_id,
             expert=job.expert,
             attempts=attempt,
@@ -516,7 +526,7 @@ def run_slot(
         return made
 
     own_model = job.model
-    two_prompts = contract.deliverable == "code" and job.whole_task
+    two_prompts = job.whole_task
     plain_first = two_prompts and contract.function is not None
 
     def plain_turn() -> bool:  # the next draw's prompt: the two kinds alternate, from the first one

@@ -41,7 +41,9 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
         parts.append(f"## {spec.title}")
         result = state.results.get(sid)
         if st.status == SlotStatus.DONE and result is not None:
-            if result.sections:
+            if len(result.sections) == 1 and result.sections[0].title.strip().lower() == spec.title.strip().lower():
+                parts.append(result.sections[0].body.strip())  # one part named as its slot: no second heading
+            elif result.sections:
                 parts.extend(render_section(s, base_level=3) for s in result.sections)
             else:
                 parts.append(result.raw.strip())
