@@ -1,8 +1,10 @@
-"""The remote backend against a real OpenAI-compatible server: llama-cpp-python's own, on 127.0.0.1.
+"""The remote backend against real OpenAI-compatible servers: llama-cpp-python's own, on 127.0.0.1.
 
-The server (``python -m llama_cpp.server``, installed by the ``test`` extra's ``llama-cpp-python[server]``)
-loads the bundled small model once for the module; the tests send it a grammar-constrained request directly,
-then run ``coe run --backend remote`` end to end with ``COE_REMOTE_URL``.
+Two servers (``python -m llama_cpp.server``, installed by the ``test`` extra's ``llama-cpp-python[server]``) load
+the two bundled models once for the module: the base model, and the code expert's. The tests send the first a
+grammar-constrained request directly, then run ``coe run --backend remote`` end to end with one plan on both: the
+base model's slot through ``COE_REMOTE_URL``, the code slot through the code expert's own endpoint (its scope's
+``model.endpoint``).
 
 The server applies a grammar with llama-cpp-python's built-in sampler, which checks the whole vocabulary at
 every token: about 1 s a token on this shared 2-core machine (73 s for 60 tokens of the outline grammar). So
@@ -14,14 +16,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from experts.models.bundled import resolve_model_path
 from experts.models.protocol import ChatMessage, GenerationRequest
@@ -30,15 +35,15 @@ from tests.integration.cli_proc import coe_run, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
+ROOT = Path(__file__).resolve().parents[2]
 TASK = "Write a haiku about the first snow of winter"  # one expert, one slot, a short answer
 SMALL_GRAMMAR = 'root ::= "## Outline\\n1. " [A-Za-z ]+ "\\n"'
 
 
-@pytest.fixture(scope="module")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    model = resolve_model_path("qwen2.5-coder-0.5b")
+@contextmanager
+def _llama_server(model_name: str, log_path: Path) -> Iterator[str]:
+    model = resolve_model_path(model_name)
     port = free_port()
-    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--verbose", "False"]
     with log_path.open("wb") as log:
@@ -67,6 +72,18 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(timeout=15)
 
 
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _llama_server("qwen2.5-coder-0.5b", tmp_path_factory.mktemp("llama-server") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def coder_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _llama_server("qwen2.5-coder-1.5b", tmp_path_factory.mktemp("coder-server") / "server.log") as url:
+        yield url
+
+
 def test_a_grammar_constrained_completion_from_the_real_server(server_url: str) -> None:
     backend = RemoteBackend(server_url, model="qwen2.5-coder-0.5b", timeout=300, retries=0)
     try:
@@ -89,17 +106,33 @@ def test_a_grammar_constrained_completion_from_the_real_server(server_url: str) 
     assert backend.supports_grammar()
 
 
-def test_coe_run_on_the_remote_backend(server_url: str, tmp_path: Path) -> None:
+def test_one_plan_on_two_servers_the_base_model_and_the_code_experts_own(
+    server_url: str, coder_url: str, tmp_path: Path
+) -> None:
+    scopes = tmp_path / "scopes"
+    shutil.copytree(ROOT / "config" / "expert_scopes", scopes)
+    coder = scopes / "python_coder.yaml"
+    doc = yaml.safe_load(coder.read_text(encoding="utf-8"))
+    doc["model"]["endpoint"] = {"url": coder_url, "model": "qwen2.5-coder-1.5b"}
+    coder.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    plan = tmp_path / "plan.yaml"
+    slots = [
+        {"id": "poem", "title": "Haiku", "description": TASK, "expert": "creative_writer"},
+        {"id": "code", "title": "Function", "description": "Write a Python function is_even(n) that returns "
+         "whether n is even.", "expert": "python_coder"},
+    ]  # fmt: skip
+    plan.write_text(yaml.safe_dump({"id": "two", "title": "Two servers", "slots": slots}), encoding="utf-8")
     env = {**os.environ, "COE_HOME": str(tmp_path), "COE_REMOTE_URL": server_url, "COE_REMOTE_RETRIES": "0"}
-    env |= {"COE_USE_GRAMMAR": "false", "COE_MAX_OUTLINE_RETRIES": "0"}
+    env |= {"COE_USE_GRAMMAR": "false", "COE_MAX_OUTLINE_RETRIES": "0", "COE_BEST_OF": "1", "COE_ESCALATE": "false"}
+    env |= {"COE_EXPERT_SCOPES": str(scopes), "COE_MAX_PARALLEL": "1"}
     env.pop("COE_REMOTE_API_KEY", None)
-    args = ("run", TASK, "--backend", "remote", "--no-templates", "--json", "--max-tokens", "200")
-    out = coe_run(*args, env=env, timeout=600)
+    args = ("run", "A haiku and a function", "--framework", str(plan), "--backend", "remote", "--json")
+    out = coe_run(*args, "--max-tokens", "160", env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["status"] == "completed", summary
-    (slot,) = summary["slots"]
-    assert slot["status"] == "done", slot
-    doc = summary["document"]
-    assert doc.startswith("# " + TASK)
-    assert len(doc.removeprefix("# " + TASK).strip()) > 40  # the server's answer, assembled under the slot
+    assert {s["id"]: s["status"] for s in summary["slots"]} == {"poem": "done", "code": "done"}, summary["slots"]
+    shown = coe_run("show", summary["thread_id"], "--json", env=env, timeout=120)
+    routing = json.loads(shown.stdout)["routing"]
+    assert routing["code"]["model"] == f"{coder_url}#model=qwen2.5-coder-1.5b" and routing["poem"]["model"] is None
+    assert "def is_even" in summary["document"]  # the code server's answer, assembled under its slot
