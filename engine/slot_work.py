@@ -12,9 +12,12 @@ the node that collects it turns that into Passport updates, so nothing here touc
 4. **Two prompts.** A slot that is the whole task also draws *plain* candidates: the task alone, as the person
    wrote it (no persona, no contract, no grammar: the prompt the bare model would get), put in the contract's
    shape with its words kept (a code slot keeps its code block; prose, a plan or a table is the one section).
-   The kinds alternate, each greedy once, then sampled. A task that hands over one function to complete draws the
-   plain candidate first: measured on HumanEval, the bare prompt's greedy answer is the better first try, and the
-   contract's prompt is then a second, different greedy try instead of a sample (``docs/decisions.md``).
+   For code the kinds alternate, each greedy once, then sampled; for prose, plans and tables a plain answer is
+   drawn only once a contract answer loops (the contract's prompt alone carries the uncertainty protocol, and a
+   plain answer invents what it does not know), then the kinds alternate. A task that hands over one function to
+   complete draws the plain candidate first: measured on HumanEval, the bare prompt's greedy answer is the better
+   first try, and the contract's prompt is then a second, different greedy try instead of a sample
+   (``docs/decisions.md``).
 5. **More candidates only when needed.** An answer that breaks the output contract gets fresh-prompt retries
    (``max_outline_retries``): the original prompt plus what was wrong, never the failed answer itself, at a
    higher temperature. A compliant answer that fails a hard check (code that does not run or fails the task's
@@ -386,6 +389,11 @@ class _DrawFailed(Exception):
         self.message = message
 
 
+def _loops(draw: _Draw) -> bool:
+    """Whether a candidate's text is degenerate (the repetition check failed)."""
+    return any(c.name == "prose.repetition" and not c.passed for c in draw.checks)
+
+
 @dataclass
 class _Draw:
     """One candidate: what was asked, what came back, and how it scored."""
@@ -529,8 +537,15 @@ def run_slot(
     two_prompts = job.whole_task
     plain_first = two_prompts and contract.function is not None
 
-    def plain_turn() -> bool:  # the next draw's prompt: the two kinds alternate, from the first one
-        return two_prompts and (len(draws) % 2 == 0) == plain_first
+    def plain_turn() -> bool:  # the next draw's prompt
+        if not two_prompts:
+            return False
+        if contract.code_first:  # code and data: the two kinds alternate, from the first one
+            return (len(draws) % 2 == 0) == plain_first
+        # Prose, plans, tables: the plain prompt is the way out of a loop. Only the contract's prompt carries the
+        # uncertainty protocol, so a plain answer is drawn once a contract answer loops, then the kinds alternate.
+        looped = next((i for i, d in enumerate(draws) if d.record.prompt == "contract" and _loops(d)), None)
+        return looped is not None and (len(draws) - looped) % 2 == 1
 
     try:
         first = draw("first", backend, own_model, job.temperature, None, plain=plain_turn())

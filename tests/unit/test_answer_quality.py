@@ -392,3 +392,36 @@ def test_a_prompt_that_is_too_long_is_cut_to_fit_not_failed() -> None:
     prompt = fit_prompt(long_job, settings())
     assert prompt.cuts and "outline" in prompt.cuts[0]
     assert sum(len(m.content) for m in prompt.messages) / 3 + prompt.max_tokens < 2048
+
+
+def prose_job(task: str) -> SlotJob:
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
+    return SlotJob(
+        spec=spec, task=task, constraints=(), expert="medical_clinical", persona="You explain.", references={},
+        max_tokens=600, temperature=0.0,
+    )  # fmt: skip
+
+
+LOOPING = "## Outline\n1. Colds\n\n## 1. Colds\n" + "The flu is caused by a virus. " * 17 + "\n"
+PLAIN_PROSE = "## Why\nColds are caused by viruses.\nAntibiotics only work on bacteria, so they cannot help.\n"
+
+
+def test_a_looping_prose_answer_draws_the_plain_prompt_and_keeps_its_words_as_the_one_section() -> None:
+    backend = Scripted([LOOPING, PLAIN_PROSE])
+    task = "Explain to a patient why antibiotics do not help a common cold."
+    outcome = run_slot(prose_job(task), backend, settings(), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert [c.prompt for c in outcome.result.quality.candidates] == ["contract", "plain"]
+    assert [m.content for m in backend.requests[1].messages] == [task]
+    assert outcome.result.quality.chosen == "c2" and outcome.result.compliant
+    assert outcome.result.raw == (
+        "## Outline\n1. Answer\n\n## 1. Answer\n### Why\nColds are caused by viruses.\n"
+        "Antibiotics only work on bacteria, so they cannot help.\n"
+    )  # the model's words, its heading one level under the section's
+
+
+def test_a_prose_answer_that_fails_for_another_reason_is_retried_on_the_contracts_prompt_only() -> None:
+    cut = "## Outline\n1. Colds\n\n## 1. Colds\nColds are caused by viruses and"
+    backend = Scripted([cut, cut, cut])
+    run_slot(prose_job("Explain why antibiotics do not help a cold."), backend, settings(), emit=lambda _: None)
+    assert len(backend.requests) > 1 and all(len(r.messages) == 2 for r in backend.requests)  # never the plain one

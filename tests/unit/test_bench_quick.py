@@ -20,6 +20,7 @@ FAKE_OR_NO_MODEL = {
     "bench_humaneval": "humaneval",
     "bench_ingest": "ingest",
     "bench_memory": "memory",
+    "bench_feedback": "feedback",
     "bench_injection": "injection",
     "bench_overhead": "overhead",
     "bench_planning": "planning",
