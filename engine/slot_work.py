@@ -332,6 +332,8 @@ def _estimate(messages: tuple[ChatMessage, ...]) -> int:
 
 
 _HEADING = re.compile(r"^#{1,2}\s+", re.M)
+_PLACEHOLDER = re.compile(r"\[([A-Z][A-Za-z0-9' /-]{1,58}[A-Za-z0-9])\](?![(\[:])")
+"""A bracketed name of something to fill in, not a Markdown link or footnote: ``[Database Hostname]``."""
 
 
 def plain_prompt(job: SlotJob, max_chars: int = 6000) -> Prompt:
@@ -359,10 +361,12 @@ def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
     out: the contract of a code slot is the code. With no block, the text as is (it fails the contract).
 
     Prose, plans and tables: the whole answer as the one section ``title``, its own Markdown headings one level
-    under the section's (``#``/``##`` become ``###``), so the document keeps one outline.
+    under the section's (``#``/``##`` become ``###``), so the document keeps one outline. A template placeholder
+    the model left for what it does not know (``[Database Hostname]``, ``[Your Name]``) becomes a user assist
+    (``{{ASSIST:user:Database Hostname}}``), so it is listed for the person like any other unknown.
     """
     if not contract.code_first:
-        body = _HEADING.sub("### ", text.strip())
+        body = _PLACEHOLDER.sub(r"{{ASSIST:user:\1}}", _HEADING.sub("### ", text.strip()))
         return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n" if body else text
     language = contract.language or "text"
     tags = {"", language, *_LANGUAGE_TAGS.get(language, ())}

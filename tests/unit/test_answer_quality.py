@@ -403,7 +403,10 @@ def prose_job(task: str) -> SlotJob:
 
 
 LOOPING = "## Outline\n1. Colds\n\n## 1. Colds\n" + "The flu is caused by a virus. " * 17 + "\n"
-PLAIN_PROSE = "## Why\nColds are caused by viruses.\nAntibiotics only work on bacteria, so they cannot help.\n"
+PLAIN_PROSE = (
+    "## Why\nColds are caused by viruses.\nAntibiotics only work on bacteria, so they cannot help.\n"
+    "Ask [Your Doctor] (see [the leaflet](https://example.org)).\n"
+)
 
 
 def test_a_looping_prose_answer_draws_the_plain_prompt_and_keeps_its_words_as_the_one_section() -> None:
@@ -417,11 +420,13 @@ def test_a_looping_prose_answer_draws_the_plain_prompt_and_keeps_its_words_as_th
     assert outcome.result.raw == (
         "## Outline\n1. Answer\n\n## 1. Answer\n### Why\nColds are caused by viruses.\n"
         "Antibiotics only work on bacteria, so they cannot help.\n"
-    )  # the model's words, its heading one level under the section's
+        "Ask {{UNRESOLVED:user:Your Doctor - needs user input}} (see [the leaflet](https://example.org)).\n"
+    )  # the model's words, its heading one level under the section's, its placeholder an assist (not the link)
 
 
 def test_a_prose_answer_that_fails_for_another_reason_is_retried_on_the_contracts_prompt_only() -> None:
     cut = "## Outline\n1. Colds\n\n## 1. Colds\nColds are caused by viruses and"
     backend = Scripted([cut, cut, cut])
     run_slot(prose_job("Explain why antibiotics do not help a cold."), backend, settings(), emit=lambda _: None)
-    assert len(backend.requests) > 1 and all(len(r.messages) == 2 for r in backend.requests)  # never the plain one
+    assert len(backend.requests) > 1
+    assert all(r.messages[0].role == "system" for r in backend.requests)  # never the plain prompt (the task alone)
