@@ -152,6 +152,8 @@ def test_ten_runs_in_one_process_do_not_grow_memory_beyond_the_loaded_model(tmp_
         "true_experts": False,
         "max_tokens": 16,
         "max_outline_retries": 0,
+        "best_of": 1,  # one answer a run: this test is about memory across runs, not about candidates
+        "escalate": False,
     }
     rss: list[int] = []
     for i in range(10):
