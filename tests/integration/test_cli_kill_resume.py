@@ -69,3 +69,32 @@ def test_kill_9_then_resume_sqlite(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_kill_9_then_resume_postgres(tmp_path: Path) -> None:
     _kill_and_resume(POSTGRES_URL, tmp_path)
+
+
+def test_kill_9_in_a_follow_up_turn_loses_neither_turn(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.jsonl"
+    script = write_fake_script(tmp_path / "script.yaml", calls)
+    env = coe_env(tmp_path / "home", script)
+    thread = f"turns-{uuid.uuid4()}"
+    base = ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}", "--framework", str(FIXTURES / "branchy.yaml")]
+    first = coe_run("run", "Plan a web service", "--thread", thread, "--json", *base, env=env)
+    assert first.returncode == 0, first.stderr
+    write_fake_script(script, calls, {"D": 30})  # turn 2's last slot is slow: the process dies in it
+    proc = coe("run", "Now plan its monitoring", "--thread", thread, *base, env=env)
+    try:
+        wait_while_running(proc, lambda: read_calls(calls).count("D") == 2, 60, "turn 2's slot D started")
+        kill_9(proc)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    write_fake_script(script, calls)
+    resumed = coe_run("resume", thread, "--json", "--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["status"] == "completed"
+    assert sorted(read_calls(calls)) == sorted(["A", "B", "C", "D"] * 2 + ["D"])  # only turn 2's D ran again
+    shown = coe_run("show", thread, "--json", "--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}", env=env)
+    state = json.loads(shown.stdout)
+    [turn] = state["turns"]
+    assert turn["number"] == 1 and turn["task"] == "Plan a web service" and turn["status"] == "completed"
+    assert state["mission"]["task"] == "Now plan its monitoring" and state["status"] == "completed"

@@ -102,3 +102,28 @@ def test_coe_feedback_route_to_teaches_the_next_runs_routing(tmp_path: Path) -> 
     routing = json.loads(runner.invoke(app, ["show", "second", "--json", *cp]).stdout)["routing"]
     assert routing["S"]["expert"] == "technical_writer" and "learned 1 routing lesson(s)" in routing["S"]["reason"]
     assert routing["Q"]["expert"] == "sql_specialist"
+
+
+def test_a_rejected_run_leaves_no_memory() -> None:
+    """V7's committed vs work in progress: a plan the person rejected writes no record, fact or lesson."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from engine.memory import EpisodeMemory, FactMemory
+    from experts.embedding import get_embedder
+    from graph import build_graph
+    from graph.persistence import serializer
+    from state.io import RunInput
+    from tests.conftest import FIXTURES
+
+    store = InMemoryStore()
+    graph = build_graph(InMemorySaver(serde=serializer()), store=store)
+    config = {"configurable": {"thread_id": "rejected"}}
+    framework = yaml.safe_load((FIXTURES / "branchy.yaml").read_text(encoding="utf-8"))
+    run = RunInput(task="Plan a small service", mode="confirm", options={"framework": framework})
+    graph.invoke(run, config, context={"backend": "fake"})
+    out = graph.invoke(Command(resume={"action": "reject", "reason": "not now"}), config, context={"backend": "fake"})
+    assert out["status"] == "rejected"
+    assert EpisodeMemory(store, "local", get_embedder()).episodes() == []
+    assert FactMemory(store, "local", get_embedder()).facts() == []
+    assert RoutingLessons(store, "local").records() == []
