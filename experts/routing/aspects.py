@@ -108,7 +108,10 @@ _DELIVERABLE = re.compile(
 )
 _CODE = re.compile(r"```.*?```", re.S)
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|'[^'\n]{3,400}'")
+_BRACKETED = re.compile(r"\([^()\n]{0,400}\)|\[[^\[\]\n]{0,400}\]")
+"""A parenthesised or bracketed span ("customers(id, name)"): its commas and "and"s are not the task's."""
 _PLACEHOLDER = "\x00"
+_COMMA = "\x01"
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ def named_deliverables(task: str) -> list[Aspect]:
     None when it finds no instruction, or more than :data:`MAX_ASPECTS` (a list of requirements, not of
     deliverables).
     """
-    body = _QUOTED.sub(lambda m: m.group(0).replace(" and ", f" {_PLACEHOLDER} "), _CODE.sub(" ", task))
+    body = _BRACKETED.sub(_shield, _QUOTED.sub(_shield, _CODE.sub(" ", task)))
     aspects: list[Aspect] = []
     context: list[str] = []
     for sentence in _SENTENCES.split(body):
@@ -162,9 +165,18 @@ def named_deliverables(task: str) -> list[Aspect]:
         key = aspect.text.lower()
         if key not in seen:
             seen.add(key)
-            around = (_clip(aspect.context) or given).replace(_PLACEHOLDER, "and")
-            unique.append(Aspect(aspect.text.replace(_PLACEHOLDER, "and"), aspect.verb, around))
+            around = _unshield(_clip(aspect.context) or given)
+            unique.append(Aspect(_unshield(aspect.text), aspect.verb, around))
     return unique if len(unique) <= MAX_ASPECTS else []
+
+
+def _shield(match: re.Match[str]) -> str:
+    """A quoted or bracketed span with its "and"s and commas hidden from the split."""
+    return match.group(0).replace(" and ", f" {_PLACEHOLDER} ").replace(",", _COMMA)
+
+
+def _unshield(text: str) -> str:
+    return text.replace(_PLACEHOLDER, "and").replace(_COMMA, ",")
 
 
 def _clip(text: str, limit: int = 300) -> str:

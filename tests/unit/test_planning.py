@@ -94,6 +94,12 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
         ("Summarise the research on screen time and teenagers' sleep, and write advice for parents", 2),
         ("Come up with a story for a puzzle game, write its dialogue, and write the Python code for a puzzle", 3),
         ("Write a Python job that loads orders into PostgreSQL, the SQL for a revenue table, and a cron entry", 3),
+        (  # the commas and "and" of a column list are the schema's, not the task's (review set: 6 slots before)
+            "Write a PostgreSQL query that returns the 10 customers with the highest total order amount in 2024, "
+            "from tables customers(id, name) and orders(id, customer_id, amount, created_at).",
+            1,
+        ),
+        ('Write a function area(width, height) that returns "width, times height", and test it', 2),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
