@@ -137,7 +137,7 @@ class Settings(BaseModel):
         default=300.0, gt=0.0, le=3600.0, description="Remote backend: seconds to wait for one completion."
     )
     remote_retries: Annotated[int, Env("COE_REMOTE_RETRIES")] = Field(
-        default=2, ge=0, le=10, description="Remote backend: retries after connection errors, 429 and 5xx."
+        default=2, ge=0, le=10, description="Remote backend: retries after connection errors, 408, 409, 429 and 5xx."
     )
     # --- routing and planning (calibrated by bench/bench_routing.py; bench/results/routing.md) -----------------
     routing_lambda: Annotated[float, Env("COE_ROUTING_LAMBDA")] = Field(
