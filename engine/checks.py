@@ -70,6 +70,9 @@ LEAKS = (
 )
 """The harness' own delimiters, which must never come back in an answer (quoting the instructions' wording is
 harmless and common; copying a delimiter means a reference or a candidate was pasted in)."""
+_INSTRUCTION_TITLE = re.compile(r"#|^\W*outline\W*$|code block holding|every import", re.I)
+"""A title that copies the output structure's instructions ("`## Outline`", "`## 1. ` code block holding the
+complete code") instead of naming the part."""
 _EXAMPLE_PLACEHOLDER = re.compile(
     r"\{\{\s*ASSIST\s*:\s*(lookup\s*:\s*the fact|user\s*:\s*the detail|expert\s*:\s*domain\s*:\s*"
     r"(the question|short description))\s*\}\}",
@@ -172,11 +175,16 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
     )
     task_title = _norm(ctx.task.strip().splitlines()[0] if ctx.task.strip() else "")
     copied = [i.title for i in result.outline if task_title and _similar(_norm(i.title), task_title, 0.8)]
+    instructions = [i.title for i in result.outline if _INSTRUCTION_TITLE.search(i.title)]
     checks.append(
         CheckResult(
             name="contract.titles",
-            passed=not copied,
-            detail=f"an outline item repeats the task as its title ({copied[0]!r})" if copied else "",
+            passed=not copied and not instructions,
+            detail=f"an outline item repeats the task as its title ({copied[0]!r})"
+            if copied
+            else f"an outline item's title is the output structure's own wording ({instructions[0]!r})"
+            if instructions
+            else "",
         )
     )
     minimum = MIN_SECTION_WORDS[ctx.contract.deliverable]

@@ -97,6 +97,12 @@ def test_a_leaked_delimiter_and_degenerate_repetition_fail() -> None:
     assert "repeated 4 times" in looping["prose.repetition"]
 
 
+def test_a_title_that_copies_the_output_structures_wording_fails() -> None:
+    copied = failed(prose(("`## Outline`", PARAGRAPH_A), ("Code block holding the complete code", PARAGRAPH_A)), TASK)
+    assert "output structure's own wording ('`## Outline`')" in copied["contract.titles"]
+    assert "contract.titles" not in failed(prose(("Course outline and goals", PARAGRAPH_A)), TASK)
+
+
 def test_the_protocols_example_placeholder_copied_as_written_fails() -> None:
     copied = failed(prose(("Caching reads", PARAGRAPH_A + " Ask {{ASSIST:user:the detail}}.")), TASK)
     assert "the detail" in copied["contract.leaks"]
