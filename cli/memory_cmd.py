@@ -1,4 +1,4 @@
-"""``coe memory``: facts you give once and lookup assists find in every later run (semantic memory)."""
+"""``coe memory``: facts you give once and lookup assists find in every later run, runs' records, routing lessons."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from engine.memory import Fact, FactMemory
 
 memory_app = typer.Typer(
-    help="Facts to remember (e.g. 'we deploy on PostgreSQL 16'): lookup assists search them before the knowledge "
-    "base. Kept beside the runs (--checkpoint), per user.",
+    help="What is remembered, per user, beside the runs (--checkpoint): facts (e.g. 'we deploy on PostgreSQL 16') "
+    "that lookup assists search before the knowledge base, finished runs' records, and routing lessons.",
     no_args_is_help=True,
     add_completion=False,
 )
