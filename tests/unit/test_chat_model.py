@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,6 +14,15 @@ from experts.models import ChatMessage, Generation, GenerationRequest
 from experts.models.chat_model import ExpertChatModel, generation_of
 from state.context import resolve_settings
 from state.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pool() -> Iterator[None]:
+    """The backends these tests make leave the process's pool (other tests count its loads)."""
+    from experts.models.pool import clear_backends
+
+    yield
+    clear_backends()
 
 
 class Scripted:

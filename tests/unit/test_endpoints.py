@@ -30,6 +30,15 @@ ANSWERS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _fresh_pool() -> Iterator[None]:
+    """The backends these tests make leave the process's pool (other tests count its loads)."""
+    from experts.models.pool import clear_backends
+
+    yield
+    clear_backends()
+
+
 class _Server(BaseHTTPRequestHandler):
     """An OpenAI-compatible server that answers with the text of the model it is asked for (streamed or not)."""
 
