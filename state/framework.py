@@ -85,9 +85,13 @@ class Framework(BaseModel):
 
 def slot_text(spec: SlotSpec) -> str:
     """What a slot is about, as the router and the plan checks embed it: title, description, expected outputs."""
-    parts = [spec.title.strip().rstrip("."), spec.description.strip()]
-    if spec.expected_outputs:
-        parts.append("Deliver: " + "; ".join(spec.expected_outputs))
+    title = spec.title.strip().rstrip(".")
+    parts = [title]
+    if spec.description.strip().rstrip(".") != title:
+        parts.append(spec.description.strip())
+    outputs = [o for o in spec.expected_outputs if o.strip().rstrip(".") != title]
+    if outputs:
+        parts.append("Deliver: " + "; ".join(outputs))
     return ". ".join(p for p in parts if p)
 
 

@@ -103,7 +103,8 @@ _DELIVERABLE = re.compile(
     r"quiz|outline|spreadsheet|model|service|endpoint|api|class|module|pipeline|manifest|manifests|runbook|"
     r"template|faq|glossary|timeline|roadmap|estimate|forecast|analysis|review|readme|dockerfile|view|job|"
     r"entry|file|sql|message|speech|talk|statement|procedure|exercise|chapter|section|form|screen|component|"
-    r"migration|configuration|config|dialogue|program|tool|cli|chart|charts|announcement|instructions)\b",
+    r"migration|configuration|config|dialogue|program|tool|cli|chart|charts|announcement|instructions|workflow|"
+    r"workflows|note|notes|suite|fixture|fixtures|route|routes|rule|rules|command|invitation|article|solver)\b",
     re.I,
 )
 _CODE = re.compile(r"```.*?```", re.S)

@@ -100,6 +100,12 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             1,
         ),
         ('Write a function area(width, height) that returns "width, times height", and test it', 2),
+        (  # a workflow and a note are deliverables of their own, not more words of the suite's "for ..." clause
+            "Write a pytest suite for our stock module, a GitHub Actions workflow that runs it on every push, and a "
+            "note for the staff on what the tests guarantee.",
+            3,
+        ),
+        ("Write a Flask app with routes for login and logout and a template for the home page", 2),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
@@ -115,6 +121,18 @@ def test_a_task_without_an_instruction_is_one_aspect_the_whole_task() -> None:
 def test_quoted_text_and_code_are_not_instructions() -> None:
     task = 'Translate "save and exit" into French.\n```\nwrite this; and that\n```'
     assert texts(task) == ['Translate "save and exit" into French']
+
+
+def test_an_aspect_slot_is_read_once_not_three_times() -> None:
+    """An aspect slot's description and deliverable repeat its title: the router reads the words once.
+
+    Read three times ("Write a Celery task ... . Write a Celery task ... . Deliver: Write a Celery task ..."),
+    the task's verb outweighed its subject and such slots went to the creative writer.
+    """
+    (slot,) = aspect_framework("t", task_aspects("Write a Celery task that resizes uploaded images"), "t").slots
+    assert slot_text(slot) == "Write a Celery task that resizes uploaded images"
+    full = SlotSpec(id="s", title="Schema", description="Design the tables.", expected_outputs=["DDL"])
+    assert slot_text(full).startswith("Schema. Design the tables.") and slot_text(full).endswith("Deliver: DDL")
 
 
 # ---------------------------------------------------------------- plan checks
