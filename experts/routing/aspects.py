@@ -107,6 +107,14 @@ _DELIVERABLE = re.compile(
     r"workflows|note|notes|suite|fixture|fixtures|route|routes|rule|rules|command|invitation|article|solver)\b",
     re.I,
 )
+_SHARED_HEAD = re.compile(
+    r"^[\w'-]+(?:\s+[\w'-]+)?\s+(?:sections|chapters|pages|parts|tests|files|endpoints|services|tables|screens|"
+    r"versions|modes|steps|columns|fields)\b",
+    re.I,
+)
+"""A part that ends in the plural noun its earlier coordinate shares ("Usage sections" of "the Installation and
+Usage sections", "integration tests" of "unit and integration tests")."""
+_ONE_WORD_OBJECT = re.compile(r"^(?:(?:the|a|an|our|its|their|your|my)\s+)?[\w'-]+$", re.I)
 _CODE = re.compile(r"```.*?```", re.S)
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|'[^'\n]{3,400}'")
 _BRACKETED = re.compile(r"\([^()\n]{0,400}\)|\[[^\[\]\n]{0,400}\]")
@@ -209,6 +217,7 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
         elif (
             _PREPOSITION.match(part)
             or _BETWEEN_OPEN.search(clause)
+            or (_SHARED_HEAD.match(part) and _ONE_WORD_OBJECT.match(clause[len(verb) :].strip()))
             or (
                 (verb in JOINT_VERBS or _RELATIVE.search(clause[len(verb) :] + " ") or _BETWEEN.search(clause))
                 and not _DELIVERABLE.match(part)

@@ -106,6 +106,12 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             3,
         ),
         ("Write a Flask app with routes for login and logout and a template for the home page", 2),
+        (  # "Installation" and "Usage" share the head noun "sections": one deliverable (review set: 4 slots before)
+            "Write the Installation and Usage sections of a README for a tool called csvtidy that cleans CSV files",
+            1,
+        ),
+        ("Write unit and integration tests for the parser", 1),
+        ("Add authentication, rate limiting and input validation", 3),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
