@@ -52,7 +52,9 @@ __all__ = [
     "extract_examples",
     "module_code",
     "repetition_check",
+    "repetition_found",
     "signals_of",
+    "without_code",
 ]
 
 HEDGES = re.compile(
@@ -85,6 +87,7 @@ STUB = re.compile(
     re.I | re.M,
 )
 MIN_SECTION_WORDS = {"prose": 8, "plan": 4, "table": 0, "code": 0, "data": 0}
+_OPEN_FENCE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
 _FENCE_BLOCK = re.compile(r"^[ \t]*(```|~~~)[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[\w']+")
@@ -263,34 +266,37 @@ def _copied_share(text: str, references: tuple[str, ...]) -> float:
 
 def repetition_check(text: str) -> CheckResult:
     """Degenerate repetition: a sentence three times or more, a run of repeated lines, a phrase looping."""
+    found = repetition_found(text)
+    if found is None:
+        sentences = [_norm(s) for s in _sentences(text) if len(s.split()) >= 5]
+        distinct = len(set(sentences)) / len(sentences) if sentences else 1.0
+        if len(sentences) >= 8 and distinct < 0.75:
+            found = f"only {distinct:.0%} of its sentences are distinct"
+    return CheckResult(name="prose.repetition", passed=found is None, detail=found or "")
+
+
+def repetition_found(text: str, *, sentence_times: int = 3, line_run: int = 3, phrase_times: int = 4) -> str | None:
+    """What repeats in ``text``, or None.
+
+    A sentence of five words or more ``sentence_times`` times, a line of more than ten characters ``line_run``
+    times in a row, or an eight-word phrase ``phrase_times`` times.
+    """
     sentences = [_norm(s) for s in _sentences(text) if len(s.split()) >= 5]
-    counts = Counter(sentences)
-    repeated = [(s, n) for s, n in counts.most_common(3) if n >= 3]
+    repeated = [(s, n) for s, n in Counter(sentences).most_common(1) if n >= sentence_times]
     if repeated:
-        return CheckResult(
-            name="prose.repetition",
-            passed=False,
-            detail=f"a sentence is repeated {repeated[0][1]} times ({repeated[0][0][:60]!r})",
-        )
+        return f"a sentence is repeated {repeated[0][1]} times ({repeated[0][0][:60]!r})"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("|", "```", "#"))]
     run = 1
     for previous, line in zip(lines, lines[1:], strict=False):
         run = run + 1 if line == previous and len(line) > 10 else 1
-        if run >= 3:
-            return CheckResult(name="prose.repetition", passed=False, detail=f"a line repeats in a run ({line[:60]!r})")
+        if run >= line_run:
+            return f"a line repeats in a run ({line[:60]!r})"
     words = [w.lower() for w in _WORD.findall(_without_code(text))]
     grams = Counter(tuple(words[i : i + 8]) for i in range(max(0, len(words) - 7)))
-    looping = [g for g, n in grams.items() if n >= 4]
+    looping = [g for g, n in grams.items() if n >= phrase_times]
     if looping:
-        return CheckResult(
-            name="prose.repetition", passed=False, detail=f"a phrase loops ({' '.join(looping[0])!r} four times)"
-        )
-    distinct = len(counts) / len(sentences) if sentences else 1.0
-    if len(sentences) >= 8 and distinct < 0.75:
-        return CheckResult(
-            name="prose.repetition", passed=False, detail=f"only {distinct:.0%} of its sentences are distinct"
-        )
-    return CheckResult(name="prose.repetition", passed=True)
+        return f"a phrase loops ({' '.join(looping[0])!r} {phrase_times} times)"
+    return None
 
 
 def _table_check(result: SlotResult) -> CheckResult:
@@ -750,6 +756,13 @@ def _bash_check(code: str) -> CheckResult:
 
 def _without_code(text: str) -> str:
     return _FENCE_BLOCK.sub(" ", text)
+
+
+def without_code(text: str) -> str:
+    """``text`` without its fenced code blocks, an unclosed one at the end included (an answer being written)."""
+    closed = _FENCE_BLOCK.sub(" ", text)
+    opened = _OPEN_FENCE.search(closed)
+    return closed[: opened.start()] if opened else closed
 
 
 def _sentences(text: str) -> list[str]:

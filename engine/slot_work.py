@@ -9,6 +9,8 @@ the node that collects it turns that into Passport updates, so nothing here touc
    then its outline only, then left out), the answer budget shrinks to what is left, and as a last resort the
    task text is shortened; what was cut is in the ledger. A prompt never fails a slot for its length.
 3. **The first answer** is drawn at the expert's temperature (0: greedy) and checked (:mod:`engine.checks`).
+   Every answer is watched as it is written: one that loops is stopped there (:mod:`engine.loops`) and counts as
+   degenerate, as it would have at the end of its token budget.
 4. **Two prompts.** A slot that is the whole task also draws *plain* candidates: the task alone, as the person
    wrote it (no persona, no contract, no grammar: the prompt the bare model would get), put in the contract's
    shape with its words kept (a code slot keeps its code block; prose, a plan or a table is the one section).
@@ -45,6 +47,7 @@ from engine.assist import AssistResolver
 from engine.checks import CheckContext, check_answer, code_blocks
 from engine.contracts import Contract, contract_for
 from engine.injection import quote_as_data
+from engine.loops import LoopWatch
 from engine.memory import FactMemory
 from engine.sandbox import SandboxLimits
 from engine.selection import best, judge, score
@@ -461,6 +464,7 @@ def run_slot(
             "prompt": "plain" if plain else "contract",
         }
         t0 = time.perf_counter()
+        watch = LoopWatch()
         request = GenerationRequest(
             messages=prompt.messages,
             max_tokens=prompt.max_tokens,
@@ -471,6 +475,8 @@ def run_slot(
             slot_title=job.spec.title,
             attempt=attempt,
             cancel=job.cancel,
+            halt=watch.halt,
+            on_token=watch.feed,
         )
         try:
             gen = generate_streamed(owner, request, job.stream, meta)
@@ -498,6 +504,10 @@ def run_slot(
         checks, signals = check_answer(
             result, CheckContext(job.task, contract, references, truncated=truncated, limits=limits)
         )
+        halted = gen.finish_reason == "halted"
+        if halted:  # stopped for looping: degenerate, whatever is left of the loop in the parsed text
+            loop = CheckResult(name="prose.repetition", passed=False, detail=f"stopped while looping: {watch.reason}")
+            checks = [c for c in checks if c.name != loop.name] + [loop]
         record = CandidateRecord(
             id=f"c{attempt}",
             origin=origin,
@@ -523,7 +533,9 @@ def run_slot(
                     f"{sum(len(m.content) for m in prompt.messages)} chars"
                 ),
                 outputs_summary=(
-                    f"{len(gen.text)} chars, {len(result.sections)} sections, "
+                    f"{len(gen.text)} chars"
+                    + (f" (stopped at {gen.completion_tokens} tokens: it looped)" if halted else "")
+                    + f", {len(result.sections)} sections, "
                     + ("compliant" if result.compliant else "non-compliant: " + "; ".join(result.problems[:3]))
                     + f"; score {record.score:g}"
                     + (f"; failed {', '.join(c.name for c in failed)}" if failed else "; checks passed")

@@ -259,8 +259,23 @@ class FakeBackend:
             else compliant_answer(request.slot_title or "the task", request.grammar)
         )
         streamed = request.on_token is not None and response.fail is None and not response.grow_mb
-        if self._stream(response, request, text) if streamed else self._wait(response, request):
+        ended = (
+            self._stream(response, request, text)
+            if streamed
+            else ("time", "")
+            if self._wait(response, request)
+            else None
+        )
+        if ended is not None and ended[0] == "time":
             return Generation(text="", seconds=time.perf_counter() - start, finish_reason="time", model="fake")
+        if ended is not None:  # halted by the caller: what was written stays
+            return Generation(
+                text=ended[1],
+                completion_tokens=len(ended[1].split()),
+                seconds=time.perf_counter() - start,
+                finish_reason="halted",
+                model="fake",
+            )
         if response.fail is not None:
             raise BackendError(f"fake backend: {response.fail}", slot_id=request.slot_id)
         if request.on_token is not None and not streamed:
@@ -274,26 +289,31 @@ class FakeBackend:
             model="fake",
         )
 
-    def _stream(self, response: FakeResponse, request: GenerationRequest, text: str) -> bool:
+    def _stream(self, response: FakeResponse, request: GenerationRequest, text: str) -> tuple[str, str] | None:
         """Hand ``text`` to ``request.on_token`` word by word, spread over the scripted delay; stops as ``_wait``.
 
-        Returns True when the request's time limit ended the answer (what was sent stays sent).
+        Returns ``("time", ...)`` when the request's time limit ended the answer (what was sent stays sent),
+        ``("halted", the text sent)`` when the request's ``halt`` was set, else None.
         """
         assert request.on_token is not None
         pieces = re.findall(r"\s*\S+|\s+", text) or [text]
         step = response.delay / len(pieces)
         stop = EitherStop(self._stop, request.cancel)
         spent = 0.0
+        sent: list[str] = []
         for piece in pieces:
+            if request.halt is not None and request.halt.is_set():
+                return "halted", "".join(sent)
             if request.time_limit is not None and spent + step > request.time_limit:
                 if stop.wait(max(0.0, request.time_limit - spent)):
                     self._stopped(request)
-                return True
+                return "time", "".join(sent)
             if stop.wait(step) if step else stop.is_set():
                 self._stopped(request)
             spent += step
             request.on_token(piece)
-        return False
+            sent.append(piece)
+        return None
 
     def _stopped(self, request: GenerationRequest) -> NoReturn:
         if self._stop.is_set():

@@ -335,7 +335,7 @@ class LlamaBackend:
             asked = time.perf_counter()  # a time limit counts the wait for a share of the cores too
             deadline = None if request.time_limit is None else asked + request.time_limit
             stop = EitherStop(self._stop, request.cancel)
-            switch = StopSwitch(stop, llm.token_eos(), deadline)
+            switch = StopSwitch(stop, llm.token_eos(), deadline, request.halt)
             processors.append(switch)
             tap = TokenTap(llm, request.on_token) if request.on_token is not None else None
             if tap is not None:
@@ -391,7 +391,11 @@ class LlamaBackend:
             prompt_tokens=usage["prompt_tokens"],
             completion_tokens=completion_tokens,
             seconds=seconds,
-            finish_reason="time" if switch.timed_out else choice.get("finish_reason") or "stop",
+            finish_reason="time"
+            if switch.timed_out
+            else "halted"
+            if switch.halted
+            else choice.get("finish_reason") or "stop",
             model=self.model_path.name,
             extra=extra,
         )

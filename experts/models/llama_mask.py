@@ -48,14 +48,23 @@ class StopSwitch:
     every token but end-of-text is masked (later processors see only end-of-text allowed and leave it).
     """
 
-    def __init__(self, stop: threading.Event | EitherStop, eos: int, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        stop: threading.Event | EitherStop,
+        eos: int,
+        deadline: float | None = None,
+        halt: threading.Event | None = None,
+    ) -> None:
         self._stop = stop
         self._eos = eos
         self._deadline = deadline
+        self._halt = halt
         self.first_at: float | None = None
         """When the first token's logits were ready (``time.perf_counter``): the prompt has been read."""
         self.timed_out = False
         """The deadline (``time.perf_counter``) passed and the answer was ended there."""
+        self.halted = False
+        """The caller's ``halt`` was set and the answer was ended there."""
 
     def __call__(self, input_ids: npt.NDArray[np.intc], scores: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
         """The logits unchanged, or only end-of-text once a stop was asked for."""
@@ -63,7 +72,9 @@ class StopSwitch:
             self.first_at = time.perf_counter()
         if self._deadline is not None and time.perf_counter() > self._deadline:
             self.timed_out = True
-        if not self._stop.is_set() and not self.timed_out:
+        if self._halt is not None and self._halt.is_set():
+            self.halted = True
+        if not self._stop.is_set() and not self.timed_out and not self.halted:
             return scores
         return only_end_of_text(scores, self._eos)
 

@@ -7,10 +7,10 @@ Works with llama-server (llama.cpp), llama-cpp-python's ``python -m llama_cpp.se
 The client is langchain-openai's ``ChatOpenAI`` (``base_url``, ``timeout``, ``max_retries``, ``extra_body``) over
 the openai SDK. A generation that someone watches (``GenerationRequest.on_token``), that may be cancelled or that
 has a time limit is streamed: each piece reaches ``on_token`` as the server writes it, a cancelled run stops
-reading (:class:`~state.errors.GenerationStopped`), and a time limit ends the answer where it is ("time"); other
-generations are one request. The request carries ``model``, ``messages``, ``temperature``, ``seed``, and, in
-``extra_body``, ``max_tokens`` (``ChatOpenAI`` would send OpenAI's newer ``max_completion_tokens``, which
-llama.cpp's servers do not read) and the grammar.
+reading (:class:`~state.errors.GenerationStopped`), and a time limit ends the answer where it is ("time"), as a
+``halt`` does ("halted"); other generations are one request. The request carries ``model``, ``messages``,
+``temperature``, ``seed``, and, in ``extra_body``, ``max_tokens`` (``ChatOpenAI`` would send OpenAI's newer
+``max_completion_tokens``, which llama.cpp's servers do not read) and the grammar.
 
 Retries are the openai SDK's: connection errors, 408, 409, 429 and 5xx answers, ``max_retries`` times with
 exponential backoff from 0.5 s (a ``Retry-After`` header is honoured). A read timeout is not retried (resending a
@@ -232,7 +232,7 @@ class RemoteBackend:
         messages = [(m.role, m.content) for m in request.messages]
         options: dict[str, Any] = {"temperature": request.temperature, "seed": request.seed, "extra_body": extra}
         started = time.perf_counter()
-        if request.on_token is None and request.cancel is None and request.time_limit is None:
+        if request.on_token is None and request.cancel is None and request.time_limit is None and request.halt is None:
             message = self.chat.invoke(messages, **options)
             seconds = time.perf_counter() - started
             if not isinstance(message.content, str) or "finish_reason" not in message.response_metadata:
@@ -264,6 +264,9 @@ class RemoteBackend:
                         request.on_token(piece)
                     if request.time_limit is not None and time.perf_counter() - started > request.time_limit:
                         finish = "time"
+                        break
+                    if request.halt is not None and request.halt.is_set():
+                        finish = "halted"
                         break
         finally:
             close = getattr(stream, "close", None)

@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -291,6 +292,22 @@ def test_generation_follows_the_outline_grammar(backend: LlamaBackend, reference
     assert generation.prompt_tokens > 0
     assert generation.finish_reason in ("stop", "length")
     assert generation.model == model_path.name
+
+
+def test_a_halt_ends_the_answer_where_it_is(backend: LlamaBackend, reference: str) -> None:
+    """What the loop watch does (engine.loops): the caller sets ``halt`` from ``on_token``; the answer so far stays."""
+    halt = threading.Event()
+    pieces: list[str] = []
+
+    def token(piece: str) -> None:
+        pieces.append(piece)
+        if len(pieces) == 8:
+            halt.set()
+
+    generation = backend.generate(replace(REQUEST, on_token=token, halt=halt))
+    assert generation.finish_reason == "halted"
+    assert generation.completion_tokens <= 10 < len(reference.split())
+    assert reference.startswith(generation.text) and generation.text == "".join(pieces)
 
 
 def test_two_threads_share_one_backend(backend: LlamaBackend, reference: str) -> None:

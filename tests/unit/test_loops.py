@@ -1,0 +1,120 @@
+"""A looping answer is stopped while it is written (engine.loops), by every backend that streams, and the slot
+goes on to its next candidate as if the loop had run to its budget, only sooner."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from engine.checks import repetition_check, without_code
+from engine.loops import LoopWatch
+from engine.slot_work import SlotJob, run_slot
+from experts.models import ChatMessage, Generation, GenerationRequest
+from experts.models.fake import FakeBackend, FakeResponse, FakeScript
+from state.context import resolve_settings
+from state.framework import SlotSpec
+
+LOOP = "The flu is caused by a virus that spreads in winter. "
+PROSE = (
+    "Colds are caused by viruses. Antibiotics act on bacteria, so they cannot cure a cold. "
+    "Rest, fluids and time are what help. See a doctor if a fever lasts more than three days."
+)
+
+
+def fed(text: str, watch: LoopWatch | None = None) -> LoopWatch:
+    """A watch fed ``text`` word by word, as a backend writes it (it stops reading once halted)."""
+    watch = watch or LoopWatch()
+    for word in text.split(" "):
+        watch.feed(word + " ")
+    return watch
+
+
+def test_a_looping_answer_is_halted_with_the_reason_and_normal_prose_is_not() -> None:
+    looping = fed("## 1. Colds\n" + LOOP * 40)
+    assert looping.halt.is_set() and looping.reason is not None and "sentence is repeated" in looping.reason
+    assert not fed(PROSE * 2).halt.is_set()  # twice is not a loop
+
+
+def test_what_is_halted_fails_the_repetition_check_too() -> None:
+    """The watch's lines are stricter than the check's: halting never rejects what the check would keep."""
+    watch = LoopWatch()
+    written: list[str] = []
+    for word in ("Intro. " + LOOP * 40).split(" "):
+        if watch.halt.is_set():
+            break
+        written.append(word + " ")
+        watch.feed(word + " ")
+    assert watch.halt.is_set() and len(written) < len((LOOP * 40).split(" "))
+    assert not repetition_check("".join(written)).passed
+
+
+def test_code_is_not_read_closed_or_still_open() -> None:
+    line = "    total = total + values[index]  # add the next value\n"
+    assert not fed("Here is the code:\n```python\ndef f(values):\n" + line * 12 + "```\nDone.").halt.is_set()
+    assert not fed("```python\ndef f(values):\n" + line * 12).halt.is_set()  # being written
+    assert without_code("Intro.\n```python\nx = 1\n```\nMore.\n```python\ny = 2\n") == "Intro.\n \nMore.\n"
+
+
+def test_the_fake_backend_ends_a_halted_answer_where_it_is() -> None:
+    halt = threading.Event()
+    pieces: list[str] = []
+
+    def token(piece: str) -> None:
+        pieces.append(piece)
+        if len(pieces) == 5:
+            halt.set()
+
+    backend = FakeBackend(script=FakeScript(default=FakeResponse(text="one two three four five six seven eight")))
+    request = GenerationRequest(
+        messages=(ChatMessage("user", "count"),), max_tokens=50, on_token=token, halt=halt, slot_id="s"
+    )
+    gen = backend.generate(request)
+    assert gen.finish_reason == "halted" and gen.text == "one two three four five"
+
+
+@dataclass
+class Streaming:
+    """A backend that writes draw n's text word by word (the last text repeats), honouring ``halt``."""
+
+    texts: list[str]
+    requests: list[GenerationRequest] = field(default_factory=list)
+    written: list[int] = field(default_factory=list)
+
+    def supports_grammar(self) -> bool:
+        return False
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        self.requests.append(request)
+        text = self.texts[min(len(self.requests), len(self.texts)) - 1]
+        out: list[str] = []
+        finish = "stop"
+        for word in text.split(" "):
+            if request.halt is not None and request.halt.is_set():
+                finish = "halted"
+                break
+            piece = word + " "
+            out.append(piece)
+            if request.on_token is not None:
+                request.on_token(piece)
+        self.written.append(len(out))
+        return Generation(text="".join(out), completion_tokens=len(out), finish_reason=finish)
+
+
+def test_a_slot_stops_a_looping_candidate_early_and_draws_the_next() -> None:
+    task = "Explain to a patient why antibiotics do not help a common cold."
+    looping = "## Outline\n1. Colds\n\n## 1. Colds\n" + LOOP * 60
+    plain = "## Why\n" + PROSE + "\n"
+    backend = Streaming([looping, plain])
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
+    job = SlotJob(
+        spec=spec, task=task, constraints=(), expert="medical_clinical", persona="You explain.", references={},
+        max_tokens=900, temperature=0.0,
+    )  # fmt: skip
+    outcome = run_slot(job, backend, resolve_settings({"backend": "fake", "best_of": 3}, env={}), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert backend.written[0] < len(looping.split(" ")) / 4  # stopped within the first quarter of the loop
+    first, second = outcome.result.quality.candidates
+    failed = {c.name: c.detail for c in first.checks if not c.passed}
+    assert (failed.get("prose.repetition") or "").startswith("stopped while looping")
+    assert second.prompt == "plain" and outcome.result.quality.chosen == "c2"  # the way out of a loop, as before
+    assert any("it looped" in e.outputs_summary for e in outcome.ledger if e.action == "generate")
