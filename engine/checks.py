@@ -237,12 +237,15 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
 def _unfinished(raw: str) -> str | None:
     """The end of the answer's last line of text when it stops mid-sentence (None: it ends properly).
 
-    Code blocks, tables, list items and headings may end without punctuation; a line of prose may not.
+    Code blocks, tables, list items and headings may end without punctuation; a line of prose may not. A last
+    line of any kind that ends with a colon announces what never came ("... with the following data:").
     """
     lines = [ln.rstrip() for ln in _FENCE_BLOCK.sub("```", raw).splitlines() if ln.strip()]
     if not lines:
         return None
     last = lines[-1].strip()
+    if last.endswith(":") and not last.startswith("```"):
+        return last[-40:]
     if last.startswith(("```", "|", "#", "-", "*", "+", ">")) or re.match(r"^\d+[.)]\s", last):
         return None
     if re.search(r"[.!?:;)\]\"'`*_}>\u2026\u201d\u2019]$", last) or last.endswith("}}"):

@@ -88,6 +88,8 @@ def test_a_section_titled_with_the_task_fails() -> None:
 def test_an_answer_cut_mid_sentence_fails_for_prose() -> None:
     bad = failed(prose(("Caching reads", PARAGRAPH_A), ("Invalidation", PARAGRAPH_B + " Then the service")), TASK)
     assert "stops mid-sentence" in bad["contract.ends"]
+    announced = prose(("Caching reads", PARAGRAPH_A), ("Example", "- Suppose the catalogue holds these rows:"))
+    assert "contract.ends" in failed(announced, TASK)  # what it announced never came (the review set's README)
 
 
 def test_a_leaked_delimiter_and_degenerate_repetition_fail() -> None:
