@@ -53,6 +53,7 @@ __all__ = [
     "module_code",
     "repetition_check",
     "repetition_found",
+    "sentence_key",
     "signals_of",
     "without_code",
 ]
@@ -774,6 +775,11 @@ def _sentences(text: str) -> list[str]:
 
 def _norm(text: str) -> str:
     return re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def sentence_key(text: str) -> str:
+    """A sentence as the repetition check compares it: case, punctuation and spacing ignored."""
+    return _norm(text)
 
 
 def _similar(a: str, b: str, threshold: float) -> bool:

@@ -8,15 +8,22 @@ eight-word phrase six times. Each is stricter than the repetition check's (three
 answer is one the check fails anyway: halting changes what a loop costs, never which candidate is kept. Code is
 not read (closed or still open code blocks): repeated lines are normal in code, and the check does not judge
 them either.
+
+When every candidate of a slot looped, the kept one is still degenerate; :func:`cut_loops` then removes its
+repeats before it is delivered: every sentence of five words or more said before, and a last fragment that only
+begins one said before (where the loop was stopped). Nothing is added or reworded, code blocks, headings and
+table rows are left alone, and the slot keeps its failed check and its caveat: the person reads the answer once,
+not six times.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 
-from engine.checks import repetition_found, without_code
+from engine.checks import repetition_found, sentence_key, without_code
 
-__all__ = ["LoopWatch"]
+__all__ = ["LoopWatch", "cut_loops"]
 
 SENTENCE_TIMES = 4
 LINE_RUN = 4
@@ -53,3 +60,53 @@ class LoopWatch:
         if found is not None:
             self.reason = found
             self.halt.set()
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_KEPT_LINE = re.compile(r"^\s*(?:#|\||```|~~~)")
+
+
+def cut_loops(text: str, seen: set[str] | None = None) -> tuple[str, int]:
+    """``text`` without the sentences it repeats, and how many were removed.
+
+    ``seen`` carries the sentences of earlier text (a slot's earlier sections) and is updated.
+    """
+    seen = set() if seen is None else seen
+    removed = 0
+    out: list[str] = []
+    in_code = False
+    for line in text.split("\n"):
+        if _KEPT_LINE.match(line) or in_code or not line.strip():
+            if line.lstrip().startswith(("```", "~~~")):
+                in_code = not in_code
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        kept: list[str] = []
+        for sentence in _SENTENCE_END.split(line.strip()):
+            key = sentence_key(sentence)
+            if len(key.split()) >= 5 and key in seen:
+                removed += 1
+                continue
+            if len(key.split()) >= 5:
+                seen.add(key)
+            kept.append(sentence)
+        if kept:
+            out.append(indent + " ".join(kept))
+        elif out and not out[-1].strip():
+            out.pop()  # the paragraph is gone: so is the blank line before it
+    while out and not out[-1].strip():
+        out.pop()
+    if out and not _KEPT_LINE.match(out[-1]) and not in_code:
+        last = _SENTENCE_END.split(out[-1].strip())[-1]
+        key = sentence_key(last)
+        if not re.search(r"[.!?:;]$", last) and key and any(s.startswith(key) and s != key for s in seen):
+            removed += 1  # the loop's last lap, stopped mid-sentence
+            rest = out[-1].strip()[: -len(last)].rstrip()
+            if rest:
+                out[-1] = out[-1][: len(out[-1]) - len(out[-1].lstrip())] + rest
+            else:
+                out.pop()
+            while out and not out[-1].strip():
+                out.pop()
+    return "\n".join(out), removed

@@ -27,8 +27,9 @@ the node that collects it turns that into Passport updates, so nothing here touc
    candidate passes every hard check, or once the slot has spent ``candidate_time_factor`` times its first
    answer's time. Still failing, one last candidate may come from a bigger model (``escalate``).
 6. **Selection, never synthesis** (:mod:`engine.selection`): the best-scoring candidate is kept verbatim; a tie
-   among prose candidates may be broken by a judge prompt. Every candidate, its checks and the choice are in
-   the result's :class:`~state.quality.SlotQuality` and the ledger.
+   among prose candidates may be broken by a judge prompt. When every candidate looped, the kept one's repeated
+   sentences are removed (nothing reworded; :func:`engine.loops.cut_loops`) and its caveat stays. Every
+   candidate, its checks and the choice are in the result's :class:`~state.quality.SlotQuality` and the ledger.
 7. Assists are resolved in the kept answer (:mod:`engine.assist`).
 """
 
@@ -47,7 +48,7 @@ from engine.assist import AssistResolver
 from engine.checks import CheckContext, check_answer, code_blocks
 from engine.contracts import Contract, contract_for
 from engine.injection import quote_as_data
-from engine.loops import LoopWatch
+from engine.loops import LoopWatch, cut_loops
 from engine.memory import FactMemory
 from engine.sandbox import SandboxLimits
 from engine.selection import best, judge, score
@@ -620,6 +621,8 @@ def run_slot(
         tokens_kept=chosen.gen.completion_tokens,
     )
     result = chosen.result.model_copy(update={"attempts": len(draws), "quality": quality})
+    if _loops(chosen):  # every candidate looped: the person gets the kept one's words once, with its caveat
+        result = _without_loops(result, ledger)
     if job.expert in ARITHMETIC_EXPERTS:
         result = _computed(result, ledger)
     if len(draws) > 1:  # the choice goes to the ledger whenever there was one
@@ -667,6 +670,24 @@ def run_slot(
     return SlotOutcome(
         slot_id, job.expert, result, None, len(draws), started, utcnow(), ledger, notices, resolution.records
     )
+
+
+def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
+    """The result without the sentences it repeats (:func:`engine.loops.cut_loops`), and a ledger entry."""
+    raw, removed = cut_loops(result.raw)
+    if not removed:
+        return result
+    seen: set[str] = set()
+    sections = [s.model_copy(update={"body": cut_loops(s.body, seen)[0]}) for s in result.sections]
+    ledger.append(
+        LedgerEntry(
+            agent="harness",
+            action="cut_repeats",
+            slot_id=result.slot_id,
+            outputs_summary=f"the kept answer looped: {removed} repeated sentence(s) removed, nothing reworded",
+        )
+    )
+    return result.model_copy(update={"raw": raw, "sections": sections})
 
 
 def _computed(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:

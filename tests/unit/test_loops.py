@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 
 from engine.checks import repetition_check, without_code
-from engine.loops import LoopWatch
+from engine.loops import LoopWatch, cut_loops
 from engine.slot_work import SlotJob, run_slot
 from experts.models import ChatMessage, Generation, GenerationRequest
 from experts.models.fake import FakeBackend, FakeResponse, FakeScript
@@ -118,3 +118,37 @@ def test_a_slot_stops_a_looping_candidate_early_and_draws_the_next() -> None:
     assert (failed.get("prose.repetition") or "").startswith("stopped while looping")
     assert second.prompt == "plain" and outcome.result.quality.chosen == "c2"  # the way out of a loop, as before
     assert any("it looped" in e.outputs_summary for e in outcome.ledger if e.action == "generate")
+
+
+def test_the_repeats_of_a_looped_answer_are_cut_and_nothing_else() -> None:
+    text = (
+        "## 1. Scene\nThe night train left Zurich at ten. " + LOOP + "\n\n" + LOOP + LOOP + "\n\n"
+        "```python\nprint('same line again and again here')\nprint('same line again and again here')\n```\n\n"
+        + LOOP
+        + "The flu is caused by a"
+    )
+    cut, removed = cut_loops(text)
+    assert removed == 4  # three repeats and the last lap, stopped mid-sentence
+    assert cut == (
+        "## 1. Scene\nThe night train left Zurich at ten. " + LOOP.strip() + "\n\n"
+        "```python\nprint('same line again and again here')\nprint('same line again and again here')\n```"
+    )
+    assert cut_loops(PROSE) == (PROSE, 0)
+
+
+def test_a_slot_whose_every_candidate_loops_delivers_the_kept_one_once_with_its_caveat() -> None:
+    task = "Write the opening scene of a mystery novel on a night train."
+    looping = "## Outline\n1. Scene\n\n## 1. Scene\nThe night train left Zurich at ten. " + LOOP * 30
+    backend = Streaming([looping])
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
+    job = SlotJob(
+        spec=spec, task=task, constraints=(), expert="creative_writer", persona="You write.", references={},
+        max_tokens=900, temperature=0.0,
+    )  # fmt: skip
+    outcome = run_slot(job, backend, resolve_settings({"backend": "fake", "best_of": 2}, env={}), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert not outcome.result.quality.passed  # still failing its check: the document says so
+    assert outcome.result.body_text().count(LOOP.strip()) == 1
+    assert repetition_check(outcome.result.body_text()).passed
+    assert any(e.action == "cut_repeats" for e in outcome.ledger)
+    assert any("fails its checks" in n.message for n in outcome.notices)
