@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from engine import prompts
 from engine.injection import describe, find_instructions
-from engine.memory import FactMemory
+from engine.memory import FactMemory, fact_answers
 from experts.catalog import Catalog, load_catalog, resolve_binding
 from experts.knowledge import KnowledgeBase, load_kb
 from experts.models import ChatMessage, ExpertBackend, GenerationRequest, get_backend
@@ -296,11 +296,35 @@ class AssistResolver:
         if score < threshold:
             outcome.trail.append(f"memory: best fact {score:.3f} is below threshold {threshold}")
             return False
+        if not self._fact_answers(query, fact.text, outcome):
+            return False
         source = AssistSource(kind="memory", memory=fact.cite(), excerpt=fact.text, score=score)
         outcome.trail.append(f"memory: {source.cite()} (threshold {threshold})")
         outcome.value = f'"{fact.text}" [source: {fact.cite()}]'
         outcome.sources.append(source)
         outcome.reason = None
+        return True
+
+    def _fact_answers(self, query: str, fact: str, outcome: _Outcome) -> bool:
+        """Whether the checking model reads ``fact`` as the answer (yes when no model can check: the line decides)."""
+        binding = resolve_binding(self.settings, model=self.settings.memory_check_model)
+        if not self.settings.memory_check_model or binding.kind != "true" or binding.model is None:
+            why = binding.problem or "no check model set"
+            outcome.trail.append(f"memory: the fact is not checked ({why})")
+            return True
+        try:
+            answers = fact_answers(get_backend(self.settings, binding.model), query, fact)
+        except CoeError as exc:  # the check failed, not the lookup: the line decides, as without a model
+            outcome.trail.append(f"memory: the fact could not be checked ({exc})")
+            return True
+        if answers is False:
+            outcome.trail.append(f"memory: {binding.model} reads the best fact as not answering the request")
+            return False
+        outcome.trail.append(
+            f"memory: {binding.model} reads the best fact as the answer"
+            if answers
+            else "memory: the check gave no yes or no; the line decides"
+        )
         return True
 
     def _expert(

@@ -171,6 +171,13 @@ class Settings(BaseModel):
         le=1.0,
         description="Least similarity of a remembered fact that fills a lookup assist (bench/results/memory.md).",
     )
+    memory_check_model: Annotated[str | None, Env("COE_MEMORY_CHECK_MODEL")] = Field(
+        default="qwen2.5-coder-1.5b",
+        description=(
+            "Model that checks a remembered fact above the line answers the lookup (bundled name or GGUF path; "
+            "empty: no check). Not installed: no check, the line alone decides."
+        ),
+    )
     # --- the circuit breaker per expert --------------------------------------------------------------------------
     breaker_failures: Annotated[int, Env("COE_BREAKER_FAILURES")] = Field(
         default=5, ge=0, le=1000, description="Backend failures in the window that open an expert breaker (0: off)."

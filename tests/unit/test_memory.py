@@ -59,6 +59,25 @@ def test_a_lookup_is_filled_from_a_remembered_fact_with_its_provenance_and_a_nea
     assert near_miss.value is None  # a fact on a nearby topic does not answer it
 
 
+def test_a_fact_above_the_line_fills_only_when_the_check_model_reads_it_as_the_answer(tmp_path: Path) -> None:
+    store = InMemoryStore()
+    FactMemory(store, "local", get_embedder()).add("We deploy our services on PostgreSQL 16 in the eu-west-1 region.")
+    answers = {}
+    for verdict in ("no", "yes"):
+        script = tmp_path / f"{verdict}.json"
+        rules = [{"slot": "memory-check", "text": verdict}, {"title": ".*", "text": ANSWER}]
+        script.write_text(json.dumps({"rules": rules}))
+        graph = build_graph(InMemorySaver(serde=serializer()), store=store)
+        config = {"configurable": {"thread_id": verdict}}
+        context = {"backend": "fake", "fake_script": str(script), "kb_path": str(tmp_path / "kb")}
+        graph.invoke(RunInput(task="Describe our production database setup"), config, context=context)
+        state = Passport.model_validate(graph.get_state(config).values)
+        answers[verdict] = next(r for rs in state.assists.values() for r in rs if "PostgreSQL version" in r.description)
+    assert answers["yes"].value is not None and "PostgreSQL 16" in answers["yes"].value
+    assert answers["no"].value is None  # near enough by meaning, but the check read it as no answer
+    assert any("not answering the request" in step for step in answers["no"].trail)
+
+
 def test_coe_memory_commands_keep_facts_beside_the_runs(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
