@@ -104,6 +104,9 @@ class Settings(BaseModel):
     n_threads: Annotated[int | None, Env("COE_N_THREADS")] = Field(
         default=None, ge=1, le=256, description="CPU threads for llama.cpp (default: every core)."
     )
+    prefix_cache: Annotated[bool, Env("COE_PREFIX_CACHE")] = Field(
+        default=True, description="Keep a prompt's system message read between llama.cpp calls (same output)."
+    )
     best_of: Annotated[int, Env("COE_BEST_OF")] = Field(
         default=4,
         ge=1,

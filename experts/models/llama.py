@@ -3,8 +3,9 @@
 ``LlamaBackend.from_settings`` resolves and verifies the model file but loads nothing; the weights are
 loaded on the first ``generate`` (or an explicit ``load()``), once, and shared by every caller. One lock
 guards the model: a llama.cpp context is not safe to use from two threads at once. Before each call the
-context is reset, so greedy output does not depend on what was generated before (the prompt cache would
-otherwise change results).
+context holds exactly the prompt's system message, kept from the last call or read alone
+(:mod:`experts.models.llama_prefix`), so greedy output does not depend on what was generated before; with
+``prefix_cache`` off it is reset.
 
 Grammars are enforced by a fast logits processor by default (:mod:`experts.models.llama_mask`: the same tokens
 as llama-cpp-python's own ``grammar=`` path at temperature 0, at a fraction of its cost);
@@ -36,6 +37,7 @@ from experts.models.cpu_share import ShareWaitStopped, cpu_share
 from experts.models.footprint import estimate
 from experts.models.grammar import follow_outline_bounds
 from experts.models.llama_mask import CompiledGrammar, GrammarMask, StopSwitch, TokenTap
+from experts.models.llama_prefix import PrefixCache
 from experts.models.prefetch import Prefetch
 from experts.models.protocol import EitherStop, Generation, GenerationRequest
 from state.errors import BackendError, GenerationStopped, ModelUnavailableError
@@ -179,6 +181,7 @@ class LlamaBackend:
         n_gpu_layers: int = 0,
         use_mmap: bool = False,
         prefetch: bool = True,
+        prefix_cache: bool = True,
     ) -> None:
         """Prepare a backend for ``model_path``; nothing is loaded until it is needed.
 
@@ -195,6 +198,8 @@ class LlamaBackend:
             prefetch: Read the file ahead of llama.cpp in a background thread while loading
                 (:mod:`experts.models.prefetch`): llama.cpp alone alternates reading and computing, so a load from a
                 cold page cache took 1.25-1.7x as long as a warm one for the 1.5B model.
+            prefix_cache: Keep the system message's tokens read between calls
+                (:mod:`experts.models.llama_prefix`); off: the context is reset before every call.
         """
         self.model_path = model_path
         self.n_ctx = n_ctx
@@ -203,6 +208,8 @@ class LlamaBackend:
         self.n_gpu_layers = n_gpu_layers
         self.use_mmap = use_mmap
         self.prefetch = prefetch
+        self.prefix_cache = prefix_cache
+        self._prefix: PrefixCache | None = None
         self.load_seconds: float | None = None
         """How long loading the weights took, once loaded."""
         self.last_first_token_s: float | None = None
@@ -229,7 +236,11 @@ class LlamaBackend:
         """
         path = resolve_model_path(settings.model_path)
         return cls(
-            path, n_ctx=settings.n_ctx, n_threads=settings.n_threads, n_gpu_layers=-1 if settings.gpu_offload else 0
+            path,
+            n_ctx=settings.n_ctx,
+            n_threads=settings.n_threads,
+            n_gpu_layers=-1 if settings.gpu_offload else 0,
+            prefix_cache=settings.prefix_cache,
         )
 
     @property
@@ -261,6 +272,7 @@ class LlamaBackend:
         """Free the model (the pool calls this when no generation holds it); a later call loads it again."""
         with self._lock:
             llm, self._llm = self._llm, None
+            self._prefix = None
             self._grammars.clear()
             self._mask_buffer = None
             self._stop.clear()
@@ -349,7 +361,10 @@ class LlamaBackend:
             try:
                 with share as waited, self._aborted_on(request.cancel):
                     started = time.perf_counter()
-                    llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
+                    if self._prefix is not None:  # it prepares the context: the system message kept or read alone
+                        self._prefix.system = next((m.content for m in request.messages if m.role == "system"), None)
+                    else:
+                        llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
                     response = llm.create_chat_completion(
                         messages=messages,
                         max_tokens=request.max_tokens,
@@ -380,6 +395,8 @@ class LlamaBackend:
         usage = completion["usage"]
         completion_tokens = usage["completion_tokens"]
         extra = {"tokens_per_second": completion_tokens / seconds if seconds > 0 else 0.0, "cpu_wait_seconds": waited}
+        if self._prefix is not None:
+            extra["prefix_cached_tokens"] = float(self._prefix.reused)
         if switch.first_at is not None:
             extra["first_token_seconds"] = switch.first_at - started
             self.last_first_token_s = extra["first_token_seconds"]
@@ -471,6 +488,7 @@ class LlamaBackend:
             ) from exc
         self.load_seconds = time.perf_counter() - started
         _install_abort(llama_cpp, llm, self._abort)
+        self._prefix = PrefixCache(llm) if self.prefix_cache else None
         logger.info(
             "loaded %s in %.2f s (n_ctx=%d, n_threads=%d)",
             self.model_path.name,

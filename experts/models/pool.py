@@ -180,7 +180,14 @@ def _backend_factory(settings: Settings, model: str | None) -> tuple[tuple[objec
         return ("fake", script, mtime, settings.model_path), label, lambda: FakeBackend.from_settings(settings)
     from experts.models.llama import LlamaBackend  # see above
 
-    key = ("llama", settings.model_path, settings.n_ctx, settings.n_threads, settings.gpu_offload)
+    key = (
+        "llama",
+        settings.model_path,
+        settings.n_ctx,
+        settings.n_threads,
+        settings.gpu_offload,
+        settings.prefix_cache,
+    )
     label = settings.model_path or "base model"
     return key, label, lambda: LlamaBackend.from_settings(settings)
 

@@ -23,6 +23,13 @@ def test_quick_mode_on_the_real_model(module: str, name: str, tmp_path: Path) ->
 
 
 @pytest.mark.integration
+def test_quick_mode_of_the_prefix_benchmark(tmp_path: Path) -> None:
+    summary = run_quick("bench_prefix", "prefix", tmp_path)["summary"]
+    assert summary["hits"] >= 1 and summary["kept_tokens_mean_on_hits"] > 100
+    assert summary["same_text_hit_and_miss"] is True
+
+
+@pytest.mark.integration
 def test_quick_mode_of_the_server_benchmark(tmp_path: Path) -> None:
     result = run_quick("bench_server", "server", tmp_path)
     assert result["runs"] == 1 and result["api"]["run"]["p50_ms"] > 0

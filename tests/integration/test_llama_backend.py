@@ -310,6 +310,26 @@ def test_a_halt_ends_the_answer_where_it_is(backend: LlamaBackend, reference: st
     assert reference.startswith(generation.text) and generation.text == "".join(pieces)
 
 
+LONG_SYSTEM = (
+    "You are a careful technical writer. You write for readers who are new to the subject, in short sentences, "
+    "with one idea per paragraph. Answer with an outline first, then one numbered section per outline item, "
+    "and never repeat the task's title as an item. Where you do not know a fact, say so instead of guessing."
+)
+
+
+def test_the_prefix_cache_keeps_the_system_message_and_greedy_output_does_not_change(backend: LlamaBackend) -> None:
+    def ask(user: str) -> GenerationRequest:
+        return replace(REQUEST, messages=(ChatMessage("system", LONG_SYSTEM), ChatMessage("user", user)), max_tokens=30)
+
+    first = backend.generate(ask("Explain how to set up a Python virtual environment."))  # a miss
+    other = backend.generate(ask("Explain what a Python decorator is."))
+    again = backend.generate(ask("Explain how to set up a Python virtual environment."))
+    assert first.extra["prefix_cached_tokens"] == 0
+    assert other.extra["prefix_cached_tokens"] >= 32 and again.extra["prefix_cached_tokens"] >= 32
+    assert again.text == first.text  # the system message kept or read alone: the same tokens either way
+    assert again.prompt_tokens == first.prompt_tokens
+
+
 def test_two_threads_share_one_backend(backend: LlamaBackend, reference: str) -> None:
     start = threading.Barrier(2)
 

@@ -54,6 +54,7 @@ def test_every_benchmark_has_a_quick_test() -> None:
         "bench_isolation",
         "bench_load",
         "bench_pool",
+        "bench_prefix",
         "bench_server",
         "bench_streaming",
     }  # tests/integration/test_bench_quick_real.py
