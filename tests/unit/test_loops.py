@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from engine.checks import repetition_check, without_code
 from engine.loops import LoopWatch, cut_loops
-from engine.slot_work import SlotJob, run_slot
+from engine.slot_work import SlotJob, SlotOutcome, run_slot
 from experts.models import ChatMessage, Generation, GenerationRequest
 from experts.models.fake import FakeBackend, FakeResponse, FakeScript
 from state.context import resolve_settings
@@ -100,17 +100,23 @@ class Streaming:
         return Generation(text="".join(out), completion_tokens=len(out), finish_reason=finish)
 
 
+def run_prose(task: str, expert: str, backend: Streaming, best_of: int) -> SlotOutcome:
+    """One prose slot that is the whole task, run on ``backend``."""
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
+    job = SlotJob(
+        spec=spec, task=task, constraints=(), expert=expert, persona="You write.", references={},
+        max_tokens=900, temperature=0.0,
+    )  # fmt: skip
+    settings = resolve_settings({"backend": "fake", "best_of": best_of}, env={})
+    return run_slot(job, backend, settings, emit=lambda _: None)
+
+
 def test_a_slot_stops_a_looping_candidate_early_and_draws_the_next() -> None:
     task = "Explain to a patient why antibiotics do not help a common cold."
     looping = "## Outline\n1. Colds\n\n## 1. Colds\n" + LOOP * 60
     plain = "## Why\n" + PROSE + "\n"
     backend = Streaming([looping, plain])
-    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
-    job = SlotJob(
-        spec=spec, task=task, constraints=(), expert="medical_clinical", persona="You explain.", references={},
-        max_tokens=900, temperature=0.0,
-    )  # fmt: skip
-    outcome = run_slot(job, backend, resolve_settings({"backend": "fake", "best_of": 3}, env={}), emit=lambda _: None)
+    outcome = run_prose(task, "medical_clinical", backend, best_of=3)
     assert outcome.result is not None and outcome.result.quality is not None
     assert backend.written[0] < len(looping.split(" ")) / 4  # stopped within the first quarter of the loop
     first, second = outcome.result.quality.candidates
@@ -140,12 +146,7 @@ def test_a_slot_whose_every_candidate_loops_delivers_the_kept_one_once_with_its_
     task = "Write the opening scene of a mystery novel on a night train."
     looping = "## Outline\n1. Scene\n\n## 1. Scene\nThe night train left Zurich at ten. " + LOOP * 30
     backend = Streaming([looping])
-    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
-    job = SlotJob(
-        spec=spec, task=task, constraints=(), expert="creative_writer", persona="You write.", references={},
-        max_tokens=900, temperature=0.0,
-    )  # fmt: skip
-    outcome = run_slot(job, backend, resolve_settings({"backend": "fake", "best_of": 2}, env={}), emit=lambda _: None)
+    outcome = run_prose(task, "creative_writer", backend, best_of=2)
     assert outcome.result is not None and outcome.result.quality is not None
     assert not outcome.result.quality.passed  # still failing its check: the document says so
     assert outcome.result.body_text().count(LOOP.strip()) == 1
