@@ -221,6 +221,20 @@ def test_a_time_limit_ends_the_streamed_answer_where_it_is() -> None:
     assert gen.text == "first" and gen.finish_reason == "time"
 
 
+def test_a_halt_ends_the_streamed_answer_where_it_is() -> None:
+    halt = threading.Event()
+    seen: list[str] = []
+
+    def watch(piece: str) -> None:  # what the loop watch does (engine.loops): it saw enough
+        seen.append(piece)
+        if len(seen) == 2:
+            halt.set()
+
+    request = GenerationRequest(messages=REQUEST.messages, max_tokens=50, on_token=watch, halt=halt)
+    gen = backend(streaming(sse("one", " two", " three", " four"))).generate(request)
+    assert gen.text == "one two" and gen.finish_reason == "halted" and seen == ["one", " two"]
+
+
 def test_streamed_tokens_reach_the_graph_once_not_also_through_the_chat_models_callbacks() -> None:
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.runnables import RunnableLambda
