@@ -55,6 +55,8 @@ from engine.selection import best, judge, score
 from engine.streaming import Listeners, generate_streamed
 from experts.catalog import ExpertScope
 from experts.models import ChatMessage, ExpertBackend, Generation, GenerationRequest
+from experts.routing import ExpertRouter, RouterParams, get_router
+from experts.routing.lessons import Lesson, router_with_lessons
 from state.assist import AssistRecord
 from state.enums import Mode
 from state.errors import BackendError, CoeError, GenerationStopped
@@ -147,6 +149,9 @@ class SlotJob:
     """Where each candidate's tokens go as they are written (None: nowhere)."""
     facts: FactMemory | None = None
     """The person's remembered facts, which lookup assists search before the knowledge base (None: none)."""
+    lessons: tuple[Lesson, ...] = ()
+    """The person's kept routing lessons (``coe feedback --route-to``): experts consulted by an assist are routed
+    with them, as the slots were."""
     earlier_task: str = ""
     """The task of the turn ``memory`` comes from (a follow-up's plain prompt replays that exchange)."""
     memory: Mapping[str, tuple[str, SlotResult]] = field(default_factory=dict)
@@ -661,7 +666,14 @@ def run_slot(
                 message=f"kept answer ({chosen.record.id} of {len(draws)}) fails its checks: {listed}",
             )
         )
-    resolver = resolver or AssistResolver(settings, job.mode, emit=emit, cancel=job.cancel, facts=job.facts)
+    resolver = resolver or AssistResolver(
+        settings,
+        job.mode,
+        emit=emit,
+        cancel=job.cancel,
+        facts=job.facts,
+        router=_router_with(job.lessons, settings) if job.lessons else None,
+    )
     resolution = resolver.resolve(result, job.spec.title)
     ledger.extend(resolution.ledger)
     notices.extend(resolution.notices)
@@ -670,6 +682,11 @@ def run_slot(
     return SlotOutcome(
         slot_id, job.expert, result, None, len(draws), started, utcnow(), ledger, notices, resolution.records
     )
+
+
+def _router_with(lessons: tuple[Lesson, ...], settings: Settings) -> Callable[[], ExpertRouter]:
+    """The router of the run's settings that has learned ``lessons`` (made when a consult needs it)."""
+    return lambda: router_with_lessons(get_router(RouterParams.from_settings(settings)), list(lessons))
 
 
 def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:

@@ -18,6 +18,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from engine.contracts import contract_for
+from engine.lessons import RoutingLessons
 from engine.memory import FactMemory
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
 from engine.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
@@ -111,6 +112,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
     stream = message_stream(config)  # each candidate's tokens on stream_mode="messages"
     memory = _memory(state)
     facts = FactMemory(runtime.store, state.run.user, get_embedder) if runtime.store is not None else None
+    lessons = tuple(RoutingLessons(runtime.store, state.run.user).kept()) if runtime.store is not None else ()
     catalog = load_catalog()
     backends: dict[str | None, ExpertBackend] = {}
     policy = BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)
@@ -167,6 +169,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
             memory=memory,
             earlier_task=state.turns[-1].task if state.turns else "",
             facts=facts,
+            lessons=lessons,
         )
         sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, admission.trial))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})

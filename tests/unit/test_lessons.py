@@ -127,3 +127,31 @@ def test_a_rejected_run_leaves_no_memory() -> None:
     assert EpisodeMemory(store, "local", get_embedder()).episodes() == []
     assert FactMemory(store, "local", get_embedder()).facts() == []
     assert RoutingLessons(store, "local").records() == []
+
+
+def test_an_expert_consulted_by_an_assist_is_routed_with_the_persons_lessons() -> None:
+    from engine.slot_work import SlotJob, run_slot
+    from experts.models import Generation, GenerationRequest
+    from state.context import resolve_settings
+    from state.framework import SlotSpec
+
+    answer = f"## Outline\n1. Notes\n\n## 1. Notes\nThe change, explained: {{{{ASSIST:expert:reporting:{MISROUTED}}}}}\n"
+
+    class Answers:
+        def supports_grammar(self) -> bool:
+            return False
+
+        def generate(self, request: GenerationRequest) -> Generation:
+            return Generation(text=answer, finish_reason="stop")
+
+    def consulted(lessons: tuple[Lesson, ...]) -> list[str]:
+        spec = SlotSpec(id="notes", title="Notes", description="Notes on the report change", deliverable="prose")
+        job = SlotJob(
+            spec=spec, task="Notes on the report change", constraints=(), expert="technical_writer", persona="",
+            references={}, max_tokens=200, temperature=0.0, lessons=lessons,
+        )  # fmt: skip
+        outcome = run_slot(job, Answers(), resolve_settings({"backend": "fake"}, env={}), emit=lambda _: None)
+        return [step for record in outcome.assists for step in record.trail if step.startswith("routed")]
+
+    assert "to sql_specialist" in consulted(())[0]
+    assert "to technical_writer" in consulted((Lesson(MISROUTED, "technical_writer"),))[0]
