@@ -70,9 +70,15 @@ LEAKS = (
     "<reference part=",
     "</reference>",
     "<candidate id=",
+    "keep it if it is right",
+    "if a problem above concerns it",
+    "an earlier answer to this was rejected",
+    "does not have these problems",
 )
-"""The harness' own delimiters, which must never come back in an answer (quoting the instructions' wording is
-harmless and common; copying a delimiter means a reference or a candidate was pasted in)."""
+"""The harness' own delimiters and its retry feedback's wording, which must never come back in an answer
+(quoting the instructions' wording is harmless and common; copying a delimiter means a reference or a
+candidate was pasted in, and the feedback's sentences in an answer are the prompt talking, not the expert: seen
+on the review set, "The outline was (keep it if it is right, fix it if a problem above concerns it):")."""
 _INSTRUCTION_TITLE = re.compile(r"#|^\W*outline\W*$|code block holding|every import", re.I)
 """A title that copies the output structure's instructions ("`## Outline`", "`## 1. ` code block holding the
 complete code") instead of naming the part."""

@@ -83,6 +83,8 @@ _LEAD = re.compile(
     r"|your (?:job|task) is to\s+)+",
     re.I,
 )
+_OWN_GOAL = re.compile(r"^(?:i|we) (?:need|want|would like|'d like|plan|are planning|intend) to\s+(?!.*\byou\b)", re.I)
+"""A sentence that says what the person means to do ("We want to split ..."), not what they ask for."""
 _REQUEST = re.compile(r"^(?:i|we) (?:need|want|would like|'d like)\s+(?=(?:a|an|the|some|two|three)\b)", re.I)
 _RELATIVE = re.compile(r"\b(?:that|which|who|whose|where|when|so that|to|for|with|from|by|on|about|of)\s", re.I)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
@@ -154,8 +156,14 @@ def named_deliverables(task: str) -> list[Aspect]:
     body = _BRACKETED.sub(_shield, _QUOTED.sub(_shield, _CODE.sub(" ", task)))
     aspects: list[Aspect] = []
     context: list[str] = []
-    for sentence in _SENTENCES.split(body):
-        sentence = sentence.strip().rstrip(".!?").strip()
+    sentences = [s.strip().rstrip(".!?").strip() for s in _SENTENCES.split(body)]
+    goals = [s for s in sentences if _OWN_GOAL.match(s)]
+    if len(goals) < len(sentences) and any(_sentence_aspects(s) for s in sentences if s not in goals):
+        # "We want to split the module out. Give the steps.": what the person means to do is the context of
+        # what they ask for, not a second deliverable.
+        context += goals
+        sentences = [s for s in sentences if s not in goals]
+    for sentence in sentences:
         head, *tail = _COLON.split(sentence, maxsplit=1)
         listed = _sentence_aspects(tail[0]) if tail else []
         if tail and not listed:

@@ -95,6 +95,8 @@ def test_an_answer_cut_mid_sentence_fails_for_prose() -> None:
 def test_a_leaked_delimiter_and_degenerate_repetition_fail() -> None:
     leaked = failed(prose(("Caching reads", PARAGRAPH_A + '\n<reference part="x">')), TASK)
     assert "contract.leaks" in leaked
+    feedback = "The outline was (keep it if it is right, fix it if a problem above concerns it):\n1. Steps."
+    assert "contract.leaks" in failed(prose(("Caching reads", PARAGRAPH_A + "\n" + feedback)), TASK)
     looping = failed(prose(("Caching reads", " ".join([PARAGRAPH_A] * 4))), TASK)
     assert "repeated 4 times" in looping["prose.repetition"]
 

@@ -135,7 +135,8 @@ def test_an_expert_consulted_by_an_assist_is_routed_with_the_persons_lessons() -
     from state.context import resolve_settings
     from state.framework import SlotSpec
 
-    answer = f"## Outline\n1. Notes\n\n## 1. Notes\nThe change, explained: {{{{ASSIST:expert:reporting:{MISROUTED}}}}}\n"
+    assist = f"{{{{ASSIST:expert:reporting:{MISROUTED}}}}}"
+    answer = f"## Outline\n1. Notes\n\n## 1. Notes\nThe change, explained: {assist}\n"
 
     class Answers:
         def supports_grammar(self) -> bool:

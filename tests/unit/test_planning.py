@@ -112,6 +112,9 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
         ),
         ("Write unit and integration tests for the parser", 1),
         ("Add authentication, rate limiting and input validation", 3),
+        # what the person means to do is the context of what they ask for (review set: a four-slot plan)
+        ("We want to split an order module out of our monolith into its own service. Give the steps.", 1),
+        ("I need to write a cover letter for a junior developer job.", 1),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
