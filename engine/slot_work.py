@@ -500,7 +500,7 @@ def run_slot(
             slot_id=slot_id,
             expert=job.expert,
             attempts=attempt,
-            min_items=contract.min_items,
+            min_items=1 if plain else contract.min_items,  # a plain answer is one part by design, a plan's too
             max_items=contract.max_items,
         )
         truncated = gen.finish_reason == "length"

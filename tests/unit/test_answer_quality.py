@@ -434,6 +434,24 @@ def test_a_looping_prose_answer_draws_the_plain_prompt_and_keeps_its_words_as_th
     )  # the model's words, its heading one level under the section's, its placeholder an assist (not the link)
 
 
+def test_a_plain_plan_kept_as_one_part_follows_the_contract() -> None:
+    """A plan's contract asks for 2-7 steps; the plain answer is the one part by design (review set: a clean
+    list of steps was kept with a caveat, "outline has 1 top-level item", after four attempts)."""
+    steps = "1. **Rotate**: create a new key.\n2. **Deploy**: roll it out.\n3. **Revoke**: revoke the old key.\n"
+    looping_plan = "## Outline\n1. Steps\n2. More\n\n## 1. Steps\n" + "Rotate the key now please. " * 17 + "\n"
+    backend = Scripted([looping_plan, steps])
+    task = "List the steps to rotate a leaked API key."
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="plan")
+    job = SlotJob(
+        spec=spec, task=task, constraints=(), expert="security_architect",
+        persona="You plan.", references={}, max_tokens=600, temperature=0.0,
+    )  # fmt: skip
+    outcome = run_slot(job, backend, settings(), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert outcome.result.quality.chosen == "c2" and outcome.result.compliant and outcome.result.quality.passed
+    assert len(backend.requests) == 2  # the plain answer passed: nothing more is drawn
+
+
 def test_a_prose_answer_that_fails_for_another_reason_is_retried_on_the_contracts_prompt_only() -> None:
     cut = "## Outline\n1. Colds\n\n## 1. Colds\nColds are caused by viruses and"
     backend = Scripted([cut, cut, cut])
