@@ -85,6 +85,8 @@ _LEAD = re.compile(
 )
 _OWN_GOAL = re.compile(r"^(?:i|we) (?:need|want|would like|'d like|plan|are planning|intend) to\s+(?!.*\byou\b)", re.I)
 """A sentence that says what the person means to do ("We want to split ..."), not what they ask for."""
+_SUBJECT = re.compile(r"^(?:it|they|we|he|she|this|these|which|there)\s+\w+", re.I)
+"""A clause with its own subject ("it adds shared lists"): the material of a deliverable, not a list of them."""
 _REQUEST = re.compile(r"^(?:i|we) (?:need|want|would like|'d like)\s+(?=(?:a|an|the|some|two|three)\b)", re.I)
 _RELATIVE = re.compile(r"\b(?:that|which|who|whose|where|when|so that|to|for|with|from|by|on|about|of)\s", re.I)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
@@ -251,6 +253,8 @@ def _listed_objects(head: str, listing: str) -> list[Aspect]:
             parts.append(part)
     if any(not p[0].isalpha() for p in parts):
         return []  # a formula or a number, not a list of things to make
+    if parts and _SUBJECT.match(parts[0]):
+        return []  # "Write release notes: it adds shared lists, fixes a crash ...": what to say, not what to make
     if len(found) != 1 or len(parts) < 2 or found[0].verb in JOINT_VERBS or _GIVEN.search(head):
         return []  # one thing, a choice among the listed ("decide between: ..."), or given material
     verb = found[0].verb

@@ -115,6 +115,11 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
         # what the person means to do is the context of what they ask for (review set: a four-slot plan)
         ("We want to split an order module out of our monolith into its own service. Give the steps.", 1),
         ("I need to write a cover letter for a junior developer job.", 1),
+        (  # what the release notes must say, not four deliverables (review set: a four-slot plan, 596 s)
+            "Write release notes for version 2.0 of our to-do app: it adds shared lists and dark mode, fixes a "
+            "crash when importing large files, and drops support for Android 8.",
+            1,
+        ),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
