@@ -42,6 +42,7 @@ from experts.knowledge import KnowledgeBase, load_kb
 from experts.models import ChatMessage, ExpertBackend, GenerationRequest, get_backend
 from experts.models.grammar import CONSULT_ANSWER_CHARS, CONSULT_GRAMMAR
 from experts.routing import ExpertRouter, RouterParams, get_router
+from experts.routing.lessons import Lesson, router_with_lessons
 from state.assist import (
     AssistRecord,
     AssistSource,
@@ -172,6 +173,8 @@ class AssistResolver:
     """The run's cancel signal: a consultation in progress stops when it is set."""
     facts: FactMemory | None = None
     """The person's remembered facts (:mod:`engine.memory`), searched before the knowledge base."""
+    lessons: tuple[Lesson, ...] = ()
+    """The person's kept routing lessons (``coe feedback --route-to``): consulted experts are routed with them."""
 
     def resolve(self, result: SlotResult, slot_title: str = "") -> Resolution:
         """Resolve every placeholder in ``result`` and return the result with values and markers in place."""
@@ -443,8 +446,10 @@ class AssistResolver:
 
     def _router(self) -> ExpertRouter:
         if self.router is not None:
-            return self.router()
-        return get_router(RouterParams.from_settings(self.settings), self._catalog())
+            router = self.router()
+        else:
+            router = get_router(RouterParams.from_settings(self.settings), self._catalog())
+        return router_with_lessons(router, list(self.lessons))  # the router itself when there are none
 
     def _catalog(self) -> Catalog:
         if self.catalog is None:

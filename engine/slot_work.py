@@ -55,8 +55,7 @@ from engine.selection import best, judge, score
 from engine.streaming import Listeners, generate_streamed
 from experts.catalog import ExpertScope
 from experts.models import ChatMessage, ExpertBackend, Generation, GenerationRequest
-from experts.routing import ExpertRouter, RouterParams, get_router
-from experts.routing.lessons import Lesson, router_with_lessons
+from experts.routing.lessons import Lesson
 from state.assist import AssistRecord
 from state.enums import Mode
 from state.errors import BackendError, CoeError, GenerationStopped
@@ -672,7 +671,7 @@ def run_slot(
         emit=emit,
         cancel=job.cancel,
         facts=job.facts,
-        router=_router_with(job.lessons, settings) if job.lessons else None,
+        lessons=job.lessons,
     )
     resolution = resolver.resolve(result, job.spec.title)
     ledger.extend(resolution.ledger)
@@ -682,11 +681,6 @@ def run_slot(
     return SlotOutcome(
         slot_id, job.expert, result, None, len(draws), started, utcnow(), ledger, notices, resolution.records
     )
-
-
-def _router_with(lessons: tuple[Lesson, ...], settings: Settings) -> Callable[[], ExpertRouter]:
-    """The router of the run's settings that has learned ``lessons`` (made when a consult needs it)."""
-    return lambda: router_with_lessons(get_router(RouterParams.from_settings(settings)), list(lessons))
 
 
 def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:

@@ -259,13 +259,10 @@ class FakeBackend:
             else compliant_answer(request.slot_title or "the task", request.grammar)
         )
         streamed = request.on_token is not None and response.fail is None and not response.grow_mb
-        ended = (
-            self._stream(response, request, text)
-            if streamed
-            else ("time", "")
-            if self._wait(response, request)
-            else None
-        )
+        if streamed:
+            ended = self._stream(response, request, text)
+        else:
+            ended = ("time", "") if self._wait(response, request) else None
         if ended is not None and ended[0] == "time":
             return Generation(text="", seconds=time.perf_counter() - start, finish_reason="time", model="fake")
         if ended is not None:  # halted by the caller: what was written stays
