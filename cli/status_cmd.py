@@ -78,7 +78,10 @@ def status(
         breakers = proc.get("breakers", {})
         if breakers:
             parts = [
-                f"{name} {b['state']} ({b['failures']} failures, {b['trips']} trips)" for name, b in breakers.items()
+                f"{name} {b['state']} ({b['failures']} failures, {b['trips']} trips"
+                + (f"; last check {b['health']}" if b.get("health") else "")
+                + ")"
+                for name, b in breakers.items()
             ]
             print("  breakers: " + "; ".join(parts))
 

@@ -25,7 +25,17 @@ from engine.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_sett
 from engine.streaming import message_stream
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
 from experts.embedding import get_embedder
-from experts.models import Admission, BreakerPolicy, ExpertBackend, breakers, get_backend, preload, trim_heap
+from experts.models import (
+    Admission,
+    BreakerPolicy,
+    Endpoint,
+    ExpertBackend,
+    breakers,
+    get_backend,
+    health_checks,
+    preload,
+    trim_heap,
+)
 from state.context import RunContext
 from state.enums import SlotStatus
 from state.errors import RunFailure
@@ -132,19 +142,20 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
                 )
             )
         decision = state.routing.get(spec.id)
-        expert = decision.expert if decision is not None else st.expert or GENERAL_EXPERT
-        admission = _admit(spec.id, expert, policy, ledger, notices)
-        expert = admission.expert
-        if decision is not None and decision.expert == expert:
-            model = decision.model  # bound by route_slots, before any slot ran
+        routed = decision.expert if decision is not None else st.expert or GENERAL_EXPERT
+        # the model route_slots bound before any slot ran, else the expert's binding now
+        routed_model = decision.model if decision is not None else resolve_binding(settings, catalog.get(routed)).model
+        expert, key, admission = _admit(spec.id, routed, routed_model, settings, catalog, policy, ledger, notices)
+        if expert == routed:
+            model = routed_model
         else:  # the breaker sent the slot to the generalist
             model = resolve_binding(settings, catalog.get(expert)).model
         if model not in backends:
             backends[model] = get_backend(settings, model)
         scope = catalog.get(expert)
         if decision is not None and decision.deliverable is not None and decision.expert == expert:
-            routed = spec.model_copy(update={"deliverable": decision.deliverable, "language": decision.language})
-            contract = contract_for(routed, expert)  # the deliverable route_slots recorded
+            declared = spec.model_copy(update={"deliverable": decision.deliverable, "language": decision.language})
+            contract = contract_for(declared, expert)  # the deliverable route_slots recorded
         else:  # not routed, or the breaker gave it to another expert: its declared deliverable, else the runner's
             contract = contract_for(spec, expert)
         max_tokens, temperature = generation_settings(scope, settings)
@@ -171,7 +182,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
             facts=facts,
             lessons=lessons,
         )
-        sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, admission.trial))
+        sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, key, admission.trial))
         new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
         statuses[spec.id] = changed[spec.id] = new
         write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
@@ -253,27 +264,50 @@ def _preload_next(fw: Framework, statuses: dict[str, SlotState], state: PlannedP
             logger.info("preloading %s for the next slots", model or "the base model")
 
 
-def _admit(
-    slot_id: str, expert: str, policy: BreakerPolicy, ledger: list[LedgerEntry], notices: list[Notice]
-) -> Admission:
-    """Ask the expert's circuit breaker; when it is open, the slot goes to the generalist (recorded).
+def breaker_key(expert: str, model: str | None) -> str:
+    """The circuit breaker a slot of ``expert`` on ``model`` answers to: its server's when it has its own, else its own.
 
-    The routing decision stays the router's choice; the slot's state names the expert that really runs it.
-    The generalist runs even when its own breaker is open (there is nothing to fall back to), also recorded.
+    Every expert on one server shares that server's breaker (``endpoint <url>``): a dead server is one fault,
+    and the fallback, the generalist on the base model, runs elsewhere.
     """
-    admission = breakers.admit(expert, policy)
+    endpoint = Endpoint.parse(model)
+    return f"endpoint {endpoint.url}" if endpoint is not None else expert
+
+
+def _admit(
+    slot_id: str,
+    expert: str,
+    model: str | None,
+    settings: Settings,
+    catalog: Catalog,
+    policy: BreakerPolicy,
+    ledger: list[LedgerEntry],
+    notices: list[Notice],
+) -> tuple[str, str, Admission]:
+    """Ask the slot's circuit breaker; when it is open, the slot goes to the generalist (recorded).
+
+    Returns the expert that runs the slot, the key of its breaker and the admission. A slot on an expert's own
+    server checks the server's health first when a check is due (:func:`_check_health`). The routing decision
+    stays the router's choice; the slot's state names the expert that really runs it. The generalist runs even
+    when its own breaker is open (there is nothing to fall back to), also recorded.
+    """
+    key = breaker_key(expert, model)
+    _check_health(slot_id, key, model, settings, policy, ledger)
+    admission = breakers.admit(key, policy)
     if admission.allowed:
-        return admission
-    detail = f"{expert}'s circuit breaker is {admission.state} ({admission.failures} failures in {policy.window_s:g} s)"
+        return expert, key, admission
+    whose = f"{expert}'s server ({key.removeprefix('endpoint ')})" if key != expert else expert
+    detail = f"{whose}'s circuit breaker is {admission.state} ({admission.failures} failures in {policy.window_s:g} s)"
     if expert != GENERAL_EXPERT:
-        general = breakers.admit(GENERAL_EXPERT, policy)
+        general_key = breaker_key(GENERAL_EXPERT, resolve_binding(settings, catalog.get(GENERAL_EXPERT)).model)
+        general = breakers.admit(general_key, policy)
         message = f"{detail}; the slot runs on {GENERAL_EXPERT}"
         if not general.allowed:
             message += f" although its breaker is {general.state} too ({general.failures} failures)"
-        action, admission = "breaker_fallback", general
+        action, runs, key, admission = "breaker_fallback", GENERAL_EXPERT, general_key, general
     else:
         message = f"{detail}; it runs anyway: there is no other expert to fall back to"
-        action = "breaker_ignored"
+        action, runs = "breaker_ignored", expert
     logger.warning("slot %s: %s", slot_id, message)
     ledger.append(
         LedgerEntry(
@@ -281,13 +315,45 @@ def _admit(
         )
     )
     notices.append(Notice(level="warning", source=NODE, slot_id=slot_id, message=message))
-    return admission
+    return runs, key, admission
+
+
+def _check_health(
+    slot_id: str, key: str, model: str | None, settings: Settings, policy: BreakerPolicy, ledger: list[LedgerEntry]
+) -> None:
+    """Check an expert's own server when a check is due; the result opens or closes its breaker.
+
+    A check that finds the server down, or that closes a breaker, goes to the ledger (``health_check``).
+    """
+    endpoint = Endpoint.parse(model)
+    if endpoint is None:
+        return
+    health = health_checks.check(endpoint, settings.endpoint_health_s)
+    if health is None or not health.fresh:
+        return
+    before, after = breakers.record_health(key, policy, up=health.up, detail=health.detail)
+    if health.up and before == after:
+        return
+    summary = f"{endpoint.label} is {'up' if health.up else 'down'} ({health.detail}); breaker {before} -> {after}"
+    if not health.up:
+        logger.warning("slot %s: %s", slot_id, summary)
+    ledger.append(
+        LedgerEntry(
+            agent="harness", action="health_check", slot_id=slot_id, inputs_summary=key, outputs_summary=summary[:500]
+        )
+    )
 
 
 def _run_guarded(
-    job: SlotJob, backend: ExpertBackend, settings: Settings, policy: BreakerPolicy, trial: bool, emit: ProgressSink
+    job: SlotJob,
+    backend: ExpertBackend,
+    settings: Settings,
+    policy: BreakerPolicy,
+    key: str,
+    trial: bool,
+    emit: ProgressSink,
 ) -> SlotOutcome:
-    """Run a slot (in a worker thread) and tell the expert's breaker how it went.
+    """Run a slot (in a worker thread) and tell its breaker (``key``: the expert's, or its server's) how it went.
 
     A backend failure (an error outcome) counts against the expert; an answer, compliant or not, is a success.
     A harness error (an exception) says nothing about the expert: a trial slot just frees the trial.
@@ -298,15 +364,15 @@ def _run_guarded(
         if outcome.requeue:
             pass  # stopped for memory, not the expert's fault: the slot runs again
         elif outcome.result is None:
-            if breakers.record_failure(job.expert, policy, outcome.error or "", trial=trial):
-                logger.warning("expert %s: circuit breaker opened after: %s", job.expert, outcome.error)
+            if breakers.record_failure(key, policy, outcome.error or "", trial=trial):
+                logger.warning("%s: circuit breaker opened after: %s", key, outcome.error)
         else:
-            breakers.record_success(job.expert, trial=trial)
+            breakers.record_success(key, trial=trial)
         verdict = True
         return outcome
     finally:
         if trial and not verdict:
-            breakers.release_trial(job.expert)
+            breakers.release_trial(key)
 
 
 def _record(

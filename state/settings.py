@@ -191,6 +191,14 @@ class Settings(BaseModel):
     breaker_cooldown_s: Annotated[float, Env("COE_BREAKER_COOLDOWN_S")] = Field(
         default=30.0, ge=0.0, le=86400.0, description="Seconds an open breaker waits before one trial slot."
     )
+    endpoint_health_s: Annotated[float, Env("COE_ENDPOINT_HEALTH_S")] = Field(
+        default=30.0,
+        ge=0.0,
+        le=86400.0,
+        description=(
+            "Seconds between health checks of an expert's own server; a check opens or closes its breaker (0: none)."
+        ),
+    )
     # --- the memory budget (state/hardware.py) -------------------------------------------------------------------
     profile: Annotated[str, Env("COE_PROFILE")] = Field(
         default="auto", description="Hardware profile from config/hardware_profiles.yaml, or auto (detect)."

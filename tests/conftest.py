@@ -21,8 +21,10 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
             monkeypatch.delenv(key)
     monkeypatch.setenv("COE_HOME", str(tmp_path / "coe-home"))
     from experts.models.breaker import breakers
+    from experts.models.health import health_checks
 
     breakers.reset()  # circuit breakers are process-wide: one test's failures must not trip another's expert
+    health_checks.reset()  # and so are the endpoints' health checks
     yield
 
 

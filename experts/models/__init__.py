@@ -2,6 +2,8 @@
 
 from experts.models.breaker import Admission, BreakerPolicy, breakers
 from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL, resolve_model_path
+from experts.models.endpoint import Endpoint
+from experts.models.health import health_checks
 from experts.models.memory import process_rss_bytes, trim_heap
 from experts.models.pool import BACKENDS, PooledModel, clear_backends, get_backend, model_unavailable, preload
 from experts.models.protocol import ChatMessage, ExpertBackend, Generation, GenerationRequest
@@ -14,6 +16,7 @@ __all__ = [
     "Admission",
     "BreakerPolicy",
     "ChatMessage",
+    "Endpoint",
     "ExpertBackend",
     "Generation",
     "GenerationRequest",
@@ -22,6 +25,7 @@ __all__ = [
     "breakers",
     "clear_backends",
     "get_backend",
+    "health_checks",
     "model_unavailable",
     "pool",
     "preload",

@@ -1,6 +1,7 @@
 """Circuit breakers per expert: an expert that keeps failing is given a rest, its slots go to the generalist.
 
-One breaker per expert id, process-wide (a server process serves many runs; a failing expert should not be
+One breaker per expert id (per endpoint for a true expert with its own server: see ``breaker_key`` in
+``nodes/execute_slots``), process-wide (a server process serves many runs; a failing expert should not be
 hammered by each of them). A breaker is:
 
 - **closed**: slots run on the expert; backend failures are timestamped, and ``failures`` of them within the
@@ -14,7 +15,9 @@ Only backend failures count (a generation that raised); a non-compliant outline 
 not the expert being unavailable. The key is the expert id, not the model: the ledger, the routing and
 ``coe experts status`` speak of experts, and the fallback is another expert. Faux experts share the base
 model, so a dead base model trips each of them (and the generalist) separately; that is the price of the
-simpler key, and the generalist's own breaker then says so.
+simpler key, and the generalist's own breaker then says so. A true expert on its own server is the exception:
+its breaker is the endpoint's (``endpoint <url>``), shared by every expert on that server, and health checks
+(:mod:`experts.models.health`) open and close it without a slot having to fail.
 
 All methods are thread-safe (slot workers record outcomes in parallel). The clock is injectable for tests.
 """
@@ -90,6 +93,8 @@ class BreakerSnapshot:
     """Seconds until an open breaker allows its half-open trial (None unless open)."""
     trial_running: bool
     last_error: str | None
+    health: str | None = None
+    """The last health check of an endpoint's breaker (``up: ...`` / ``down: ...``; None: never checked)."""
 
 
 @dataclass
@@ -101,6 +106,13 @@ class _Breaker:
     trips: int = 0
     trial_running: bool = False
     last_error: str | None = None
+    health: str | None = None
+
+    def close(self) -> None:
+        self.state = BreakerState.CLOSED
+        self.failures.clear()
+        self.opened_at = self.opened_wall = None
+        self.trial_running = False
 
     def prune(self, now: float, window_s: float) -> None:
         while self.failures and now - self.failures[0] > window_s:
@@ -125,7 +137,10 @@ class BreakerRegistry:
         self._window_s = BreakerPolicy().window_s
 
     def admit(self, expert: str, policy: BreakerPolicy) -> Admission:
-        """Whether a slot may run on ``expert`` now; an open breaker past its cooldown admits one trial."""
+        """Whether a slot may run on ``expert`` now; an open breaker past its cooldown admits one trial.
+
+        ``expert`` is the breaker's key: an expert id, or ``endpoint <url>`` for an expert on its own server.
+        """
         with self._lock:
             now = self._clock()
             b = self._get(expert)
@@ -145,10 +160,7 @@ class BreakerRegistry:
         with self._lock:
             b = self._get(expert)
             if trial and b.state == BreakerState.HALF_OPEN:
-                b.state = BreakerState.CLOSED
-                b.failures.clear()
-                b.opened_at = b.opened_wall = None
-                b.trial_running = False
+                b.close()
             return b.state
 
     def record_failure(self, expert: str, policy: BreakerPolicy, error: str = "", *, trial: bool = False) -> bool:
@@ -168,6 +180,32 @@ class BreakerRegistry:
                 b.open(now)
                 return True
             return False  # open already (a straggler dispatched before the trip), or a non-trial in half-open
+
+    def record_health(
+        self, key: str, policy: BreakerPolicy, *, up: bool, detail: str
+    ) -> tuple[BreakerState, BreakerState]:
+        """A health check of the endpoint behind ``key`` (:mod:`experts.models.health`); returns (before, after).
+
+        Down opens the breaker at once (an open one starts its cooldown again); up closes an open or half-open
+        one. With breaking off (``policy.failures`` 0) the check is only recorded.
+        """
+        with self._lock:
+            b = self._get(key)
+            before = b.state
+            b.health = f"{'up' if up else 'down'}: {detail}"[:300]
+            if policy.failures <= 0:
+                return before, b.state
+            if up:
+                if b.state != BreakerState.CLOSED:
+                    b.close()
+            else:
+                b.last_error = f"health check: {detail}"[:300]
+                now = self._clock()
+                if b.state == BreakerState.OPEN:
+                    b.opened_at = now
+                else:
+                    b.open(now)
+            return before, b.state
 
     def release_trial(self, expert: str) -> None:
         """The trial ended without a verdict (a harness error): the next admission may start another."""
@@ -195,6 +233,7 @@ class BreakerRegistry:
                     retry_in_s=retry,
                     trial_running=b.trial_running,
                     last_error=b.last_error,
+                    health=b.health,
                 )
             return out
 

@@ -29,6 +29,8 @@ import pytest
 import yaml
 
 from experts.models.bundled import resolve_model_path
+from experts.models.endpoint import Endpoint
+from experts.models.health import probe
 from experts.models.protocol import ChatMessage, GenerationRequest
 from experts.models.remote import RemoteBackend
 from tests.integration.cli_proc import coe_run, free_port
@@ -106,6 +108,13 @@ def test_a_grammar_constrained_completion_from_the_real_server(server_url: str) 
     assert backend.supports_grammar()
 
 
+def test_the_real_server_answers_the_health_check_and_a_stopped_one_does_not(server_url: str) -> None:
+    up = probe(Endpoint(server_url))
+    assert up.up and "HTTP 200" in up.detail, up
+    down = probe(Endpoint(f"http://127.0.0.1:{free_port()}/v1"), timeout_s=1.0)
+    assert not down.up and "ConnectError" in down.detail
+
+
 def test_one_plan_on_two_servers_the_base_model_and_the_code_experts_own(
     server_url: str, coder_url: str, tmp_path: Path
 ) -> None:
@@ -132,6 +141,8 @@ def test_one_plan_on_two_servers_the_base_model_and_the_code_experts_own(
     summary = json.loads(out.stdout)
     assert summary["status"] == "completed", summary
     assert {s["id"]: s["status"] for s in summary["slots"]} == {"poem": "done", "code": "done"}, summary["slots"]
+    # the code server passed its health check: its slot ran on python_coder there, not on the generalist
+    assert {s["id"]: s["expert"] for s in summary["slots"]}["code"] == "python_coder"
     shown = coe_run("show", summary["thread_id"], "--json", env=env, timeout=120)
     routing = json.loads(shown.stdout)["routing"]
     assert routing["code"]["model"] == f"{coder_url}#model=qwen2.5-coder-1.5b" and routing["poem"]["model"] is None

@@ -162,3 +162,27 @@ def test_concurrent_admissions_in_half_open_give_exactly_one_trial() -> None:
     for t in threads:
         t.join()
     assert trials.count(True) == 1
+
+
+def test_a_health_check_down_opens_at_once_and_up_closes_without_a_trial() -> None:
+    reg, clock = _registry()
+    key = "endpoint http://10.0.0.5:8000/v1"
+    assert reg.record_health(key, POLICY, up=False, detail="ConnectError") == (BreakerState.CLOSED, BreakerState.OPEN)
+    snap = reg.snapshot(POLICY)[key]
+    assert snap.trips == 1 and snap.failures == 0 and snap.health == "down: ConnectError"
+    assert snap.last_error == "health check: ConnectError"
+    assert not reg.admit(key, POLICY).allowed
+    clock.now += 20  # another failed check restarts the cooldown: no trial 30 s after the first one
+    assert reg.record_health(key, POLICY, up=False, detail="ConnectError") == (BreakerState.OPEN, BreakerState.OPEN)
+    clock.now += 15
+    assert not reg.admit(key, POLICY).allowed and reg.snapshot(POLICY)[key].trips == 1
+    assert reg.record_health(key, POLICY, up=True, detail="HTTP 200") == (BreakerState.OPEN, BreakerState.CLOSED)
+    admission = reg.admit(key, POLICY)
+    assert admission.allowed and not admission.trial and reg.snapshot(POLICY)[key].health == "up: HTTP 200"
+
+
+def test_a_health_check_with_breaking_off_is_only_recorded() -> None:
+    reg, _ = _registry()
+    off = BreakerPolicy(failures=0)
+    assert reg.record_health("endpoint x", off, up=False, detail="down") == (BreakerState.CLOSED, BreakerState.CLOSED)
+    assert reg.admit("endpoint x", off).allowed and reg.snapshot(off)["endpoint x"].health == "down: down"

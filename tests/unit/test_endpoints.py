@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +44,11 @@ class _Server(BaseHTTPRequestHandler):
     """An OpenAI-compatible server that answers with the text of the model it is asked for (streamed or not)."""
 
     seen: list[tuple[int, str, str | None]] = []
+    checked: list[int] = []
+
+    def do_GET(self) -> None:  # the health check: GET /v1/models
+        type(self).checked.append(self.server.server_address[1])
+        self._send(json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}), "application/json")
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -77,7 +83,7 @@ class _Server(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def two_servers() -> Iterator[tuple[str, str]]:
-    _Server.seen = []
+    _Server.seen, _Server.checked = [], []
     servers = [ThreadingHTTPServer(("127.0.0.1", 0), _Server) for _ in range(2)]
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
     for t in threads:
@@ -156,3 +162,46 @@ def test_two_experts_on_two_servers_in_one_plan(
     asked = {(ports[port], model, auth) for port, model, auth in _Server.seen}
     assert (a, "coder-on-a", None) in asked and (b, "sql-on-b", "Bearer sk-sql") in asked
     assert {model for _, model, _ in asked} == {"coder-on-a", "sql-on-b"}  # nothing else went to the servers
+    assert set(_Server.checked) == set(ports)  # each server's health was checked before its slot
+
+
+def test_a_dead_server_is_found_by_its_health_check_and_its_slot_runs_on_the_generalist_until_it_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on, until the server starts there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    coder = {"binding": "true", "endpoint": {"url": url, "model": "coder-on-a"}}
+    monkeypatch.setenv("COE_EXPERT_SCOPES", str(_catalog(tmp_path, coder, {"binding": "faux"})))
+    _Server.seen, _Server.checked = [], []
+    slot = {"id": "code", "title": "Function", "description": "Write a Python function that adds two integers."}
+    framework = {"id": "one", "title": "One function", "slots": [slot]}
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    context = {"backend": "fake", "endpoint_health_s": 0.001, "remote_retries": 0}
+
+    def run(thread: str) -> Passport:
+        config = {"configurable": {"thread_id": thread}}
+        graph.invoke(RunInput(task="Add", options={"framework": framework}), config, context=context)
+        return Passport.model_validate(graph.get_state(config).values)
+
+    down = run("while-down")
+    assert down.routing["code"].expert == "python_coder"  # the router's choice stands
+    assert down.slot_states["code"].expert == "general_reasoning" and "code" in down.results
+    actions = [(e.action, e.outputs_summary) for e in down.ledger if e.slot_id == "code"]
+    health = next(text for action, text in actions if action == "health_check")
+    assert f"coder-on-a@127.0.0.1:{port} is down" in health and "closed -> open" in health
+    fallback = next(text for action, text in actions if action == "breaker_fallback")
+    assert f"python_coder's server ({url})'s circuit breaker is open" in fallback
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), _Server)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        back = run("when-back")  # the next check finds it up and closes the breaker: no cooldown to wait out
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert back.slot_states["code"].expert == "python_coder" and "def add" in back.results["code"].raw
+    health = next(e.outputs_summary for e in back.ledger if e.action == "health_check")
+    assert "is up" in health and "open -> closed" in health
+    assert _Server.checked == [port] and {model for _, model, _ in _Server.seen} == {"coder-on-a"}
