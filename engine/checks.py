@@ -174,15 +174,7 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
             detail="the answer was cut off at its token limit" if ctx.truncated else "",
         ),
     ]
-    unfinished = _unfinished(result.raw)
-    checks.append(
-        CheckResult(
-            name="contract.ends",
-            severity=ending,
-            passed=unfinished is None,
-            detail=f"the answer stops mid-sentence ({unfinished!r})" if unfinished else "",
-        )
-    )
+    checks.append(ending_check(result.raw, ending))
     task_title = _norm(ctx.task.strip().splitlines()[0] if ctx.task.strip() else "")
     copied = [i.title for i in result.outline if task_title and _similar(_norm(i.title), task_title, 0.8)]
     instructions = [i.title for i in result.outline if _INSTRUCTION_TITLE.search(i.title)]
@@ -239,6 +231,17 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
         )
     )
     return checks
+
+
+def ending_check(raw: str, severity: Severity = "hard") -> CheckResult:
+    """``contract.ends`` of a text alone: its last line of prose ends a sentence."""
+    unfinished = _unfinished(raw)
+    return CheckResult(
+        name="contract.ends",
+        severity=severity,
+        passed=unfinished is None,
+        detail=f"the answer stops mid-sentence ({unfinished!r})" if unfinished else "",
+    )
 
 
 def _unfinished(raw: str) -> str | None:

@@ -45,7 +45,7 @@ from datetime import datetime
 from engine import prompts
 from engine.arithmetic import compute
 from engine.assist import AssistResolver
-from engine.checks import CheckContext, check_answer, code_blocks
+from engine.checks import CheckContext, check_answer, code_blocks, ending_check, repetition_check
 from engine.contracts import Contract, contract_for
 from engine.injection import quote_as_data
 from engine.loops import LoopWatch, cut_loops
@@ -690,6 +690,23 @@ def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
         return result
     seen: set[str] = set()
     sections = [s.model_copy(update={"body": cut_loops(s.body, seen)[0]}) for s in result.sections]
+    cut = result.model_copy(update={"raw": raw, "sections": sections})
+    quality = result.quality
+    if quality is not None:  # the caveat speaks of the text delivered, not of the loop that was cut out of it
+        left = repetition_check(cut.body_text())
+        said = f"it looped while written: {removed} repeated sentence(s) were cut, nothing reworded"
+        looped = CheckResult(
+            name="prose.repetition", passed=False, detail=f"{said}; {left.detail}" if not left.passed else said
+        )
+        checks = [
+            looped
+            if c.name == "prose.repetition"
+            else ending_check(raw, c.severity)
+            if c.name == "contract.ends"
+            else c
+            for c in quality.checks
+        ]
+        cut = cut.model_copy(update={"quality": quality.model_copy(update={"checks": checks})})
     ledger.append(
         LedgerEntry(
             agent="harness",
@@ -698,7 +715,7 @@ def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
             outputs_summary=f"the kept answer looped: {removed} repeated sentence(s) removed, nothing reworded",
         )
     )
-    return result.model_copy(update={"raw": raw, "sections": sections})
+    return cut
 
 
 def _computed(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:

@@ -153,3 +153,7 @@ def test_a_slot_whose_every_candidate_loops_delivers_the_kept_one_once_with_its_
     assert repetition_check(outcome.result.body_text()).passed
     assert any(e.action == "cut_repeats" for e in outcome.ledger)
     assert any("fails its checks" in n.message for n in outcome.notices)
+    # the caveat speaks of the text delivered: it looped and was cut; it no longer stops mid-sentence
+    caveat = outcome.result.quality.caveat or ""
+    assert "prose.repetition: it looped while written: " in caveat and "repeated sentence(s) were cut" in caveat
+    assert "stopped while looping" not in caveat and "mid-sentence" not in caveat
