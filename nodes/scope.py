@@ -6,19 +6,24 @@ A trivial task goes to ``answer_directly``; a single-expert task gets a one-slot
 template adapted to it. When the scope is unclear, interactive mode asks the person (a ``clarify`` interrupt:
 single or multi); the other modes take the narrower reading and record that default in ``Passport.defaults``
 with the question it stands for. Classification only reads the state, so the node restarts safely on resume.
+With a Store, the router that classifies has learned the run's user's routing lessons, as ``route_slots``'s has.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from engine.asking import ask
+from engine.lessons import RoutingLessons
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing import RouterParams, classify, get_router, library
 from experts.routing.aspects import named_deliverables
+from experts.routing.lessons import router_with_lessons
+from state.context import RunContext
 from state.enums import Mode
 from state.hitl import (
     EscalationCategory,
@@ -33,7 +38,7 @@ from state.scope import AppliedDefault, ScopeDecision
 NODE = "scope"
 
 
-def scope(state: GuardedPassport) -> dict[str, Any]:
+def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Classify the task when templates are in use; record the decision and any default it applied."""
     task = state.mission.task
     words = len(task.split())
@@ -43,7 +48,9 @@ def scope(state: GuardedPassport) -> dict[str, Any]:
         return {"scope": decision, "updated_at": utcnow()}
     catalog = load_catalog()
     _, index = library(catalog.ids, get_embedder())
-    decision = classify(task, get_embedder(), index, get_router(RouterParams.from_settings(state.settings), catalog))
+    lessons = RoutingLessons(runtime.store, state.run.user).kept() if runtime.store is not None else []
+    router = router_with_lessons(get_router(RouterParams.from_settings(state.settings), catalog), lessons)
+    decision = classify(task, get_embedder(), index, router)
     asked = decision.rule == "unclear_scope_narrower" and state.mission.mode is Mode.INTERACTIVE
     if asked:
         decision = _ask_scope(decision)
@@ -64,6 +71,7 @@ def scope(state: GuardedPassport) -> dict[str, Any]:
                 action="scope",
                 inputs_summary=f"{words} words",
                 outputs_summary=f"{decision.kind}: {decision.reason}"
+                + (f"; the router has learned {len(lessons)} routing lesson(s) of yours" if lessons else "")
                 + (f"; follow-up turn, {decision.transition.replace('_', ' ')}" if decision.transition else ""),
             )
         ],

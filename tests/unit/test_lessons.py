@@ -156,3 +156,30 @@ def test_an_expert_consulted_by_an_assist_is_routed_with_the_persons_lessons() -
 
     assert "to sql_specialist" in consulted(())[0]
     assert "to technical_writer" in consulted((Lesson(MISROUTED, "technical_writer"),))[0]
+
+
+def test_the_scope_of_a_task_is_classified_with_the_persons_lessons() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import build_graph
+    from graph.persistence import serializer
+    from state import Passport
+    from state.io import RunInput
+
+    store = InMemoryStore()
+    graph = build_graph(InMemorySaver(serde=serializer()), store=store)
+
+    def run(thread: str) -> Passport:
+        config = {"configurable": {"thread_id": thread}}
+        graph.invoke(RunInput(task=MISROUTED), config, context={"backend": "fake"})
+        return Passport.model_validate(graph.get_state(config).values)
+
+    before = run("before")
+    assert before.scope is not None and before.scope.kind == "single" and before.scope.expert == "sql_specialist"
+    record, _ = RoutingLessons(store, "local").teach(get_router(), Lesson(MISROUTED, "technical_writer"))
+    assert record.kept
+    after = run("after")
+    assert after.scope is not None and after.scope.kind == "single" and after.scope.expert == "technical_writer"
+    assert after.routing["answer"].expert == "technical_writer"
+    said = next(e.outputs_summary for e in after.ledger if e.action == "scope")
+    assert "the router has learned 1 routing lesson(s) of yours" in said
