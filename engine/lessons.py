@@ -3,20 +3,21 @@
 ``coe feedback THREAD good --slot S`` confirms where the router sent slot S; ``bad --slot S --route-to EXPERT``
 corrects it. Each is checked (:func:`experts.routing.lessons.check_lesson`: plausible, and no drift on the guard
 set) and recorded under ``(<user>, "memory", "routing")`` with its verdict: ``kept`` lessons train the router of
-the user's later runs (``nodes.route_slots``), ``refused`` ones stay as a record of what was asked and
-why it was not learned. ``coe memory forget --run ID`` removes a run's lessons with its facts.
+the user's later runs (``nodes.scope``, ``nodes.route_slots``), ``refused`` ones stay as a record of what was
+asked and why it was not learned. A kept lesson is checked again after the catalog changes
+(:meth:`RoutingLessons.current`). ``coe memory forget --run ID`` removes a run's lessons with its facts.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from engine.memory import ItemStore
 from experts.routing import ExpertRouter
-from experts.routing.lessons import Lesson, LessonCheck, check_lesson
+from experts.routing.lessons import Lesson, LessonCheck, check_lesson, lessons_version
 
 __all__ = ["LessonRecord", "RoutingLessons"]
 
@@ -40,6 +41,9 @@ class LessonRecord:
     created_at: str
     guard: str
     """The guard set's score with the lesson (``right/total``), or empty when it was refused before training."""
+    catalog: str = ""
+    """The catalog version it was checked under (:func:`experts.routing.lessons.lessons_version`; empty: a
+    record older than versions, checked again on first use)."""
 
     @property
     def lesson(self) -> Lesson:
@@ -60,8 +64,37 @@ class RoutingLessons:
         return sorted((_record(item.key, item.value) for item in items), key=lambda r: (r.created_at, r.id))
 
     def kept(self) -> list[Lesson]:
-        """The lessons the router learns from, oldest first."""
+        """The lessons the router learns from, oldest first (as last checked: see :meth:`current`)."""
         return [r.lesson for r in self.records() if r.kept]
+
+    def current(self, router: ExpertRouter) -> list[Lesson]:
+        """The kept lessons, each one checked under ``router``'s catalog as it is now.
+
+        ``router`` is the one without lessons. A kept lesson checked under another catalog version (an expert
+        added, removed or edited, new routing examples, a new guard set) is checked again, oldest first, against
+        the lessons kept before it, and its record updated: kept, or refused with the reason. So the check runs
+        once per catalog change, in the first run after it, and a lesson that would now drift stops training
+        the router (the rollback of issue 20, for a change of the catalog rather than of the lessons).
+        """
+        version = lessons_version(router.catalog)
+        records = [r for r in self.records() if r.kept]
+        kept: list[Lesson] = []
+        for record in records:
+            if record.catalog == version:
+                kept.append(record.lesson)
+                continue
+            if record.expert not in router.catalog.ids:
+                ok, reason, guard = False, f"refused on a recheck: {record.expert} is no longer an expert", ""
+            else:
+                check = check_lesson(router, kept, record.lesson)
+                ok = check.kept
+                reason = "kept" if ok else f"refused on a recheck after the catalog changed: {check.reason}"
+                guard = "" if check.guard_after is None else f"{check.guard_after.right}/{check.guard_after.total}"
+            updated = replace(record, kept=ok, reason=reason, guard=guard, catalog=version)
+            self.store.put(self.namespace, record.id, dict(updated.__dict__), index=False)
+            if ok:
+                kept.append(record.lesson)
+        return kept
 
     def teach(
         self,
@@ -85,6 +118,7 @@ class RoutingLessons:
             note=note,
             created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
             guard="" if check.guard_after is None else f"{check.guard_after.right}/{check.guard_after.total}",
+            catalog=lessons_version(router.catalog),
         )
         self.store.put(self.namespace, record.id, dict(record.__dict__), index=False)
         return record, check
@@ -113,4 +147,5 @@ def _record(key: str, value: dict[str, Any]) -> LessonRecord:
         note=text("note"),
         created_at=text("created_at"),
         guard=text("guard"),
+        catalog=text("catalog"),
     )

@@ -49,7 +49,7 @@ def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[st
     applied: list[AppliedDefault] = []
     if to_route:
         router = get_router(RouterParams.from_settings(settings), catalog)
-        lessons = RoutingLessons(runtime.store, state.run.user).kept() if runtime.store is not None else []
+        lessons = RoutingLessons(runtime.store, state.run.user).current(router) if runtime.store is not None else []
         router = router_with_lessons(router, lessons)
         learned = f"; the router has learned {len(lessons)} routing lesson(s) of yours" if lessons else ""
         for spec, res in zip(to_route, router.route_many([slot_text(s) for s in to_route]), strict=True):

@@ -48,8 +48,9 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
         return {"scope": decision, "updated_at": utcnow()}
     catalog = load_catalog()
     _, index = library(catalog.ids, get_embedder())
-    lessons = RoutingLessons(runtime.store, state.run.user).kept() if runtime.store is not None else []
-    router = router_with_lessons(get_router(RouterParams.from_settings(state.settings), catalog), lessons)
+    router = get_router(RouterParams.from_settings(state.settings), catalog)
+    lessons = RoutingLessons(runtime.store, state.run.user).current(router) if runtime.store is not None else []
+    router = router_with_lessons(router, lessons)
     decision = classify(task, get_embedder(), index, router)
     asked = decision.rule == "unclear_scope_narrower" and state.mission.mode is Mode.INTERACTIVE
     if asked:

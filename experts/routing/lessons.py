@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from experts.catalog.scopes import Catalog
-from experts.routing.index import load_examples, probe_training_rows
+from experts.routing.index import EXAMPLES_FILE, load_examples, probe_training_rows
 from experts.routing.lexical import LexicalProbe, train_probe
 from experts.routing.router import ExpertRouter, FastStage, routing_text
 
@@ -43,6 +43,7 @@ __all__ = [
     "LessonCheck",
     "check_lesson",
     "guard_score",
+    "lessons_version",
     "router_with_lessons",
 ]
 
@@ -161,6 +162,20 @@ def router_with_lessons(router: ExpertRouter, lessons: list[Lesson]) -> ExpertRo
 
 def _swap(router: ExpertRouter, probe: LexicalProbe, fast: FastStage | None) -> ExpertRouter:
     return ExpertRouter(router.catalog, router.embedder, replace(router.index, probe=probe), router.params, fast)
+
+
+def lessons_version(catalog: Catalog) -> str:
+    """What a lesson's check depends on, as a short hash: the experts' routing lines, the examples, the guard set.
+
+    A kept lesson checked under another version is checked again before it trains a router
+    (:meth:`engine.lessons.RoutingLessons.current`): a new expert or new examples may make it implausible, or make
+    it cost guard texts.
+    """
+    digest = hashlib.sha256(catalog.routing_hash().encode("utf-8"))
+    for name in (EXAMPLES_FILE, GUARD_FILE):
+        path = catalog.directory / name
+        digest.update(name.encode("utf-8") + b"\0" + (path.read_bytes() if path.is_file() else b""))
+    return digest.hexdigest()[:16]
 
 
 def check_lesson(router: ExpertRouter, kept: list[Lesson], lesson: Lesson) -> LessonCheck:

@@ -183,3 +183,33 @@ def test_the_scope_of_a_task_is_classified_with_the_persons_lessons() -> None:
     assert after.routing["answer"].expert == "technical_writer"
     said = next(e.outputs_summary for e in after.ledger if e.action == "scope")
     assert "the router has learned 1 routing lesson(s) of yours" in said
+
+
+def test_a_kept_lesson_is_checked_again_once_after_the_catalog_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from experts.catalog import load_catalog
+    from experts.routing.lessons import lessons_version
+
+    store = InMemoryStore()
+    alice = RoutingLessons(store, "alice")
+    shipped = get_router()
+    record, _ = alice.teach(shipped, Lesson(MISROUTED, "technical_writer"))
+    assert record.kept and record.catalog == lessons_version(shipped.catalog)
+    assert alice.current(shipped) == [Lesson(MISROUTED, "technical_writer")]  # same catalog: not checked again
+
+    scopes = tmp_path / "scopes"
+    shutil.copytree(Path(lessons_module.__file__).resolve().parents[2] / "config" / "expert_scopes", scopes)
+    with (scopes / lessons_module.GUARD_FILE).open("a", encoding="utf-8") as guard:
+        guard.write("sql_specialist\tWrite the SQL that lists last week's refunds per store.\n")
+    changed = get_router(catalog=load_catalog(scopes))
+    assert lessons_version(changed.catalog) != record.catalog
+    monkeypatch.setattr(lessons_module, "DRIFT_TOLERANCE", -1)  # under the new catalog, the lesson now drifts
+    assert alice.current(changed) == []
+    [again] = alice.records()
+    assert not again.kept and again.catalog == lessons_version(changed.catalog)
+    assert again.reason.startswith("refused on a recheck after the catalog changed: rolled back: with it")
+    assert again.guard.endswith("/126")  # the new guard set was the measure
+    assert alice.current(changed) == [] and alice.kept() == []  # refused for good: not checked a third time
