@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
@@ -98,11 +99,13 @@ def search(
     """The facts nearest QUERY by meaning, with their similarity (a lookup fills from one at 0.48 or more)."""
     with user_errors(), _memory(checkpoint) as memory:
         hits = memory.search(query, k=k)
+        searched_by = memory.searched_by
     if as_json:
         print(json.dumps([_row(f, s) for f, s in hits], indent=2))
         return
     for f, s in hits:
         print(f"{s:.3f}  {f.id[:8]}  {f.text}")
+    print(f"(searched by {searched_by})", file=sys.stderr)
 
 
 @memory_app.command("episodes")

@@ -15,10 +15,13 @@ and does not import LangGraph. Facts live under ``(<user>, "memory", "facts")``,
 (on a server with API keys, a user's store calls may only name namespaces that start with their identity). A fact
 put through the server's store API (``client.store.put_item((user, "memory", "facts"), key, {"text": ...})``) is
 embedded when first searched.
-Search is our own: each fact's vector (the bundled embedder, the one the knowledge base uses) is stored with it,
-and a query is compared with every fact of the user's namespace. The Store's own vector index needs sqlite-vec
-or pgvector, and this machine's PostgreSQL has no pgvector; one search on every backend keeps the line
-calibrated once (``docs/decisions.md``).
+Search is the Store's where the store has a vector index on the bundled embedder
+(:mod:`experts.embedding.store_index`: the in-process store, SQLite with sqlite-vec): facts are put with
+``index=["text"]`` and searched with ``query=``. A store without one (PostgreSQL without pgvector, a Python whose
+sqlite3 cannot load sqlite-vec, the server's) is searched by our own scan: each fact's vector is stored with it
+and a query is compared with every fact of the user's namespace. Both give the same cosine score from the same
+vectors, so one calibrated line holds (``docs/decisions.md``); :attr:`FactMemory.searched_by` says which search a
+store gets, and why.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from experts.embedding import Embedder
+from experts.embedding.store_index import FIELDS, why_no_index
 from experts.models import ChatMessage, ExpertBackend, GenerationRequest
 
 __all__ = [
@@ -61,8 +65,10 @@ class ItemStore(Protocol):
     def get(self, namespace: tuple[str, ...], key: str) -> Any:
         """The item under ``namespace``/``key``, or None."""
 
-    def search(self, namespace_prefix: tuple[str, ...], /, *, limit: int = 10, offset: int = 0) -> list[Any]:
-        """Items under ``namespace_prefix`` (each with ``.value``)."""
+    def search(
+        self, namespace_prefix: tuple[str, ...], /, *, query: str | None = None, limit: int = 10, offset: int = 0
+    ) -> list[Any]:
+        """Items under ``namespace_prefix`` (each with ``.value``; nearest ``query`` first, with ``.score``)."""
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
         """Remove the item under ``namespace``/``key``."""
@@ -98,6 +104,8 @@ class FactMemory:
         self.store = store
         self.user = user
         self._embedder = embedder
+        self._no_index = why_no_index(store)
+        self._indexed_all = False
 
     @property
     def embedder(self) -> Embedder:
@@ -105,6 +113,11 @@ class FactMemory:
         if callable(self._embedder) and not hasattr(self._embedder, "encode"):
             self._embedder = self._embedder()
         return self._embedder  # type: ignore[return-value]
+
+    @property
+    def searched_by(self) -> str:
+        """Which search this store gets: its own vector index, or the project's scan and why."""
+        return "the store's vector index" if self._no_index is None else f"our own scan ({self._no_index})"
 
     def add(self, text: str, source: str = "person", run_id: str | None = None) -> Fact:
         """Remember ``text`` (stripped; at most :data:`MAX_FACT_CHARS`)."""
@@ -119,8 +132,15 @@ class FactMemory:
         fact = Fact(str(uuid.uuid4()), text, source, _now(), run_id)
         vector = np.asarray(self.embedder.encode([text]), dtype=np.float32)[0]
         value = {**_plain(fact), "vector": [round(float(x), 6) for x in vector]}
-        self.store.put(namespace(self.user), fact.id, value, index=False)
+        self._put(fact.id, value)
         return fact
+
+    def _put(self, key: str, value: dict[str, Any]) -> None:
+        """Put a fact: embedded by the store's index when it has one (``indexed`` marks it), else not."""
+        if self._no_index is None:
+            self.store.put(namespace(self.user), key, {**value, "indexed": True}, index=list(FIELDS))
+        else:
+            self.store.put(namespace(self.user), key, value, index=False)
 
     def facts(self) -> list[Fact]:
         """Every fact of the user, oldest first."""
@@ -130,8 +150,14 @@ class FactMemory:
 
     def search(self, query: str, k: int = 5) -> list[tuple[Fact, float]]:
         """The ``k`` facts nearest ``query`` by cosine similarity, best first."""
+        if not query.strip():
+            return []
+        if self._no_index is None:
+            self._index_all()
+            hits = self.store.search(namespace(self.user), query=query, limit=k)
+            return [(_fact(h.key, h.value), round(float(h.score), 4)) for h in hits if h.score is not None]
         items = self.store.search(namespace(self.user), limit=_SCAN)
-        if not items or not query.strip():
+        if not items:
             return []
         missing = [i for i, item in enumerate(items) if "vector" not in item.value]
         found = np.asarray(self.embedder.encode([items[i].value["text"] for i in missing]), dtype=np.float32)
@@ -143,6 +169,18 @@ class FactMemory:
         scores = vectors @ q
         order = np.argsort(-scores)[:k]
         return [(_fact(items[i].key, items[i].value), round(float(scores[i]), 4)) for i in order]
+
+    def _index_all(self) -> None:
+        """Put again, indexed, the facts the store holds unindexed (once per instance).
+
+        They were written before the store had an index, or through the server's store API.
+        """
+        if self._indexed_all:
+            return
+        for item in self.store.search(namespace(self.user), limit=_SCAN):
+            if not item.value.get("indexed") and "text" in item.value:
+                self._put(item.key, dict(item.value))
+        self._indexed_all = True
 
     def forget(self, fact_id: str) -> Fact | None:
         """Remove one fact by its id (or a unique prefix of it); the fact removed, or None."""

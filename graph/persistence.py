@@ -322,18 +322,25 @@ def open_store(url: str | None = None) -> Iterator[BaseStore]:
     """Open the long-term memory store that goes with a checkpoint URL (tables are created if needed).
 
     SQLite: the same file as the checkpoints (the store's tables beside them); PostgreSQL: the same database;
-    ``memory``: an in-process store. Facts are kept per user (:mod:`engine.memory`).
+    ``memory``: an in-process store. Facts are kept per user (:mod:`engine.memory`). The in-process store, and the
+    SQLite one where Python's sqlite3 can load sqlite-vec, have a vector index on the bundled embedder
+    (:func:`experts.embedding.store_index.store_index`); the PostgreSQL one has none (it would need pgvector),
+    and facts are then searched by the project's own scan.
     """
+    from experts.embedding.store_index import store_index
+
     url = _check(resolve_url(url))
     if url == "memory":
-        yield InMemoryStore()
+        yield InMemoryStore(index=store_index())  # type: ignore[arg-type]  # IndexConfig is a TypedDict
     elif url.startswith("sqlite://"):
         from langgraph.store.sqlite import SqliteStore
 
         path = _sqlite_path(url)
         conn = _open_sqlite(path)
         try:
-            sqlite_store = SqliteStore(conn)
+            # sqlite-vec is an extension: a Python built without extension loading keeps the store unindexed
+            index = store_index() if hasattr(conn, "enable_load_extension") else None
+            sqlite_store = SqliteStore(conn, index=index)  # type: ignore[arg-type]
             sqlite_store.setup()
             yield sqlite_store
         finally:

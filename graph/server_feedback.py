@@ -56,13 +56,16 @@ class SdkStore:
             raise
         return None if item is None else SimpleNamespace(key=item["key"], value=item["value"])
 
-    def search(self, namespace_prefix: tuple[str, ...], /, *, limit: int = 10, offset: int = 0) -> list[Any]:
-        """Items under the prefix, in pages the server accepts."""
+    def search(
+        self, namespace_prefix: tuple[str, ...], /, *, query: str | None = None, limit: int = 10, offset: int = 0
+    ) -> list[Any]:
+        """Items under the prefix, in pages the server accepts (nearest ``query`` first when one is given)."""
         found: list[Any] = []
         while len(found) < limit:
             page = min(_PAGE, limit - len(found))
-            items = self.client.search_items(list(namespace_prefix), limit=page, offset=offset + len(found))["items"]
-            found += [SimpleNamespace(key=i["key"], value=i["value"]) for i in items]
+            prefix, at = list(namespace_prefix), offset + len(found)
+            items = self.client.search_items(prefix, query=query, limit=page, offset=at)["items"]
+            found += [SimpleNamespace(key=i["key"], value=i["value"], score=i.get("score")) for i in items]
             if len(items) < page:
                 break
         return found

@@ -232,6 +232,7 @@ def test_facts_are_remembered_in_postgres_per_user() -> None:
         fact = FactMemory(store, user, get_embedder()).add("Our fiscal year starts on 1 April.")
     with open_store(POSTGRES_URL) as store:  # another connection reads it back
         memory = FactMemory(store, user, get_embedder())
+        assert memory.searched_by == "our own scan (the PostgreSQL store is opened without pgvector)"
         [(found, _)] = memory.search("the month our fiscal year begins", k=1)
         assert found == fact and FactMemory(store, f"other-{user}", get_embedder()).facts() == []
         assert memory.forget(fact.id) == fact and memory.facts() == []

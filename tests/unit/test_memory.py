@@ -92,6 +92,8 @@ def test_coe_memory_commands_keep_facts_beside_the_runs(tmp_path: Path) -> None:
     assert "Our fiscal year starts on 1 April." in listed.stdout
     found = runner.invoke(app, ["memory", "search", "the month our fiscal year begins", "--json", *cp])
     assert json.loads(found.stdout)[0]["id"] == fact_id
+    said = runner.invoke(app, ["memory", "search", "the month our fiscal year begins", *cp])
+    assert "Our fiscal year starts on 1 April." in said.stdout and "(searched by " in said.stderr
     with open_store(f"sqlite://{tmp_path / 'runs.sqlite'}") as store:  # the same file as the runs
         assert FactMemory(store, "local", get_embedder()).facts()[0].id == fact_id
     bad = runner.invoke(app, ["memory", "forget", *cp])
@@ -167,3 +169,81 @@ def test_coe_feedback_joins_the_runs_record_and_a_bad_run_no_longer_counts_as_wo
         [after] = EpisodeMemory(store, "local", get_embedder()).episodes()
     assert after.feedback[0]["verdict"] == "bad" and after.feedback[0]["note"] == "too generic"
     assert not after.worked
+
+
+FACTS = [
+    "We deploy our services on PostgreSQL 16 in the eu-west-1 region.",
+    "Customer support is open weekdays from 08:00 to 18:00 CET.",
+    "Our availability target for the public API is 99.9 percent.",
+    "Payments are processed by Stripe.",
+]
+QUERIES = ["the PostgreSQL version we run in production", "the rate limit of the public API", "our payment processor"]
+
+
+def _scores(memory: FactMemory) -> list[list[tuple[str, float]]]:
+    return [[(f.text, s) for f, s in memory.search(q, k=4)] for q in QUERIES]
+
+
+def test_a_store_with_a_vector_index_searches_the_facts_itself_with_the_scans_scores() -> None:
+    from experts.embedding.store_index import store_index
+
+    scanned, indexed = FactMemory(InMemoryStore(), "a", get_embedder()), None
+    indexed = FactMemory(InMemoryStore(index=store_index()), "a", get_embedder())  # type: ignore[arg-type]
+    assert indexed.searched_by == "the store's vector index"
+    assert scanned.searched_by == "our own scan (the store (InMemoryStore) has no vector index)"
+    for text in FACTS:
+        scanned.add(text)
+        indexed.add(text)
+    for by_scan, by_index in zip(_scores(scanned), _scores(indexed), strict=True):
+        assert [t for t, _ in by_index] == [t for t, _ in by_scan]  # the same facts in the same order
+        assert all(abs(a - b) < 1e-3 for (_, a), (_, b) in zip(by_scan, by_index, strict=True))  # the same line
+
+
+def test_facts_written_without_the_index_are_indexed_when_first_searched() -> None:
+    from engine.memory import namespace
+    from experts.embedding.store_index import store_index
+
+    store = InMemoryStore(index=store_index())  # type: ignore[arg-type]
+    store.put(namespace("alice"), "k1", {"text": "Payments are processed by Stripe."}, index=False)  # an old fact
+    memory = FactMemory(store, "alice", get_embedder())
+    [(fact, score)] = memory.search("our payment processor", k=1)
+    assert fact.id == "k1" and score > 0.48 and store.get(namespace("alice"), "k1").value["indexed"]
+
+
+def test_the_sqlite_store_with_sqlite_vec_gives_the_scans_scores(tmp_path: Path) -> None:
+    """SQLite's index is sqlite-vec, an extension: tested on pysqlite3, whose sqlite3 can load it."""
+    import pysqlite3.dbapi2 as sqlite3  # type: ignore[import-untyped]  # a test dependency
+    from langgraph.store.sqlite import SqliteStore
+
+    from experts.embedding.store_index import store_index
+
+    conn = sqlite3.connect(str(tmp_path / "store.sqlite"), check_same_thread=False, isolation_level=None)
+    try:
+        store = SqliteStore(conn, index=store_index())  # type: ignore[arg-type]
+        store.setup()
+        indexed = FactMemory(store, "a", get_embedder())
+        scanned = FactMemory(InMemoryStore(), "a", get_embedder())
+        assert indexed.searched_by == "the store's vector index"
+        for text in FACTS:
+            scanned.add(text)
+            indexed.add(text)
+        for by_scan, by_index in zip(_scores(scanned), _scores(indexed), strict=True):
+            assert [t for t, _ in by_index] == [t for t, _ in by_scan]
+            assert all(abs(a - b) < 1e-3 for (_, a), (_, b) in zip(by_scan, by_index, strict=True))
+    finally:
+        conn.close()
+
+
+def test_the_run_store_says_which_search_its_facts_get(tmp_path: Path) -> None:
+    import sqlite3
+
+    with open_store("memory") as store:
+        assert FactMemory(store, "a", get_embedder()).searched_by == "the store's vector index"
+    with open_store(f"sqlite://{tmp_path / 'runs.sqlite'}") as store:
+        memory = FactMemory(store, "a", get_embedder())
+        memory.add(FACTS[0])
+        if hasattr(sqlite3.Connection, "enable_load_extension"):
+            assert memory.searched_by == "the store's vector index"
+        else:  # this Python's sqlite3 cannot load sqlite-vec: the scan, and it says so
+            assert "sqlite3 cannot load extensions" in memory.searched_by
+        assert memory.search(QUERIES[0], k=1)[0][0].text == FACTS[0]
