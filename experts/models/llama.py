@@ -370,7 +370,7 @@ class LlamaBackend:
                         max_tokens=request.max_tokens,
                         temperature=request.temperature,
                         seed=request.seed,
-                        repeat_penalty=1.0,
+                        repeat_penalty=request.repeat_penalty,
                         **options,
                     )
             except ShareWaitStopped:

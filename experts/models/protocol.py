@@ -35,6 +35,9 @@ class GenerationRequest:
     grammar: str | None = None
     """A GBNF grammar constraining the output, or None. Backends that cannot honour it ignore it."""
     seed: int = 0
+    repeat_penalty: float = 1.0
+    """llama.cpp's penalty on tokens among the last 64 (1.0: none). The llama.cpp backend honours it, and the remote
+    backend sends it to llama.cpp's servers (``repeat_penalty``, only when not 1.0); the fake backend ignores it."""
     slot_id: str | None = None
     """Which slot asks (used by the scripted fake backend; informative for others)."""
     slot_title: str | None = None
@@ -52,9 +55,8 @@ class GenerationRequest:
     llama.cpp, fake and remote backends honour it at their next token."""
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     """Called with each piece of the answer as it is written, in order; the pieces joined are the answer's text.
-    The llama.cpp backend calls it per token, the fake backend per word over its scripted delay; the remote
-    backend, which does not stream yet, once with the whole answer. It runs on the generating thread: keep it
-    short, and never let it raise."""
+    The llama.cpp backend calls it per token, the fake backend per word over its scripted delay, the remote backend
+    per piece the server streams. It runs on the generating thread: keep it short, and never let it raise."""
 
 
 class EitherStop:

@@ -10,7 +10,8 @@ has a time limit is streamed: each piece reaches ``on_token`` as the server writ
 reading (:class:`~state.errors.GenerationStopped`), and a time limit ends the answer where it is ("time"), as a
 ``halt`` does ("halted"); other generations are one request. The request carries ``model``, ``messages``,
 ``temperature``, ``seed``, and, in ``extra_body``, ``max_tokens`` (``ChatOpenAI`` would send OpenAI's newer
-``max_completion_tokens``, which llama.cpp's servers do not read) and the grammar.
+``max_completion_tokens``, which llama.cpp's servers do not read), the grammar, and llama.cpp's ``repeat_penalty``
+when a request sets one.
 
 Retries are the openai SDK's: connection errors, 408, 409, 429 and 5xx answers, ``max_retries`` times with
 exponential backoff from 0.5 s (a ``Retry-After`` header is honoured). A read timeout is not retried (resending a
@@ -229,6 +230,8 @@ class RemoteBackend:
         extra: dict[str, Any] = {"max_tokens": request.max_tokens}
         if grammar is not None:
             extra["grammar"] = grammar
+        if request.repeat_penalty != 1.0:  # llama.cpp's servers read it
+            extra["repeat_penalty"] = request.repeat_penalty
         messages = [(m.role, m.content) for m in request.messages]
         options: dict[str, Any] = {"temperature": request.temperature, "seed": request.seed, "extra_body": extra}
         started = time.perf_counter()

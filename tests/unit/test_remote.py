@@ -72,8 +72,14 @@ def test_success_maps_the_answer_and_usage() -> None:
     assert body["model"] == "qwen" and body["max_tokens"] == 50 and body["temperature"] == 0.2
     assert body["seed"] == 3 and body["stream"] is False and "max_completion_tokens" not in body
     assert body["messages"] == [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi"}]
-    assert "grammar" not in body
+    assert "grammar" not in body and "repeat_penalty" not in body  # 1.0, no penalty: nothing to send
     assert "authorization" not in request.headers
+
+
+def test_a_repeat_penalty_goes_to_the_server_in_llama_cpps_field() -> None:
+    rec = Recorder((200, completion()))
+    backend(rec).generate(GenerationRequest(messages=REQUEST.messages, max_tokens=20, repeat_penalty=1.1))
+    assert rec.bodies()[0]["repeat_penalty"] == 1.1
 
 
 def test_missing_usage_counts_zero_and_a_default_model_name_when_unnamed() -> None:
