@@ -201,15 +201,7 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
         elif STUB.search(s.body):
             stubs.append(f"section {s.label} {s.title!r} holds placeholder text ({STUB.search(s.body).group(0)!r})")  # type: ignore[union-attr]
     checks.append(CheckResult(name="contract.stubs", passed=not stubs, detail="; ".join(stubs[:2])))
-    duplicates: list[str] = []
-    bodies = [(s, _norm(s.body)) for s in result.sections if len(s.body) > 40]
-    for i, (a, na) in enumerate(bodies):
-        for b, nb in bodies[i + 1 :]:
-            if _similar(na, nb, 0.85):
-                duplicates.append(f"sections {a.label} and {b.label} say the same")
-        if _similar(na, _norm(ctx.task), 0.9):
-            duplicates.append(f"section {a.label} repeats the task")
-    checks.append(CheckResult(name="contract.duplicates", passed=not duplicates, detail="; ".join(duplicates[:2])))
+    checks.append(duplicates_check(result, ctx.task))
     lowered = result.raw.lower()
     leaked = [leak for leak in LEAKS if leak in lowered]
     leaked += [m.group(0) for m in _EXAMPLE_PLACEHOLDER.finditer(result.raw)][:1]
@@ -231,6 +223,26 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
         )
     )
     return checks
+
+
+def repeated_sections(result: SlotResult, task: str) -> list[tuple[str, str]]:
+    """Each section that says what an earlier one says, or that repeats the task: ``(label, why)``, in order."""
+    found: list[tuple[str, str]] = []
+    bodies = [(s, _norm(s.body)) for s in result.sections if len(s.body) > 40]
+    for i, (a, na) in enumerate(bodies):
+        if _similar(na, _norm(task), 0.9):
+            found.append((a.label, f"section {a.label} repeats the task"))
+            continue
+        earlier = next((b for b, nb in bodies[:i] if _similar(nb, na, 0.85)), None)
+        if earlier is not None:
+            found.append((a.label, f"sections {earlier.label} and {a.label} say the same"))
+    return found
+
+
+def duplicates_check(result: SlotResult, task: str) -> CheckResult:
+    """``contract.duplicates``: no two sections say the same, and none repeats the task."""
+    found = [why for _, why in repeated_sections(result, task)]
+    return CheckResult(name="contract.duplicates", passed=not found, detail="; ".join(found[:2]))
 
 
 def ending_check(raw: str, severity: Severity = "hard") -> CheckResult:

@@ -28,8 +28,10 @@ the node that collects it turns that into Passport updates, so nothing here touc
    answer's time. Still failing, one last candidate may come from a bigger model (``escalate``).
 6. **Selection, never synthesis** (:mod:`engine.selection`): the best-scoring candidate is kept verbatim; a tie
    among prose candidates may be broken by a judge prompt. When every candidate looped, the kept one's repeated
-   sentences are removed (nothing reworded; :func:`engine.loops.cut_loops`) and its caveat stays. Every
-   candidate, its checks and the choice are in the result's :class:`~state.quality.SlotQuality` and the ledger.
+   sentences are removed (nothing reworded; :func:`engine.loops.cut_loops`) and its caveat stays. A section of
+   the kept answer that says what an earlier one says, or repeats the task, is removed and the rest renumbered
+   (``cut_sections``). Every candidate, its checks and the choice are in the result's
+   :class:`~state.quality.SlotQuality` and the ledger.
 7. Assists are resolved in the kept answer (:mod:`engine.assist`).
 """
 
@@ -45,7 +47,15 @@ from datetime import datetime
 from engine import prompts
 from engine.arithmetic import compute
 from engine.assist import AssistResolver
-from engine.checks import CheckContext, check_answer, code_blocks, ending_check, repetition_check
+from engine.checks import (
+    CheckContext,
+    check_answer,
+    code_blocks,
+    duplicates_check,
+    ending_check,
+    repeated_sections,
+    repetition_check,
+)
 from engine.contracts import Contract, contract_for
 from engine.injection import quote_as_data
 from engine.loops import LoopWatch, cut_loops
@@ -63,7 +73,7 @@ from state.framework import OUTLINE_REFERENCE, SlotSpec
 from state.outline import parse_output, retry_feedback
 from state.passport import LedgerEntry, Notice, utcnow
 from state.quality import CandidateRecord, CheckResult, SlotQuality
-from state.result import SlotResult
+from state.result import SlotResult, render_section
 from state.settings import Settings
 
 __all__ = [
@@ -627,6 +637,7 @@ def run_slot(
     result = chosen.result.model_copy(update={"attempts": len(draws), "quality": quality})
     if _loops(chosen):  # every candidate looped: the person gets the kept one's words once, with its caveat
         result = _without_loops(result, ledger)
+    result = _without_repeated_sections(result, job.task, ledger)
     if job.expert in ARITHMETIC_EXPERTS:
         result = _computed(result, ledger)
     if len(draws) > 1:  # the choice goes to the ledger whenever there was one
@@ -716,6 +727,54 @@ def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
         )
     )
     return cut
+
+
+def _without_repeated_sections(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> SlotResult:
+    """The result without the sections that say what an earlier one says or repeat the task, renumbered.
+
+    Nothing is reworded: a later section that repeats an earlier one (``contract.duplicates``) goes, with its
+    sub-sections, and the rest keep their order and are numbered again; a ledger entry names what went. A
+    result whose every section would go is kept as it is (its caveat says why).
+    """
+    repeated = repeated_sections(result, task)
+    if not repeated:
+        return result
+    gone = {label for label, _ in repeated}
+
+    def cut(label: str) -> bool:
+        return any(label == g or label.startswith(g + ".") for g in gone)
+
+    kept = [s for s in result.sections if not cut(s.label)]
+    if not kept:
+        return result
+    tops: dict[str, str] = {}
+    for section in kept:
+        tops.setdefault(section.label.split(".")[0], str(len(tops) + 1))
+
+    def renumbered(label: str) -> str:
+        top, *rest = label.split(".")
+        return ".".join([tops.get(top, top), *rest])
+
+    sections = [s.model_copy(update={"label": renumbered(s.label)}) for s in kept]
+    outline = [o.model_copy(update={"label": renumbered(o.label)}) for o in result.outline if not cut(o.label)]
+    items = "\n".join(f"{o.label}. {o.title}" if o.level == 1 else f"   {o.label} {o.title}" for o in outline)
+    raw = f"## Outline\n{items}\n\n" + "\n\n".join(render_section(s) for s in sections) + "\n"
+    cleaned = result.model_copy(update={"raw": raw, "sections": sections, "outline": outline})
+    if cleaned.quality is not None:  # the check speaks of the delivered text
+        checks = [
+            duplicates_check(cleaned, task) if c.name == "contract.duplicates" else c for c in cleaned.quality.checks
+        ]
+        cleaned = cleaned.model_copy(update={"quality": cleaned.quality.model_copy(update={"checks": checks})})
+    ledger.append(
+        LedgerEntry(
+            agent="harness",
+            action="cut_sections",
+            slot_id=result.slot_id,
+            outputs_summary="; ".join(why for _, why in repeated)[:400]
+            + ": the later section removed, nothing reworded",
+        )
+    )
+    return cleaned
 
 
 def _computed(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:

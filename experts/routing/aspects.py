@@ -10,8 +10,9 @@ The pass reads only instructions: a sentence counts when it starts with an imper
 splits coordinated parts (commas, "and", "then", semicolons): a part that starts with a verb is a new aspect,
 a part that does not is another object of the verb before it ("add X, Y and Z"), unless that verb takes its
 objects together ("compare X and Y") or a relative clause has begun ("a function that parses dates and
-returns ..."). Sentences that only give context ("Our report query takes 3 minutes.") name no aspect. A task
-in which no instruction is found is one aspect, the whole task.
+returns ..."); "and explain why" (how it works, each line, ...) explains the part before it. Sentences that
+only give context ("Our report query takes 3 minutes.") name no aspect. A task in which no instruction is found
+is one aspect, the whole task.
 """
 
 from __future__ import annotations
@@ -96,8 +97,12 @@ _BETWEEN_OPEN = re.compile(r"\bbetween\s(?!.*\sand\s)", re.I)
 """A clause whose "between" still waits for its "and": the next part is the second of the pair, whatever it is."""
 _PARTS = re.compile(r",\s*(?:and\s+)?then\s+|,\s*and\s+|,\s*|\s+and then\s+|\s+then\s+|\s+and\s+|\s+as well as\s+")
 _PREPOSITION = re.compile(
-    r"^(?:(?:with|without|including|using|in|on|for|of|from|into|by|as|at|per|via)\b|[a-z]+ing\s+\w)", re.I
+    r"^(?:(?:with|without|including|using|in|on|for|of|from|into|by|as|at|per|via|which|who|whose|where)\b"
+    r"|[a-z]+ing\s+\w)",
+    re.I,
 )
+"""A part that qualifies the one before it: a preposition, a gerund, or a relative clause after a comma ("the
+endpoint POST /v1/invoices, which takes JSON ...")."""
 _GIVEN = re.compile(r"\b(?:these|those|this|the following|following|below|above)\b[\w\s'-]*$", re.I)
 _DELIVERABLE = re.compile(
     r"^(?:a|an|the|one|two|three|four|five|some)\s+(?:[\w'-]+\s+){0,3}?"
@@ -118,6 +123,15 @@ _SHARED_HEAD = re.compile(
 )
 """A part that ends in the plural noun its earlier coordinate shares ("Usage sections" of "the Installation and
 Usage sections", "integration tests" of "unit and integration tests")."""
+_OWN_EXPLANATION = re.compile(
+    r"^(?:explain|justify|describe|comment on)\s+(?:why\b.*|how\b.*|it|them|this|that|(?:each|every)\s+[\w'-]+|"
+    r"your\s+[\w'-]+|the\s+(?:code|query|choice|choices|reasoning|approach|logic|steps|trade-?offs)|"
+    r"what\s+(?:it|they|this)\s+does?)$",
+    re.I,
+)
+"""A part that explains the deliverable before it ("write the index that helps it and explain why"): the same
+piece of work, not a second one. An explanation with its own object or audience ("explain the change to the
+finance team") is a deliverable of its own."""
 _ONE_WORD_OBJECT = re.compile(r"^(?:(?:the|a|an|our|its|their|your|my)\s+)?[\w'-]+$", re.I)
 _CODE = re.compile(r"```.*?```", re.S)
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|'[^'\n]{3,400}'")
@@ -218,7 +232,9 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
         if not part:
             continue
         head = _first_word(_LEAD.sub("", part))
-        if head in VERBS:
+        if clause and _OWN_EXPLANATION.match(_LEAD.sub("", part)):
+            clause = f"{clause} and {part}"  # "... and explain why": the explanation of what the clause makes
+        elif head in VERBS:
             if clause:
                 aspects.append(Aspect(clause, verb))
             verb, clause = head, _LEAD.sub("", part)

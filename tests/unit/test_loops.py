@@ -157,3 +157,25 @@ def test_a_slot_whose_every_candidate_loops_delivers_the_kept_one_once_with_its_
     caveat = outcome.result.quality.caveat or ""
     assert "prose.repetition: it looped while written: " in caveat and "repeated sentence(s) were cut" in caveat
     assert "stopped while looping" not in caveat and "mid-sentence" not in caveat
+
+
+def test_a_section_that_repeats_an_earlier_one_is_cut_and_the_rest_renumbered() -> None:
+    task = "Document the HTTP endpoint POST /v1/invoices for the team."
+    body = "The endpoint creates an invoice from a customer id and an amount in cents, and answers 201 with its id."
+    answer = (
+        "## Outline\n1. Endpoint\n2. Request body\n3. Responses\n\n"
+        f"## 1. Endpoint\n{body}\n\n## 2. Request body\n{body}\n\n"
+        "## 3. Responses\n201 carries the new invoice's id; 422 says that amount_cents was negative.\n"
+    )
+    backend = Streaming([answer] * 3)
+    outcome = run_prose(task, "technical_writer", backend, best_of=1)
+    result = outcome.result
+    assert result is not None and result.quality is not None
+    assert [(s.label, s.title) for s in result.sections] == [("1", "Endpoint"), ("2", "Responses")]
+    assert [(o.label, o.title) for o in result.outline] == [("1", "Endpoint"), ("2", "Responses")]
+    assert result.raw.count(body) == 1 and "## 2. Responses" in result.raw
+    assert result.quality.caveat is None  # what is delivered no longer repeats itself
+    [entry] = [e for e in outcome.ledger if e.action == "cut_sections"]
+    assert "sections 1 and 2 say the same" in entry.outputs_summary and "nothing reworded" in entry.outputs_summary
+    # every candidate said it twice: the cut is of the kept one, after the choice
+    assert all(not c.passed for c in result.quality.candidates[0].checks if c.name == "contract.duplicates")

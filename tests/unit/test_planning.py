@@ -120,6 +120,15 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             "crash when importing large files, and drops support for Android 8.",
             1,
         ),
+        # the explanation of what the part before it makes (review set: an "Explain why" slot that copied the index)
+        ("Our query is slow on a big table. Write the index that helps it and explain why.", 1),
+        ("Write a Dockerfile for our Flask app and explain each line", 1),
+        ("Propose an index and explain the change to the finance team", 2),  # its own audience: its own part
+        (  # a relative clause after a comma describes the endpoint (review set: a second "Document which ..." slot)
+            "Document the HTTP endpoint POST /v1/invoices, which takes JSON with customer_id and amount_cents and "
+            "returns 201 with the new invoice's id, or 422 when amount_cents is negative.",
+            1,
+        ),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
