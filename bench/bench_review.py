@@ -12,7 +12,8 @@ Python tasks, tests. For each task:
 Both documents are judged the same way:
 
 * **degenerate**: the project's repetition check (:func:`engine.checks.repetition_check`: a sentence three times
-  or more, a line repeated in a run, a phrase looping, under 75% distinct sentences) finds repetition;
+  or more, a line repeated in a run, a phrase looping, under 75% distinct sentences) finds repetition in what the
+  model wrote (:func:`answer_text`: the harness's title, caveats and closing lists left out);
 * **stub sections**: a heading whose section has fewer than three words and no code, or placeholder text
   (TODO, "[insert ...]", "to be added");
 * **duplicated sections**: two sections with the same text (over 40 characters);
@@ -121,10 +122,28 @@ def _fenced_safe(document: str) -> str:
     return re.sub(r"```.*?```", lambda m: m.group(0).replace("\n#", "\n\u2063#"), document, flags=re.S)
 
 
+_APPENDIX = re.compile(r"^## (Unresolved|Assist sources|Warnings)\s*$", re.M)
+
+
+def answer_text(document: str) -> str:
+    """What the model wrote: the document without the harness's own lines, which the bare reply does not have.
+
+    The title (the task, cut to 80 characters), the caveats (they quote the failed check) and the closing
+    Unresolved / Assist sources / Warnings lists (they quote markers and checks again) are left out, so a phrase
+    of the task or of a caveat is not counted as the answer looping.
+    """
+    lines = document.splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    text = "\n".join(ln for ln in lines if not ln.startswith("> **Caveat:**"))
+    appendix = _APPENDIX.search(text)
+    return text[: appendix.start()] if appendix else text
+
+
 def judge(document: str, code: str, item: dict[str, Any], seconds: float) -> Judged:
     """Judge one document (and the code it delivers) against the task's rubric and tests."""
     out = Judged(seconds=round(seconds, 1), chars=len(document))
-    prose = re.sub(r"```.*?```", " ", document, flags=re.S)
+    prose = re.sub(r"```.*?```", " ", answer_text(document), flags=re.S)
     repetition = repetition_check(prose)
     out.degenerate, out.degenerate_detail = not repetition.passed, repetition.detail
     parts = sections(document)
