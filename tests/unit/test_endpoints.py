@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from state import Passport
 from state.context import resolve_settings
 from state.errors import ConfigError
 from state.io import RunInput
+from tests.unit.local_http import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSWERS = {
@@ -84,16 +84,8 @@ class _Server(BaseHTTPRequestHandler):
 @pytest.fixture
 def two_servers() -> Iterator[tuple[str, str]]:
     _Server.seen, _Server.checked = [], []
-    servers = [ThreadingHTTPServer(("127.0.0.1", 0), _Server) for _ in range(2)]
-    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
-    for t in threads:
-        t.start()
-    try:
-        yield tuple(f"http://127.0.0.1:{s.server_address[1]}/v1" for s in servers)  # type: ignore[misc]
-    finally:
-        for s in servers:
-            s.shutdown()
-            s.server_close()
+    with serving(_Server) as a, serving(_Server) as b:
+        yield a, b
 
 
 def _catalog(tmp: Path, coder: dict[str, Any], sql: dict[str, Any]) -> Path:
@@ -194,13 +186,8 @@ def test_a_dead_server_is_found_by_its_health_check_and_its_slot_runs_on_the_gen
     fallback = next(text for action, text in actions if action == "breaker_fallback")
     assert f"python_coder's server ({url})'s circuit breaker is open" in fallback
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), _Server)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
+    with serving(_Server, port):
         back = run("when-back")  # the next check finds it up and closes the breaker: no cooldown to wait out
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert back.slot_states["code"].expert == "python_coder" and "def add" in back.results["code"].raw
     health = next(e.outputs_summary for e in back.ledger if e.action == "health_check")
     assert "is up" in health and "open -> closed" in health

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from experts.models.endpoint import Endpoint
 from experts.models.health import Health, HealthChecks, probe
+from tests.unit.local_http import serving
 
 
 class _Models(BaseHTTPRequestHandler):
@@ -36,14 +36,8 @@ class _Models(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _Models.status, _Models.seen = 200, []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Models)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Models) as url:
+        yield url
 
 
 def _dead_url() -> str:

@@ -6,7 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -17,6 +17,7 @@ from experts.models.protocol import ChatMessage, GenerationRequest
 from experts.models.remote import RemoteBackend, RemoteBackendError
 from state.context import RunContext, resolve_settings
 from state.errors import BackendError, ConfigError, GenerationStopped
+from tests.unit.local_http import serving
 
 URL = "http://remote.test/v1"
 REQUEST = GenerationRequest(
@@ -287,15 +288,8 @@ class _Handler(BaseHTTPRequestHandler):
 def server() -> Iterator[str]:
     _Handler.delay = 0.0
     _Handler.seen = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
+    with serving(_Handler) as url:
+        yield url
 
 
 def test_over_a_real_socket(server: str) -> None:
