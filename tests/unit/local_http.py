@@ -20,3 +20,13 @@ def serving(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[st
         httpd.shutdown()
         httpd.server_close()
         thread.join(5)
+
+
+def answer(handler: BaseHTTPRequestHandler, text: str, kind: str = "application/json", status: int = 200) -> None:
+    """Send ``text`` as the whole answer to the request ``handler`` is serving."""
+    data = text.encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", kind)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

@@ -16,6 +16,7 @@ import pytest
 FAKE_OR_NO_MODEL = {
     "bench_adaptation": "adaptation",
     "bench_assist": "assist",
+    "bench_episodes": "episodes",
     "bench_faults": "faults",
     "bench_humaneval": "humaneval",
     "bench_ingest": "ingest",
@@ -23,6 +24,7 @@ FAKE_OR_NO_MODEL = {
     "bench_feedback": "feedback",
     "bench_injection": "injection",
     "bench_overhead": "overhead",
+    "bench_repeat_penalty": "repeat_penalty",
     "bench_planning": "planning",
     "bench_routing": "routing",
     "bench_scheduling": "scheduling",

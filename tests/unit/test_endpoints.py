@@ -22,7 +22,7 @@ from state import Passport
 from state.context import resolve_settings
 from state.errors import ConfigError
 from state.io import RunInput
-from tests.unit.local_http import serving
+from tests.unit.local_http import answer, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSWERS = {
@@ -48,7 +48,7 @@ class _Server(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # the health check: GET /v1/models
         type(self).checked.append(self.server.server_address[1])
-        self._send(json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}), "application/json")
+        answer(self, json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}))
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -61,21 +61,13 @@ class _Server(BaseHTTPRequestHandler):
                 f"data: {json.dumps({'id': 'c', 'object': 'chat.completion.chunk', 'model': body['model'], **c})}\n\n"
                 for c in chunks
             )
-            self._send(payload + "data: [DONE]\n\n", "text/event-stream")
+            answer(self, payload + "data: [DONE]\n\n", "text/event-stream")
         else:
-            answer = {"id": "c", "object": "chat.completion", "model": body["model"]}
-            answer["choices"] = [
+            reply = {"id": "c", "object": "chat.completion", "model": body["model"]}
+            reply["choices"] = [
                 {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
             ]
-            self._send(json.dumps(answer), "application/json")
-
-    def _send(self, text: str, kind: str) -> None:
-        data = text.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            answer(self, json.dumps(reply))
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

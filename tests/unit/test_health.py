@@ -11,7 +11,7 @@ import pytest
 
 from experts.models.endpoint import Endpoint
 from experts.models.health import Health, HealthChecks, probe
-from tests.unit.local_http import serving
+from tests.unit.local_http import answer, serving
 
 
 class _Models(BaseHTTPRequestHandler):
@@ -22,12 +22,7 @@ class _Models(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         type(self).seen.append((self.path, self.headers.get("authorization")))
-        data = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
-        self.send_response(type(self).status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        answer(self, '{"object": "list", "data": [{"id": "m", "object": "model"}]}', status=type(self).status)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
