@@ -486,6 +486,8 @@ def run_slot(
             temperature=temperature,
             grammar=grammar,
             seed=attempt,
+            # prose loops less under llama.cpp's repeat penalty; code repeats its own tokens by nature
+            repeat_penalty=1.0 if contract.code_first else settings.repeat_penalty,
             slot_id=slot_id,
             slot_title=job.spec.title,
             attempt=attempt,

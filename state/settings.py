@@ -95,6 +95,15 @@ class Settings(BaseModel):
     temperature: Annotated[float, Env("COE_TEMPERATURE")] = Field(
         default=0.0, ge=0.0, le=2.0, description="Sampling temperature (0: greedy, repeatable)."
     )
+    repeat_penalty: Annotated[float, Env("COE_REPEAT_PENALTY")] = Field(
+        default=1.1,
+        ge=1.0,
+        le=2.0,
+        description=(
+            "llama.cpp's repeat penalty for prose, plan and table answers (code and data: 1.0); 1.0: none "
+            "(bench/results/repeat_penalty.md)."
+        ),
+    )
     use_grammar: Annotated[bool, Env("COE_USE_GRAMMAR")] = Field(
         default=True, description="Constrain output to the outline contract."
     )

@@ -179,3 +179,27 @@ def test_a_section_that_repeats_an_earlier_one_is_cut_and_the_rest_renumbered() 
     assert "sections 1 and 2 say the same" in entry.outputs_summary and "nothing reworded" in entry.outputs_summary
     # every candidate said it twice: the cut is of the kept one, after the choice
     assert all(not c.passed for c in result.quality.candidates[0].checks if c.name == "contract.duplicates")
+
+
+def test_prose_is_drawn_under_the_repeat_penalty_and_code_without_it() -> None:
+    prose_backend = Streaming(["## Why\n" + PROSE + "\n"])
+    run_prose("Explain why the sky is blue.", "general_reasoning", prose_backend, best_of=1)
+    assert {r.repeat_penalty for r in prose_backend.requests} == {1.1}
+
+    code_backend = Streaming(["## Outline\n1. Code\n\n## 1. Code\n```python\ndef add(a, b):\n    return a + b\n```\n"])
+    spec = SlotSpec(id="answer", title="Answer", description="Write add(a, b).", deliverable="code", language="python")
+    job = SlotJob(
+        spec=spec, task="Write add(a, b).", constraints=(), expert="python_coder", persona="You code.",
+        references={}, max_tokens=300, temperature=0.0,
+    )  # fmt: skip
+    run_slot(job, code_backend, resolve_settings({"backend": "fake", "best_of": 1}, env={}), emit=lambda _: None)
+    assert {r.repeat_penalty for r in code_backend.requests} == {1.0}
+
+    off = Streaming(["## Why\n" + PROSE + "\n"])
+    spec = SlotSpec(id="answer", title="Answer", description="Explain why.", deliverable="prose")
+    job = SlotJob(
+        spec=spec, task="Explain why.", constraints=(), expert="general_reasoning", persona="You write.",
+        references={}, max_tokens=300, temperature=0.0,
+    )  # fmt: skip
+    run_slot(job, off, resolve_settings({"backend": "fake", "repeat_penalty": 1.0}, env={}), emit=lambda _: None)
+    assert {r.repeat_penalty for r in off.requests} == {1.0}
