@@ -11,9 +11,9 @@ them either.
 
 When every candidate of a slot looped, the kept one is still degenerate; :func:`cut_loops` then removes its
 repeats before it is delivered: every sentence of five words or more said before, and a last fragment that only
-begins one said before (where the loop was stopped). Nothing is added or reworded, code blocks, headings and
-table rows are left alone, and the slot keeps its failed check and its caveat: the person reads the answer once,
-not six times.
+begins one said before (where the loop was stopped); in a table, a row said before and a last row stopped before
+its end. Nothing is added or reworded, code blocks and headings are left alone, and the slot keeps its failed
+check and its caveat: the person reads the answer once, not six times.
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ class LoopWatch:
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _KEPT_LINE = re.compile(r"^\s*(?:#|\||```|~~~)")
+_TABLE_ROW = re.compile(r"^\s*\|")
+_SEPARATOR_ROW = re.compile(r"^\s*\|?\s*:?-{3,}")
 
 
 def cut_loops(text: str, seen: set[str] | None = None) -> tuple[str, int]:
@@ -75,7 +77,16 @@ def cut_loops(text: str, seen: set[str] | None = None) -> tuple[str, int]:
     removed = 0
     out: list[str] = []
     in_code = False
+    rows: set[str] = set()
     for line in text.split("\n"):
+        if not in_code and _TABLE_ROW.match(line) and not _SEPARATOR_ROW.match(line):
+            row = sentence_key(line)
+            if row in rows:  # a table row said before
+                removed += 1
+                continue
+            rows.add(row)
+            out.append(line)
+            continue
         if _KEPT_LINE.match(line) or in_code or not line.strip():
             if line.lstrip().startswith(("```", "~~~")):
                 in_code = not in_code
@@ -97,6 +108,9 @@ def cut_loops(text: str, seen: set[str] | None = None) -> tuple[str, int]:
             out.pop()  # the paragraph is gone: so is the blank line before it
     while out and not out[-1].strip():
         out.pop()
+    if out and rows and _TABLE_ROW.match(out[-1]) and not out[-1].rstrip().endswith("|") and len(rows) > 1:
+        out.pop()  # the loop's last lap: a row stopped before its end
+        removed += 1
     if out and not _KEPT_LINE.match(out[-1]) and not in_code:
         last = _SENTENCE_END.split(out[-1].strip())[-1]
         key = sentence_key(last)

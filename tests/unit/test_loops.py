@@ -203,3 +203,16 @@ def test_prose_is_drawn_under_the_repeat_penalty_and_code_without_it() -> None:
     )  # fmt: skip
     run_slot(job, off, resolve_settings({"backend": "fake", "repeat_penalty": 1.0}, env={}), emit=lambda _: None)
     assert {r.repeat_penalty for r in off.requests} == {1.0}
+
+
+def test_a_looped_table_keeps_each_row_once_and_drops_the_row_it_was_stopped_in() -> None:
+    table = (
+        "| API | REST | gRPC |\n| --- | --- | --- |\n| Speed | Fast | Faster |\n"
+        + "| Roadmap | High | Low |\n" * 5
+        + "| Roadmap Roadblocks | High"
+    )
+    cut, removed = cut_loops(table)
+    assert cut == "| API | REST | gRPC |\n| --- | --- | --- |\n| Speed | Fast | Faster |\n| Roadmap | High | Low |"
+    assert removed == 5
+    plain = "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |"  # a table that did not loop is left as it is
+    assert cut_loops(plain) == (plain, 0)
