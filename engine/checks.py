@@ -88,6 +88,16 @@ _EXAMPLE_PLACEHOLDER = re.compile(
     re.I,
 )
 """The uncertainty protocol's own example placeholders: copied as written, they ask for nothing."""
+ASKS_BACK = re.compile(
+    r"\b(?:(?:please|could you|can you|would you|kindly)\s+(?:please\s+)?(?:provide|share|give|tell|specify|"
+    r"clarify|send|describe)|i (?:would )?need (?:more|some|additional) (?:information|details|context)|"
+    r"(?:provide|share) (?:me )?(?:with )?(?:more |some |the )?(?:details|information|context))\b",
+    re.I,
+)
+"""An answer that asks the person for what the task already gave, instead of doing it ("Please provide me with
+the details of the endpoint you would like to analyze")."""
+ASKS_BACK_WORDS = 60
+"""Only a short answer counts as asking back: a long one that ends with "tell me if you need more" did the work."""
 STUB = re.compile(
     r"(\bTODO\b|\bTBD\b|lorem ipsum|\[insert\b|<insert\b|to be (added|completed|written|determined)\b|"
     r"^\s*\.\.\.\s*$|your code here|implementation goes here|fill in)",
@@ -186,6 +196,18 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
             if copied
             else f"an outline item's title is the output structure's own wording ({instructions[0]!r})"
             if instructions
+            else "",
+        )
+    )
+    body = _without_code(result.body_text())
+    asks = ASKS_BACK.search(body) if len(_WORD.findall(body)) < ASKS_BACK_WORDS else None
+    checks.append(
+        CheckResult(
+            name="contract.answers",
+            passed=asks is None,
+            detail=f"it asks the person for details instead of answering ({asks.group(0)!r}); answer with what the "
+            "task gives, and write {{ASSIST:user:...}} for what only the person knows"
+            if asks
             else "",
         )
     )

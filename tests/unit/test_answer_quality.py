@@ -80,6 +80,15 @@ def test_a_duplicated_section_fails() -> None:
     assert bad["contract.duplicates"] == "sections 1 and 2 say the same"
 
 
+def test_an_answer_that_asks_back_instead_of_answering_fails() -> None:
+    asks = "Sure, I'd be happy to help! Please provide me with the details of the endpoint you would like to analyze."
+    bad = failed(prose(("Threats", asks)), "Make a table of the main threats to a public file-upload endpoint.")
+    assert "asks the person for details instead of answering" in bad["contract.answers"]
+    done = PARAGRAPH_A + " " + PARAGRAPH_B + " " + " ".join(["Reads are served from memory."] * 8)
+    fine = failed(prose(("Caching", done + " Please provide more details if your catalogue differs.")), TASK)
+    assert "contract.answers" not in fine  # a long answer that did the work may still offer to go on
+
+
 def test_a_section_titled_with_the_task_fails() -> None:
     bad = failed(prose((TASK, PARAGRAPH_A), ("Invalidation", PARAGRAPH_B)), TASK)
     assert "repeats the task as its title" in bad["contract.titles"]
