@@ -52,6 +52,13 @@ JOINT_VERBS = frozenset(
 )
 """Verbs whose coordinated objects are one piece of work: "compare PostgreSQL and MySQL" is one aspect."""
 
+MAKING_VERBS = frozenset(
+    "write draft create build make produce prepare compose design generate add give provide outline sketch "
+    "document summarise summarize list propose".split()
+)
+"""Verbs that make a deliverable: after an infinitive series, "and write a report" is a second piece of work,
+where "and run the tests" is one more step of the first."""
+
 BINOMIALS = (
     "terms and conditions",
     "pros and cons",
@@ -132,6 +139,8 @@ _OWN_EXPLANATION = re.compile(
 """A part that explains the deliverable before it ("write the index that helps it and explain why"): the same
 piece of work, not a second one. An explanation with its own object or audience ("explain the change to the
 finance team") is a deliverable of its own."""
+_INFINITIVE = re.compile(r"\bto\s+([A-Za-z'-]+)")
+"""An infinitive inside a clause: its coordinated verbs ("to set up X, install Y and run Z") are one purpose."""
 _ONE_WORD_OBJECT = re.compile(r"^(?:(?:the|a|an|our|its|their|your|my)\s+)?[\w'-]+$", re.I)
 _CODE = re.compile(r"```.*?```", re.S)
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|'[^'\n]{3,400}'")
@@ -234,6 +243,13 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
         head = _first_word(_LEAD.sub("", part))
         if clause and _OWN_EXPLANATION.match(_LEAD.sub("", part)):
             clause = f"{clause} and {part}"  # "... and explain why": the explanation of what the clause makes
+        elif (
+            clause
+            and head in VERBS
+            and _infinitive_open(clause)
+            and not (head in MAKING_VERBS and _DELIVERABLE.match(_after_verb(part)))
+        ):
+            clause = f"{clause} and {part}"  # "a guide to set up X, install Y and run Z": the steps of one thing
         elif head in VERBS:
             if clause:
                 aspects.append(Aspect(clause, verb))
@@ -256,6 +272,16 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     if clause:
         aspects.append(Aspect(clause, verb))
     return aspects
+
+
+def _infinitive_open(clause: str) -> bool:
+    """The clause ends in an infinitive series ("a guide for a new developer to set up ..."), after its own verb."""
+    return any(m.group(1).lower() in VERBS for m in _INFINITIVE.finditer(clause, len(clause.split()[0])))
+
+
+def _after_verb(part: str) -> str:
+    words = _LEAD.sub("", part).split(maxsplit=1)
+    return words[1] if len(words) > 1 else ""
 
 
 def _listed_objects(head: str, listing: str) -> list[Aspect]:

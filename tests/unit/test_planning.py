@@ -124,6 +124,12 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
         ("Our query is slow on a big table. Write the index that helps it and explain why.", 1),
         ("Write a Dockerfile for our Flask app and explain each line", 1),
         ("Propose an index and explain the change to the finance team", 2),  # its own audience: its own part
+        (  # the steps the guide is for, not three deliverables (review set: a multi-slot plan for one guide)
+            "Write a step-by-step guide for a new developer to set up our Django project locally with a virtual "
+            "environment, install dependencies and run the tests.",
+            1,
+        ),
+        ("Write a script to back up the database and write a report for the team", 2),  # a deliverable of its own
         (  # a relative clause after a comma describes the endpoint (review set: a second "Document which ..." slot)
             "Document the HTTP endpoint POST /v1/invoices, which takes JSON with customer_id and amount_cents and "
             "returns 201 with the new invoice's id, or 422 when amount_cents is negative.",
