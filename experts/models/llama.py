@@ -36,7 +36,7 @@ from experts.models.bundled import resolve_model_path
 from experts.models.cpu_share import ShareWaitStopped, cpu_share
 from experts.models.footprint import estimate
 from experts.models.grammar import follow_outline_bounds
-from experts.models.llama_mask import CompiledGrammar, GrammarMask, StopSwitch, TokenTap
+from experts.models.llama_mask import CompiledGrammar, GrammarMask, RepeatPenalty, StopSwitch, TokenTap
 from experts.models.llama_prefix import PrefixCache
 from experts.models.prefetch import Prefetch
 from experts.models.protocol import EitherStop, Generation, GenerationRequest
@@ -327,6 +327,8 @@ class LlamaBackend:
             llm = self._ensure_loaded()
             options: dict[str, Any] = {}
             processors: list[Any] = []
+            if request.repeat_penalty != 1.0:  # before the mask: it must see the logits that will be sampled
+                processors.append(RepeatPenalty(request.repeat_penalty))
             mask: GrammarMask | None = None
             if request.grammar is not None:
                 compiled = self._compiled(llm, request.grammar, slot_id=request.slot_id)
@@ -370,7 +372,7 @@ class LlamaBackend:
                         max_tokens=request.max_tokens,
                         temperature=request.temperature,
                         seed=request.seed,
-                        repeat_penalty=request.repeat_penalty,
+                        repeat_penalty=1.0,  # applied by RepeatPenalty, ahead of the grammar mask
                         **options,
                     )
             except ShareWaitStopped:

@@ -348,6 +348,17 @@ def test_the_fast_grammar_path_matches_llama_cpp_python(backend: LlamaBackend, m
     assert builtin.generate(request).text == backend.generate(request).text
 
 
+def test_the_repeat_penalty_comes_before_the_grammar_mask(backend: LlamaBackend, model_path: Path) -> None:
+    """llama.cpp applied its own penalty after the mask, whose greedy shortcut then let through a token the penalty
+    demoted; the token sampled instead broke the grammar (review set: a legal slot failed with "grammar mask:
+    token 21 was sampled but the grammar does not allow it"). The penalty now runs before the mask, on both paths.
+    """
+    request = replace(REQUEST, max_tokens=60, repeat_penalty=1.1)
+    fast = backend.generate(request).text
+    builtin = LlamaBackend(model_path, n_ctx=2048, grammar_mode="builtin")
+    assert fast.startswith("## Outline\n1. ") and builtin.generate(request).text == fast
+
+
 LOAD_TWO_AT_ONCE = """
 import threading
 from experts.models.llama import LlamaBackend

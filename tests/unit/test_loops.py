@@ -216,3 +216,15 @@ def test_a_looped_table_keeps_each_row_once_and_drops_the_row_it_was_stopped_in(
     assert removed == 5
     plain = "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |"  # a table that did not loop is left as it is
     assert cut_loops(plain) == (plain, 0)
+
+
+def test_the_repeat_penalty_processor_follows_llama_cpps_rule() -> None:
+    import numpy as np
+
+    from experts.models.llama_mask import RepeatPenalty
+
+    scores = np.array([2.0, -2.0, 1.0, 4.0], dtype=np.single)
+    out = RepeatPenalty(2.0)(np.array([0, 1, 1], dtype=np.intc), scores)
+    assert out.tolist() == [1.0, -4.0, 1.0, 4.0]  # each recent token once: positive halved, negative doubled
+    assert scores.tolist() == [2.0, -2.0, 1.0, 4.0]  # the input is left as it was
+    assert RepeatPenalty(2.0, last_n=1)(np.array([0, 3], dtype=np.intc), scores).tolist() == [2.0, -2.0, 1.0, 2.0]
