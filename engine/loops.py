@@ -108,7 +108,7 @@ def cut_loops(text: str, seen: set[str] | None = None) -> tuple[str, int]:
             out.pop()  # the paragraph is gone: so is the blank line before it
     while out and not out[-1].strip():
         out.pop()
-    if out and rows and _TABLE_ROW.match(out[-1]) and not out[-1].rstrip().endswith("|") and len(rows) > 1:
+    if len(rows) > 1 and out and _TABLE_ROW.match(out[-1]) and not out[-1].rstrip().endswith("|"):
         out.pop()  # the loop's last lap: a row stopped before its end
         removed += 1
     if out and not _KEPT_LINE.match(out[-1]) and not in_code:

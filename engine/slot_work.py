@@ -704,22 +704,13 @@ def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
     seen: set[str] = set()
     sections = [s.model_copy(update={"body": cut_loops(s.body, seen)[0]}) for s in result.sections]
     cut = result.model_copy(update={"raw": raw, "sections": sections})
-    quality = result.quality
-    if quality is not None:  # the caveat speaks of the text delivered, not of the loop that was cut out of it
-        left = repetition_check(cut.body_text())
-        said = f"it looped while written: {removed} repeated sentence(s) were cut, nothing reworded"
-        looped = CheckResult(
-            name="prose.repetition", passed=False, detail=f"{said}; {left.detail}" if not left.passed else said
-        )
-        checks = [
-            looped
-            if c.name == "prose.repetition"
-            else ending_check(raw, c.severity)
-            if c.name == "contract.ends"
-            else c
-            for c in quality.checks
-        ]
-        cut = cut.model_copy(update={"quality": quality.model_copy(update={"checks": checks})})
+    left = repetition_check(cut.body_text())
+    said = f"it looped while written: {removed} repeated sentence(s) were cut, nothing reworded"
+    looped = CheckResult(
+        name="prose.repetition", passed=False, detail=f"{said}; {left.detail}" if not left.passed else said
+    )
+    # the caveat speaks of the text delivered, not of the loop that was cut out of it
+    cut = _rechecked(cut, {looped.name: lambda _: looped, "contract.ends": lambda c: ending_check(raw, c.severity)})
     ledger.append(
         LedgerEntry(
             agent="harness",
@@ -729,6 +720,18 @@ def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
         )
     )
     return cut
+
+
+def _rechecked(result: SlotResult, again: dict[str, Callable[[CheckResult], CheckResult]]) -> SlotResult:
+    """``result`` whose kept checks named in ``again`` are replaced by what each function makes of the old one.
+
+    After an edit of the kept answer (a loop or a repeated section cut), the checks it changed speak of the text
+    delivered; the candidates' own records keep what each candidate was.
+    """
+    if result.quality is None:
+        return result
+    checks = [again[c.name](c) if c.name in again else c for c in result.quality.checks]
+    return result.model_copy(update={"quality": result.quality.model_copy(update={"checks": checks})})
 
 
 def _without_repeated_sections(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> SlotResult:
@@ -762,11 +765,7 @@ def _without_repeated_sections(result: SlotResult, task: str, ledger: list[Ledge
     items = "\n".join(f"{o.label}. {o.title}" if o.level == 1 else f"   {o.label} {o.title}" for o in outline)
     raw = f"## Outline\n{items}\n\n" + "\n\n".join(render_section(s) for s in sections) + "\n"
     cleaned = result.model_copy(update={"raw": raw, "sections": sections, "outline": outline})
-    if cleaned.quality is not None:  # the check speaks of the delivered text
-        checks = [
-            duplicates_check(cleaned, task) if c.name == "contract.duplicates" else c for c in cleaned.quality.checks
-        ]
-        cleaned = cleaned.model_copy(update={"quality": cleaned.quality.model_copy(update={"checks": checks})})
+    cleaned = _rechecked(cleaned, {"contract.duplicates": lambda _: duplicates_check(cleaned, task)})
     ledger.append(
         LedgerEntry(
             agent="harness",

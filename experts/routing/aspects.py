@@ -240,14 +240,15 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     for part in (p.strip() for p in _PARTS.split(text)):
         if not part:
             continue
-        head = _first_word(_LEAD.sub("", part))
-        if clause and _OWN_EXPLANATION.match(_LEAD.sub("", part)):
+        bare = _LEAD.sub("", part)  # without "please", "then", "and" ...
+        head = _first_word(bare)
+        if clause and _OWN_EXPLANATION.match(bare):
             clause = f"{clause} and {part}"  # "... and explain why": the explanation of what the clause makes
         elif (
             clause
             and head in VERBS
             and _infinitive_open(clause)
-            and not (head in MAKING_VERBS and _DELIVERABLE.match(_after_verb(part)))
+            and not (head in MAKING_VERBS and _DELIVERABLE.match(bare[len(head) :].lstrip()))
         ):
             clause = f"{clause} and {part}"  # "a guide to set up X, install Y and run Z": the steps of one thing
         elif head in VERBS:
@@ -275,13 +276,8 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
 
 
 def _infinitive_open(clause: str) -> bool:
-    """The clause ends in an infinitive series ("a guide for a new developer to set up ..."), after its own verb."""
+    """The clause holds an infinitive after its own verb ("a guide for a new developer to set up ...")."""
     return any(m.group(1).lower() in VERBS for m in _INFINITIVE.finditer(clause, len(clause.split()[0])))
-
-
-def _after_verb(part: str) -> str:
-    words = _LEAD.sub("", part).split(maxsplit=1)
-    return words[1] if len(words) > 1 else ""
 
 
 def _listed_objects(head: str, listing: str) -> list[Aspect]:

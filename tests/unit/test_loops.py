@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.checks import repetition_check, without_code
 from engine.loops import LoopWatch, cut_loops
@@ -12,7 +13,7 @@ from engine.slot_work import SlotJob, SlotOutcome, run_slot
 from experts.models import ChatMessage, Generation, GenerationRequest
 from experts.models.fake import FakeBackend, FakeResponse, FakeScript
 from state.context import resolve_settings
-from state.framework import SlotSpec
+from state.framework import Deliverable, SlotSpec
 
 LOOP = "The flu is caused by a virus that spreads in winter. "
 PROSE = (
@@ -100,14 +101,17 @@ class Streaming:
         return Generation(text="".join(out), completion_tokens=len(out), finish_reason=finish)
 
 
-def run_prose(task: str, expert: str, backend: Streaming, best_of: int) -> SlotOutcome:
-    """One prose slot that is the whole task, run on ``backend``."""
-    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
+def run_whole(
+    task: str, expert: str, backend: Streaming, best_of: int = 1, deliverable: Deliverable = "prose", **context: Any
+) -> SlotOutcome:
+    """One slot that is the whole task (prose, or Python code), run on ``backend`` under the run ``context``."""
+    language = "python" if deliverable == "code" else None
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable=deliverable, language=language)
     job = SlotJob(
         spec=spec, task=task, constraints=(), expert=expert, persona="You write.", references={},
         max_tokens=900, temperature=0.0,
     )  # fmt: skip
-    settings = resolve_settings({"backend": "fake", "best_of": best_of}, env={})
+    settings = resolve_settings({"backend": "fake", "best_of": best_of, **context}, env={})
     return run_slot(job, backend, settings, emit=lambda _: None)
 
 
@@ -116,7 +120,7 @@ def test_a_slot_stops_a_looping_candidate_early_and_draws_the_next() -> None:
     looping = "## Outline\n1. Colds\n\n## 1. Colds\n" + LOOP * 60
     plain = "## Why\n" + PROSE + "\n"
     backend = Streaming([looping, plain])
-    outcome = run_prose(task, "medical_clinical", backend, best_of=3)
+    outcome = run_whole(task, "medical_clinical", backend, best_of=3)
     assert outcome.result is not None and outcome.result.quality is not None
     assert backend.written[0] < len(looping.split(" ")) / 4  # stopped within the first quarter of the loop
     first, second = outcome.result.quality.candidates
@@ -146,7 +150,7 @@ def test_a_slot_whose_every_candidate_loops_delivers_the_kept_one_once_with_its_
     task = "Write the opening scene of a mystery novel on a night train."
     looping = "## Outline\n1. Scene\n\n## 1. Scene\nThe night train left Zurich at ten. " + LOOP * 30
     backend = Streaming([looping])
-    outcome = run_prose(task, "creative_writer", backend, best_of=2)
+    outcome = run_whole(task, "creative_writer", backend, best_of=2)
     assert outcome.result is not None and outcome.result.quality is not None
     assert not outcome.result.quality.passed  # still failing its check: the document says so
     assert outcome.result.body_text().count(LOOP.strip()) == 1
@@ -168,7 +172,7 @@ def test_a_section_that_repeats_an_earlier_one_is_cut_and_the_rest_renumbered() 
         "## 3. Responses\n201 carries the new invoice's id; 422 says that amount_cents was negative.\n"
     )
     backend = Streaming([answer] * 3)
-    outcome = run_prose(task, "technical_writer", backend, best_of=1)
+    outcome = run_whole(task, "technical_writer", backend, best_of=1)
     result = outcome.result
     assert result is not None and result.quality is not None
     assert [(s.label, s.title) for s in result.sections] == [("1", "Endpoint"), ("2", "Responses")]
@@ -183,25 +187,15 @@ def test_a_section_that_repeats_an_earlier_one_is_cut_and_the_rest_renumbered() 
 
 def test_prose_is_drawn_under_the_repeat_penalty_and_code_without_it() -> None:
     prose_backend = Streaming(["## Why\n" + PROSE + "\n"])
-    run_prose("Explain why the sky is blue.", "general_reasoning", prose_backend, best_of=1)
+    run_whole("Explain why the sky is blue.", "general_reasoning", prose_backend, best_of=1)
     assert {r.repeat_penalty for r in prose_backend.requests} == {1.1}
 
     code_backend = Streaming(["## Outline\n1. Code\n\n## 1. Code\n```python\ndef add(a, b):\n    return a + b\n```\n"])
-    spec = SlotSpec(id="answer", title="Answer", description="Write add(a, b).", deliverable="code", language="python")
-    job = SlotJob(
-        spec=spec, task="Write add(a, b).", constraints=(), expert="python_coder", persona="You code.",
-        references={}, max_tokens=300, temperature=0.0,
-    )  # fmt: skip
-    run_slot(job, code_backend, resolve_settings({"backend": "fake", "best_of": 1}, env={}), emit=lambda _: None)
+    run_whole("Write add(a, b).", "python_coder", code_backend, deliverable="code")
     assert {r.repeat_penalty for r in code_backend.requests} == {1.0}
 
     off = Streaming(["## Why\n" + PROSE + "\n"])
-    spec = SlotSpec(id="answer", title="Answer", description="Explain why.", deliverable="prose")
-    job = SlotJob(
-        spec=spec, task="Explain why.", constraints=(), expert="general_reasoning", persona="You write.",
-        references={}, max_tokens=300, temperature=0.0,
-    )  # fmt: skip
-    run_slot(job, off, resolve_settings({"backend": "fake", "repeat_penalty": 1.0}, env={}), emit=lambda _: None)
+    run_whole("Explain why.", "general_reasoning", off, repeat_penalty=1.0)
     assert {r.repeat_penalty for r in off.requests} == {1.0}
 
 
