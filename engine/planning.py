@@ -13,8 +13,9 @@ Two validation tiers run on every plan built from the template library, before a
 * **Coverage.** An aspect is covered when some slot's text is at least :data:`COVERAGE_LINE` similar to it (or
   the slot is titled by it). An aspect no slot covers gets a slot of its own (:func:`aspect_slot`).
 
-A multi-part task that no template fits (the best similarity under :data:`TEMPLATE_FIT_LINE`) is planned from its
-aspects (:func:`aspect_framework`): one slot per aspect, routed like any slot, with dependencies from the order
+A multi-part task that no template fits (the best similarity under :data:`TEMPLATE_FIT_LINE`, or a best template
+that, once fitted, keeps fewer of its own slots than the deliverables it lacks) is planned from its aspects
+(:func:`aspect_framework`): one slot per aspect, routed like any slot, with dependencies from the order
 of work (find out, then design, then build, then check, then explain).
 
 The relevance, coverage and template-fit lines were chosen on a sweep of ``bench/bench_planning.py --sweep``
@@ -303,16 +304,26 @@ def plan_from_template(
     aspects = task_aspects(task)
     line = relevance_line_for(similarity)
     fitted, before = fit_template(template, task, embedder, aspects=aspects, relevance_line=line)
+    own = len(template.slots) - len(before.removed)
+    if own < len(before.added):  # the task's own deliverables outweigh what is left of the template
+        why = (
+            f"template {template.id} ({similarity:.3f}) kept {own} of its {len(template.slots)} slots and lacked "
+            f"{len(before.added)} of the task's deliverables"
+        )
+        fw, record = plan_from_aspects(task, embedder, why, aspects=aspects)
+        return fw, record.model_copy(update={"fit_before": before, "seconds": _since(started)})
     fw, record = adapt(fitted, similarity, task, planner, experts, time_budget=time_budget)
     fw, after = fit_plan(fw, task, embedder, aspects=aspects, relevance_line=line)
     validate_framework(fw)  # every framework that reaches execution is valid
     return fw, record.model_copy(update={"fit_before": before, "fit_after": after, "seconds": _since(started)})
 
 
-def plan_from_aspects(task: str, embedder: Embedder, why: str) -> tuple[Framework, AdaptationRecord]:
+def plan_from_aspects(
+    task: str, embedder: Embedder, why: str, *, aspects: Sequence[Aspect] | None = None
+) -> tuple[Framework, AdaptationRecord]:
     """The plan of a task no template fits: one slot per deliverable it names (one slot when it names one)."""
     started = time.perf_counter()
-    aspects = task_aspects(task)
+    aspects = list(aspects) if aspects is not None else task_aspects(task)
     if len(aspects) < 2:
         fw = validate_framework(fallback_framework(task, source="aspects:single"))
         reason = f"{why}; the task names one deliverable: one slot"

@@ -111,18 +111,27 @@ _PREPOSITION = re.compile(
 """A part that qualifies the one before it: a preposition, a gerund, or a relative clause after a comma ("the
 endpoint POST /v1/invoices, which takes JSON ...")."""
 _GIVEN = re.compile(r"\b(?:these|those|this|the following|following|below|above)\b[\w\s'-]*$", re.I)
-_DELIVERABLE = re.compile(
-    r"^(?:a|an|the|one|two|three|four|five|some)\s+(?:[\w'-]+\s+){0,3}?"
+_DELIVERABLE_NOUN = (
     r"(?:script|function|query|queries|notice|policy|checklist|report|summary|plan|document|documentation|guide|"
     r"email|emails|letter|memo|post|page|diagram|table|list|test|tests|dashboard|presentation|slide|slides|"
     r"story|poem|song|clause|contract|agreement|disclaimer|budget|schedule|proposal|brief|briefing|handout|"
     r"quiz|outline|spreadsheet|model|service|endpoint|api|class|module|pipeline|manifest|manifests|runbook|"
     r"template|faq|glossary|timeline|roadmap|estimate|forecast|analysis|review|readme|dockerfile|view|job|"
-    r"entry|file|sql|message|speech|talk|statement|procedure|exercise|chapter|section|form|screen|component|"
-    r"migration|configuration|config|dialogue|program|tool|cli|chart|charts|announcement|instructions|workflow|"
-    r"workflows|note|notes|suite|fixture|fixtures|route|routes|rule|rules|command|invitation|article|solver)\b",
-    re.I,
+    r"entry|file|sql|message|speech|talk|statement|procedure|exercise|exercises|problems|questions|chapter|"
+    r"section|form|screen|component|migration|configuration|config|dialogue|program|tool|cli|chart|charts|"
+    r"announcement|instructions|workflow|workflows|note|notes|suite|fixture|fixtures|route|routes|rule|rules|"
+    r"command|invitation|article|solver)\b"
 )
+_DELIVERABLE = re.compile(
+    r"^(?:a|an|the|one|two|three|four|five|some)\s+(?:[\w'-]+\s+){0,3}?" + _DELIVERABLE_NOUN, re.I
+)
+_ONE_WORD_COORDINATE = re.compile(r"^(?:a|an|the)\s+([\w'-]+)$", re.I)
+_NOUN = re.compile(_DELIVERABLE_NOUN, re.I)
+_BARE_DELIVERABLE = re.compile(
+    r"^(?!(?:a|an|the|one|two|three|four|five|some)\s)(?:[\w'-]+\s+){1,2}?" + _DELIVERABLE_NOUN, re.I
+)
+"""A deliverable named without a determiner of its own: after "a" and one word that names no deliverable, the two
+share the noun ("a password and access-control policy" is one policy; "a README and user guide" is two)."""
 _SHARED_HEAD = re.compile(
     r"^[\w'-]+(?:\s+[\w'-]+)?\s+(?:sections|chapters|pages|parts|tests|files|endpoints|services|tables|screens|"
     r"versions|modes|steps|columns|fields)\b",
@@ -261,6 +270,7 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
             _PREPOSITION.match(part)
             or _BETWEEN_OPEN.search(clause)
             or (_SHARED_HEAD.match(part) and _ONE_WORD_OBJECT.match(clause[len(verb) :].strip()))
+            or (_BARE_DELIVERABLE.match(part) and _shares_noun(clause[len(verb) :].strip()))
             or (
                 (verb in JOINT_VERBS or _RELATIVE.search(clause[len(verb) :] + " ") or _BETWEEN.search(clause))
                 and not _DELIVERABLE.match(part)
@@ -273,6 +283,12 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     if clause:
         aspects.append(Aspect(clause, verb))
     return aspects
+
+
+def _shares_noun(obj: str) -> bool:
+    """``obj`` is "a" and one word that names no deliverable: the first of two coordinates of one noun."""
+    one = _ONE_WORD_COORDINATE.match(obj)
+    return one is not None and not _NOUN.fullmatch(one.group(1))
 
 
 def _infinitive_open(clause: str) -> bool:

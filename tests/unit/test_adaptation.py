@@ -226,8 +226,8 @@ def test_coe_run_templates_flag(tmp_path: Path) -> None:
 
     cp = ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
     task = (
-        "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law, and write a "
-        "plain-English summary of it for the illustrator"
+        "Design a REST API for a library's book loans, implement the loan endpoint in Python with Flask, and write "
+        "the API reference for client developers."
     )
     result = CliRunner().invoke(app, ["run", task, "--backend", "fake", "--json", *cp])
     assert result.exit_code == 0, result.output

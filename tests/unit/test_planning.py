@@ -135,6 +135,14 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             "returns 201 with the new invoice's id, or 422 when amount_cents is negative.",
             1,
         ),
+        # "a password and access-control policy" is one policy (planning set: a "Write a password" slot)
+        ("Write a password and access-control policy for our company, and a checklist to audit it", 2),
+        ("Write a README and user guide for the CLI", 2),  # two deliverables, each its own noun
+        (  # practice problems are made, not a step of the method (planning set: the task was scoped single)
+            "Explain how to solve quadratic equations by completing the square, work through three examples, and "
+            "write five practice problems with answers.",
+            2,
+        ),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
@@ -241,6 +249,26 @@ def test_a_task_no_template_fits_gets_a_plan_from_its_aspects(planning_parts: tu
     assert all(s.expert is None for s in fw.slots)  # every slot is routed
     one, single = plan_from_aspects("Write a haiku about rain", embedder, "no template fits")  # type: ignore[arg-type]
     assert len(one.slots) == 1 and one.source == "aspects:single" and "one deliverable" in single.reason
+
+
+def test_a_template_that_keeps_less_than_the_task_lacks_gives_way_to_the_aspects(
+    planning_parts: tuple[object, object, object],
+) -> None:
+    # planning set: the pricing template kept its "Pricing model, tiers and revenue impact" slot in a DCF valuation
+    task = (
+        "Build a DCF valuation of a mid-size SaaS company: project free cash flow for five years, choose a discount "
+        "rate, compute the terminal value and summarise the valuation range."
+    )
+    slots, _experts, record = plan_and_route(task, planning_parts)
+    assert record.built_from == "aspects" and record.seed_id is None  # type: ignore[attr-defined]
+    assert "kept 1 of its 6 slots" in record.reason  # type: ignore[attr-defined]
+    assert [s.title for s in slots] == [
+        "Project free cash flow for five years",
+        "Choose a discount rate",
+        "Compute the terminal value",
+        "Summarise the valuation range",
+    ]
+    assert len(record.fit_before.removed) == 5 and len(record.fit_before.added) == 3  # type: ignore[attr-defined]
 
 
 def test_aspect_plans_order_the_work() -> None:
