@@ -441,21 +441,34 @@ def extract_examples(task: str) -> Examples:
             continue
         i += 1
     asserts: list[tuple[str, str]] = list(comparisons)
-    arrow = re.compile(r"^\s*([A-Za-z_]\w*\(.*\))\s*(?:==|➞|=>|->|returns|should return)\s*(.+?)\s*$")
     for line in lines:
-        m = arrow.match(line)
+        m = _ARROW.match(line)
         if m is None or ">>>" in line:
             continue
-        call, value = m.group(1), m.group(2).rstrip(".,;")
-        if functions and call.split("(", 1)[0] not in functions:
+        call, value = m.group(1), _stated_value(m.group(2).rstrip(".,;"))
+        if value is None or (functions and call.split("(", 1)[0] not in functions):
             continue
         try:
             ast.parse(call, mode="eval")
-            ast.literal_eval(value)
-        except (SyntaxError, ValueError):
+        except SyntaxError:
             continue
         asserts.append((call, value))
     return Examples(tuple(doctests), tuple(asserts), functions)
+
+
+_ARROW = re.compile(r"^\s*([A-Za-z_]\w*\(.*\))\s*(?:#\s*)?(?:==>|==|➞|=>|->|=|returns|should return)\s*(.+?)\s*$")
+"""A stated example: ``f(x) == 3``, ``f(x) ==> 3``, ``f(x) = 3``, ``f(x) # => 3``, ``f(x) -> 3``, ``f(x) ➞ 3``."""
+
+
+def _stated_value(text: str) -> str | None:
+    """The literal an example states, or None.
+
+    ``'No' (the name must ...)`` states ``'No'``; ``19 - 5 - 6 = 8`` (a worked sum) states ``8``.
+    """
+    for value in (text, re.sub(r"\s+\([^()]*\)$", "", text), text.rsplit(" = ", 1)[-1]):
+        if _literal(value):
+            return value.strip()
+    return None
 
 
 _PY_RUNNER = r"""

@@ -154,6 +154,25 @@ def test_a_doctest_that_states_a_comparison_is_checked_as_one() -> None:
     assert "python.examples" in failed(WRONG_CODE, task, "code", "python")
 
 
+def test_examples_stated_in_the_other_ways_of_humaneval_docstrings_are_read() -> None:
+    task = (
+        "def f(xs, n):\n"
+        '    """Examples\n'
+        "    f([5, 8, 7, 1], 1) ==> 12\n"  # HumanEval/121
+        "    f([1, 2], 3) = -1\n"  # /102
+        "    f([], 0) # => 'No' (the list is empty)\n"  # /141: the value, not the comment after it
+        "    f([2], 19) -> 19 - 5 - 6 = 8\n"  # /67: the worked sum's result
+        "    f(x) = the sum of x\n"  # no literal: not an example
+        '    """\n'
+    )
+    assert extract_examples(task).asserts == (
+        ("f([5, 8, 7, 1], 1)", "12"),
+        ("f([1, 2], 3)", "-1"),
+        ("f([], 0)", "'No'"),
+        ("f([2], 19)", "8"),
+    )
+
+
 def test_a_looping_note_beside_correct_code_fails() -> None:
     note = "This requires Python coding expertise, not Python coding expertise. " * 4
     text = GOOD_CODE.replace("1. Palindrome check\n\n", "1. Palindrome check\n2. Note\n\n") + f"\n## 2. Note\n{note}\n"
