@@ -295,7 +295,9 @@ def show(
         if out_dir is not None:
             _write_files(state, out_dir)
         if as_json:
-            payload = state.model_dump(mode="json", exclude={"results": True, "turns": {"__all__": {"results"}}})
+            # every slot's result with its checks and candidates; an earlier turn's results stay out (coe show
+            # lists the turns, and their documents hold what those results said)
+            payload = state.model_dump(mode="json", exclude={"turns": {"__all__": {"results"}}})
             payload["next"] = list(snapshot.next)
             print(json.dumps(payload, indent=2))
             return
@@ -485,7 +487,10 @@ def _describe(state: Passport, next_nodes: list[str]) -> str:
         lines.append(f"scope:   {state.scope.kind} ({state.scope.reason}{moved})")
     if state.adaptation is not None:
         a = state.adaptation
-        lines.append(f"template: {a.seed_id} (similarity {a.similarity:.3f}); {a.reason}")
+        if a.built_from == "aspects" or a.similarity is None:  # no template, or one that gave way to the aspects
+            lines.append(f"plan:    {a.reason}")
+        else:
+            lines.append(f"template: {a.seed_id} (similarity {a.similarity:.3f}); {a.reason}")
     if state.framework is not None:
         lines.append(f"framework: {state.framework.title} ({state.framework.source})")
         for spec in state.framework.slots:

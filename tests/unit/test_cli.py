@@ -52,6 +52,18 @@ def test_run_writes_document_with_ledger_and_show_reads_it_back(tmp_path: Path, 
     as_json = json.loads(runner.invoke(app, ["show", "t-1", "--json", *cp]).stdout)
     assert as_json["status"] == "completed" and as_json["next"] == []
     assert set(as_json["routing"]["answer"]["scores"]) == set(load_catalog().ids)
+    quality = as_json["results"]["answer"]["quality"]  # the checks of each slot, as the README says
+    assert quality["checks"] and quality["chosen"] == quality["candidates"][0]["id"]
+
+
+def test_show_reads_a_plan_built_from_the_tasks_deliverables(cp: list[str]) -> None:
+    task = "Plant a vegetable garden plan: choose the crops, sketch the beds, and schedule the sowing."
+    result = runner.invoke(app, ["run", task, "--backend", "fake", "--thread-id", "g-1", *cp])
+    assert result.exit_code == 0, result.output
+    shown = runner.invoke(app, ["show", "g-1", *cp])  # no template: there is no similarity to print
+    assert shown.exit_code == 0, shown.output
+    assert "plan:    no template fits" in shown.stdout and "one slot per deliverable" in shown.stdout
+    assert "choose_the_crops" in shown.stdout and "schedule_the_sowing" in shown.stdout
 
 
 def test_out_dir_writes_the_document_and_each_code_module(tmp_path: Path, cp: list[str]) -> None:
