@@ -778,10 +778,23 @@ def _sql_check(code: str, task: str) -> CheckResult:
     try:
         statements = [s for s in sqlglot.parse(code, read=dialect) if s is not None]
     except (ParseError, ValueError) as exc:
-        return CheckResult(name="sql.parses", passed=False, detail=f"{dialect or 'generic'} SQL: {str(exc)[:200]}")
+        return CheckResult(name="sql.parses", passed=False, detail=f"{dialect or 'generic'} SQL: {_parse_error(exc)}")
     if not statements:
         return CheckResult(name="sql.parses", passed=False, detail="no SQL statement")
     return CheckResult(name="sql.parses", passed=True, detail=f"{len(statements)} statement(s), {dialect or 'generic'}")
+
+
+def _parse_error(exc: Exception) -> str:
+    """The parser's error in one line of plain text (sqlglot's message underlines with terminal codes)."""
+    errors = getattr(exc, "errors", None)
+    if errors:
+        first = errors[0]
+        near = f" (near {first['highlight']!r})" if first.get("highlight") else ""
+        return f"{first.get('description')} at line {first.get('line')}, column {first.get('col')}{near}"[:200]
+    return " ".join(_ANSI.sub("", str(exc)).split())[:200]
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _load_check(name: str, load: object) -> CheckResult:

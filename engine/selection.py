@@ -27,8 +27,11 @@ WEIGHTS = {
     "python.defines": 2.0,
     "contract.complete": 2.0,
     "prose.repetition": 2.0,
+    "contract.own_work": 4.0,
 }
-"""Weights of hard checks in the score (others weigh 1)."""
+"""Weights of hard checks in the score (others weigh 1). A copy of a referenced slot adds nothing to the document
+but the same text twice: an answer of its own that stops mid-sentence and leaks a placeholder ranks above it (a
+DCF plan's "Compute the terminal value" kept a word-for-word copy of "Choose a discount rate")."""
 JUDGE_MAX_CHARS = 1800
 """Characters of each candidate shown to the judge (it picks; it never sees more than fits its context)."""
 

@@ -208,7 +208,9 @@ def test_sql_is_parsed_in_the_tasks_dialect() -> None:
     bad = good.replace("FROM orders WHERE", "FROM orders WHERE WHERE (")
     task = "Write a PostgreSQL query for orders over 100"
     assert failed(good, task, "code", "sql") == {}
-    assert "sql.parses" in failed(bad, task, "code", "sql")
+    detail = failed(bad, task, "code", "sql")["sql.parses"]
+    assert detail.startswith("postgres SQL: ") and "at line 1, column" in detail  # where, in plain text
+    assert "\x1b" not in detail and "\n" not in detail  # sqlglot underlines with terminal codes: none in a caveat
 
 
 @pytest.mark.parametrize(
@@ -411,6 +413,15 @@ def test_a_passing_score_outranks_any_failing_one() -> None:
         CandidateRecord(id="c3", origin="sample", model="m", temperature=0.5, score=score(passing)),
     ]
     assert [c.id for c in best(records)] == ["c2", "c3"]
+
+
+def test_a_copy_of_a_referenced_slot_ranks_below_an_answer_of_its_own_with_two_faults() -> None:
+    ok = [CheckResult(name=n, passed=True) for n in ("contract.structure", "contract.complete", "prose.repetition")]
+    copy = [*ok, CheckResult(name="contract.ends", passed=True), CheckResult(name="contract.leaks", passed=True)]
+    copy.append(CheckResult(name="contract.own_work", passed=False, detail="100% of its sentences are copied"))
+    own = [*ok, CheckResult(name="contract.ends", passed=False), CheckResult(name="contract.leaks", passed=False)]
+    own.append(CheckResult(name="contract.own_work", passed=True))
+    assert score(own) > score(copy)
 
 
 def test_a_prompt_that_is_too_long_is_cut_to_fit_not_failed() -> None:
