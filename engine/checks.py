@@ -49,6 +49,7 @@ __all__ = [
     "Examples",
     "check_answer",
     "code_blocks",
+    "copies_task",
     "extract_examples",
     "module_code",
     "repetition_check",
@@ -185,8 +186,7 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
         ),
     ]
     checks.append(ending_check(result.raw, ending))
-    task_title = _norm(ctx.task.strip().splitlines()[0] if ctx.task.strip() else "")
-    copied = [i.title for i in result.outline if task_title and _similar(_norm(i.title), task_title, 0.8)]
+    copied = [i.title for i in result.outline if copies_task(i.title, ctx.task)]
     instructions = [i.title for i in result.outline if _INSTRUCTION_TITLE.search(i.title)]
     checks.append(
         CheckResult(
@@ -245,6 +245,12 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
         )
     )
     return checks
+
+
+def copies_task(title: str, task: str) -> bool:
+    """Whether an outline item's ``title`` repeats the task's first line (``contract.titles`` fails it)."""
+    first = _norm(task.strip().splitlines()[0] if task.strip() else "")
+    return bool(first) and _similar(_norm(title), first, 0.8)
 
 
 def repeated_sections(result: SlotResult, task: str) -> list[tuple[str, str]]:

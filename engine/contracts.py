@@ -108,9 +108,13 @@ class Contract:
         """Section 1 is exactly one code block (code and data)."""
         return self.deliverable in ("code", "data")
 
-    def grammar(self) -> str:
-        """The GBNF grammar of this contract (follows the outline once written, on backends that can)."""
+    def grammar(self, first_title: str | None = None) -> str:
+        """The GBNF grammar of this contract (follows the outline once written, on backends that can).
+
+        ``first_title``: the title of the answer's first part, written for the model (a plan's slot: its own).
+        """
         return outline_grammar(
+            first_title=first_title,
             min_items=self.min_items,
             max_items=self.max_items,
             max_sub_items=self.max_sub_items,

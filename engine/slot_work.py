@@ -8,7 +8,9 @@ the node that collects it turns that into Passport updates, so nothing here touc
 2. **The prompt always fits** the model's context: referenced slots are cut to the budget (the whole result,
    then its outline only, then left out), the answer budget shrinks to what is left, and as a last resort the
    task text is shortened; what was cut is in the ledger. A prompt never fails a slot for its length.
-3. **The first answer** is drawn at the expert's temperature (0: greedy) and checked (:mod:`engine.checks`).
+3. **The first answer** is drawn at the expert's temperature (0: greedy) and checked (:mod:`engine.checks`). A
+   plan's slot starts its answer with its own title (the grammar writes it), so it answers its part instead of
+   retitling and copying a referenced one.
    Every answer is watched as it is written: one that loops is stopped there (:mod:`engine.loops`) and counts as
    degenerate, as it would have at the end of its token budget.
 4. **Two prompts.** A slot that is the whole task also draws *plain* candidates: the task alone, as the person
@@ -51,6 +53,7 @@ from engine.checks import (
     CheckContext,
     check_answer,
     code_blocks,
+    copies_task,
     duplicates_check,
     ending_check,
     repeated_sections,
@@ -456,6 +459,9 @@ def run_slot(
     samples_left = settings.best_of - 1
     first_seconds = 0.0
     slot_t0 = time.perf_counter()
+    # A plan's slot starts its answer with its own title: left to write the first title, a small model copied a
+    # referenced slot's title and then its text, word for word (docs/decisions.md)
+    first_title = None if job.whole_task or copies_task(job.spec.title, job.task) else job.spec.title
     reported_cuts: set[str] = set()
 
     def draw(
@@ -467,7 +473,11 @@ def run_slot(
                 reported_cuts.add(cut)
                 ledger.append(LedgerEntry(agent="harness", action="prompt_cut", slot_id=slot_id, outputs_summary=cut))
         attempt = len(draws) + 1
-        grammar = contract.grammar() if settings.use_grammar and owner.supports_grammar() and not plain else None
+        grammar = (
+            contract.grammar(first_title=first_title)
+            if settings.use_grammar and owner.supports_grammar() and not plain
+            else None
+        )
         meta = {
             "slot_id": slot_id,
             "slot_title": job.spec.title,

@@ -82,6 +82,7 @@ def outline_grammar(
     max_code_lines: int = _MAX_CODE_LINES,
     code_first: str | None = None,
     follow_outline: bool = True,
+    first_title: str | None = None,
 ) -> str:
     """Build the GBNF grammar of the outline contract, for a first answer.
 
@@ -98,6 +99,8 @@ def outline_grammar(
             nothing else (the whole module of a code deliverable); None: section 1 is text like the others.
         follow_outline: Start with the :data:`FOLLOW_OUTLINE_MARKER` comment, so that a backend that
             supports it constrains the sections to the outline just written (see :func:`sections_grammar`).
+        first_title: The title of outline item 1 (and so of section 1), written for the model; None: the
+            model writes it.
 
     Returns:
         The grammar text (start rule ``root``), for llama.cpp or any GBNF consumer.
@@ -132,7 +135,8 @@ def outline_grammar(
         subs = ""
         for j in range(max_sub_items, 0, -1):
             subs = f'( "   {k}.{j} " title "\\n"{f" {subs}" if subs else ""} )?'
-        rules.append(f'item-{k} ::= "{k}. " title "\\n"' + (f" {subs}" if subs else ""))
+        title = _literal(_clean_title(first_title, max_title_chars)) if k == 1 and first_title else "title"
+        rules.append(f'item-{k} ::= "{k}. " {title} "\\n"' + (f" {subs}" if subs else ""))
     for n in range(min_items, max_items + 1):
         rules.append(f"sections-{n} ::= " + " ".join(f"section-{k}" for k in range(1, n + 1)))
     for k in range(1, max_items + 1):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from engine.contracts import CONTRACTS
 from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_path, resolve_model_path
 from experts.models.grammar import (
     OUTLINE_GRAMMAR,
@@ -292,6 +293,13 @@ def test_generation_follows_the_outline_grammar(backend: LlamaBackend, reference
     assert generation.prompt_tokens > 0
     assert generation.finish_reason in ("stop", "length")
     assert generation.model == model_path.name
+
+
+def test_a_given_first_title_is_written_for_the_model(backend: LlamaBackend) -> None:
+    """A plan's slot starts with its own title (engine.slot_work), escaped, on the real grammar path."""
+    grammar = CONTRACTS["prose"].grammar(first_title='Compute the "terminal" value')
+    generation = backend.generate(replace(REQUEST, grammar=grammar, max_tokens=24))
+    assert generation.text.startswith('## Outline\n1. Compute the "terminal" value\n'), generation.text
 
 
 def test_a_halt_ends_the_answer_where_it_is(backend: LlamaBackend, reference: str) -> None:

@@ -324,6 +324,23 @@ def test_a_failing_first_answer_draws_more_and_keeps_the_passing_one_verbatim() 
     assert any(e.action == "select" for e in outcome.ledger)
 
 
+class GrammarScripted(Scripted):
+    def supports_grammar(self) -> bool:
+        return True
+
+
+def test_a_plans_slot_starts_with_its_own_title_and_a_whole_task_writes_its_own() -> None:
+    # a plan's slot left to title its first part copied a referenced slot's title, then its text (a DCF plan)
+    backend = GrammarScripted([GOOD_CODE])
+    run_slot(job(), backend, settings(), emit=lambda _: None)
+    grammar = backend.requests[0].grammar or ""
+    assert 'item-1 ::= "1. " "Answer" "\\n"' in grammar
+    whole = GrammarScripted([WRONG_CODE, GOOD_CODE])  # the plain prompt first, then the contract's
+    run_slot(job(whole=True), whole, settings(), emit=lambda _: None)
+    grammars = [r.grammar for r in whole.requests if r.grammar]
+    assert grammars and all('item-1 ::= "1. " title' in g for g in grammars)  # the task is not a part's title
+
+
 def test_a_passing_first_answer_is_never_replaced() -> None:
     backend = Scripted([GOOD_CODE, WRONG_CODE])
     outcome = run_slot(job(), backend, settings(), emit=lambda _: None)
