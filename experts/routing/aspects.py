@@ -122,14 +122,11 @@ _DELIVERABLE_NOUN = (
     r"announcement|instructions|workflow|workflows|note|notes|suite|fixture|fixtures|route|routes|rule|rules|"
     r"command|invitation|article|solver)\b"
 )
-_DELIVERABLE = re.compile(
-    r"^(?:a|an|the|one|two|three|four|five|some)\s+(?:[\w'-]+\s+){0,3}?" + _DELIVERABLE_NOUN, re.I
-)
+_DETERMINER = r"(?:a|an|the|one|two|three|four|five|some)\s"
+_DELIVERABLE = re.compile(r"^" + _DETERMINER + r"\s*(?:[\w'-]+\s+){0,3}?" + _DELIVERABLE_NOUN, re.I)
 _ONE_WORD_COORDINATE = re.compile(r"^(?:a|an|the)\s+([\w'-]+)$", re.I)
 _NOUN = re.compile(_DELIVERABLE_NOUN, re.I)
-_BARE_DELIVERABLE = re.compile(
-    r"^(?!(?:a|an|the|one|two|three|four|five|some)\s)(?:[\w'-]+\s+){1,2}?" + _DELIVERABLE_NOUN, re.I
-)
+_BARE_DELIVERABLE = re.compile(r"^(?!" + _DETERMINER + r")(?:[\w'-]+\s+){1,2}?" + _DELIVERABLE_NOUN, re.I)
 """A deliverable named without a determiner of its own: after "a" and one word that names no deliverable, the two
 share the noun ("a password and access-control policy" is one policy; "a README and user guide" is two)."""
 _SHARED_HEAD = re.compile(
