@@ -124,6 +124,7 @@ def outline_grammar(
         )
     # The outline: items 1..min_items are required, the rest nest as options, and the number of items
     # written decides the number of sections that must follow.
+    given = _clean_title(first_title, max_title_chars) if first_title else ""  # "**" leaves no title to give
     tail = f'"\\n" sections-{max_items}'
     for n in range(max_items, min_items, -1):
         tail = f'"\\n" sections-{n - 1} | item-{n} ( {tail} )'
@@ -135,7 +136,7 @@ def outline_grammar(
         subs = ""
         for j in range(max_sub_items, 0, -1):
             subs = f'( "   {k}.{j} " title "\\n"{f" {subs}" if subs else ""} )?'
-        title = _literal(_clean_title(first_title, max_title_chars)) if k == 1 and first_title else "title"
+        title = _literal(given) if k == 1 and given else "title"
         rules.append(f'item-{k} ::= "{k}. " {title} "\\n"' + (f" {subs}" if subs else ""))
     for n in range(min_items, max_items + 1):
         rules.append(f"sections-{n} ::= " + " ".join(f"section-{k}" for k in range(1, n + 1)))
