@@ -235,7 +235,7 @@ def threads(
 ) -> None:
     """List saved runs: thread id, status, what they wait for, task; a run that cannot be read gets one line."""
     from graph import build_graph, open_checkpointer
-    from graph.persistence import list_threads, load_run
+    from graph.persistence import list_threads, load_run, resume_points
 
     with user_errors(), open_checkpointer(checkpoint) as saver:
         graph = build_graph(saver)
@@ -260,7 +260,7 @@ def threads(
                 continue
             waiting = [str(i.value.get("kind", "?")) for i in snapshot.interrupts if isinstance(i.value, dict)]
             status = "waiting" if waiting else state.status.value
-            if not waiting and snapshot.next and state.status != RunStatus.REJECTED:
+            if not waiting and resume_points(snapshot) and state.status != RunStatus.REJECTED:
                 status = "stopped"  # killed or failed mid-run: resumable
             task = state.mission.task if state.mission else str(state.task)
             updated = state.updated_at.isoformat(timespec="seconds") if state.updated_at else ""
@@ -286,7 +286,7 @@ def show(
 ) -> None:
     """Show a saved run: status, slots, their checks, warnings and the ledger."""
     from graph import build_graph, open_checkpointer
-    from graph.persistence import load_run
+    from graph.persistence import load_run, resume_points
 
     with user_errors(), open_checkpointer(checkpoint) as saver:
         snapshot, state = load_run(build_graph(saver), thread_id)
@@ -298,10 +298,10 @@ def show(
             # every slot's result with its checks and candidates; an earlier turn's results stay out (coe show
             # lists the turns, and their documents hold what those results said)
             payload = state.model_dump(mode="json", exclude={"turns": {"__all__": {"results"}}})
-            payload["next"] = list(snapshot.next)
+            payload["next"] = resume_points(snapshot)
             print(json.dumps(payload, indent=2))
             return
-        print(_describe(state, list(snapshot.next)))
+        print(_describe(state, resume_points(snapshot)))
         if ledger:
             from nodes.assemble import render_ledger
 
@@ -335,7 +335,7 @@ def _drive(
     from cli.progress import Progress
     from graph import build_graph, open_checkpointer, open_store
     from graph.lease import thread_lease
-    from graph.persistence import load_run
+    from graph.persistence import load_run, resume_points
 
     config = _config(thread_id)
     # The lease: one runner per thread (a second `coe resume` of a running thread exits 2 naming the holder).
@@ -352,7 +352,7 @@ def _drive(
                 raise ConfigError("thread id", f"no run {thread_id!r} is saved at {_where(checkpoint)}")
             if given is not None:
                 todo = Command(resume=resume_value(snapshot.interrupts, *given))
-            elif not snapshot.next:
+            elif not resume_points(snapshot):
                 print(f"run {thread_id} already finished; showing its result", file=sys.stderr)
         print(f"thread {thread_id}  (resume with: coe resume {thread_id})", file=sys.stderr)
         while True:  # a pending question without an answer is asked again by re-running its node

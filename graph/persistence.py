@@ -458,6 +458,17 @@ def load_run(graph: CoeGraph, thread_id: str) -> tuple[StateSnapshot, Passport |
     return snapshot, state
 
 
+def resume_points(snapshot: StateSnapshot) -> list[str]:
+    """The nodes a resume of this snapshot goes on from; empty when the run is over.
+
+    ``snapshot.next`` alone says a stopped run is over when it stopped between saving a node's result and saving
+    the checkpoint after it (a file locked or a process killed in between): the node's task reads as finished,
+    and the nodes after it are only known once that checkpoint is written. LangGraph's resume applies the saved
+    result and goes on, so such a task counts here as where the run goes on.
+    """
+    return list(snapshot.next) or [task.name for task in snapshot.tasks]
+
+
 _THREADS_SQL = (
     "SELECT thread_id FROM checkpoints WHERE checkpoint_ns = '' "
     "GROUP BY thread_id ORDER BY MAX(checkpoint_id) DESC LIMIT {limit}"

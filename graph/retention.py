@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from graph.persistence import resume_points
 from graph.savers import SQLITE_KEEP_LATEST
 from state.enums import RunStatus
 from state.errors import ConfigError
@@ -96,10 +97,11 @@ def describe_thread(saver: BaseCheckpointSaver[str], thread_id: str) -> ThreadIn
         return ThreadInfo(thread_id, RunStatus.PENDING.value, False, saved)
     state = Passport.model_validate(snapshot.values)
     status = state.status
-    finished = not snapshot.next and not snapshot.interrupts and status in FINISHED
+    stopped = bool(resume_points(snapshot))
+    finished = not stopped and not snapshot.interrupts and status in FINISHED
     if snapshot.interrupts:
         label = "waiting"
-    elif snapshot.next:
+    elif stopped:
         label = "stopped"
     else:
         label = status.value

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -24,6 +25,7 @@ from typer.testing import CliRunner
 
 import graph.persistence
 from cli.main import app
+from state.errors import ConfigError
 from tests.conftest import FIXTURES, read_calls
 
 runner = CliRunner()
@@ -104,6 +106,13 @@ def test_a_truncated_or_overwritten_checkpoint_file(tmp_path: Path) -> None:
         _assert_user_error(args, f"{overwritten} is damaged (file is not a database)")
 
 
+def _saved(db: Path) -> dict[str, Any]:
+    """What ``coe show`` reads of thread t-1: its status, where it goes on, each slot's status (failure detail)."""
+    shown = json.loads(runner.invoke(app, ["show", "t-1", "--json", *_cp(db)]).stdout)
+    slots = {sid: st["status"] for sid, st in shown["slot_states"].items()}
+    return {"status": shown["status"], "next": shown["next"], "slots": slots}
+
+
 def _lock(db: Path, how: str, ready: threading.Event, release: threading.Event) -> None:
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute(how)
@@ -162,9 +171,46 @@ def test_a_file_locked_in_the_middle_of_a_run_stops_it_resumably(
     time.sleep(0.6)
     script.write_text(yaml.safe_dump({"calls_log": str(calls)}))
     resumed = runner.invoke(app, ["resume", "t-1", "--json", *_cp(db)])
-    assert resumed.exit_code == 0, resumed.output
+    assert resumed.exit_code == 0, (resumed.output, _saved(db), read_calls(calls))
     assert json.loads(resumed.stdout)["status"] == "completed"
     assert read_calls(calls).count("A") == read_calls(calls).count("C") == 1  # saved before the lock: not run again
+
+
+def test_a_run_stopped_between_a_result_and_its_checkpoint_is_resumable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file locked after a round's result was saved but before the checkpoint after it.
+
+    LangGraph's snapshot then has no ``next`` (the round's task reads as finished); the run is still stopped:
+    ``coe threads`` and ``coe show`` say so, and ``coe resume`` goes on from the saved result.
+    """
+    db, calls, script = tmp_path / "runs.sqlite", tmp_path / "calls.jsonl", tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"calls_log": str(calls), "rules": [{"slot": "B", "delay": 0.5}]}))
+    put = graph.persistence.CheckedSqliteSaver.put
+
+    def put_unless_c_is_done(self: graph.persistence.CheckedSqliteSaver, *args: Any) -> Any:
+        if "C" in read_calls(calls) and "B" in read_calls(calls):  # the round that finished C saved its result
+            raise ConfigError("checkpoint", f"{db} is locked by another process")
+        return put(self, *args)
+
+    monkeypatch.setattr(graph.persistence.CheckedSqliteSaver, "put", put_unless_c_is_done)
+    run = ["run", "Plan", "--backend", "fake", "--fake-script", str(script), "--thread-id", "t-1", *_cp(db)]
+    _assert_user_error(
+        [*run, "--framework", str(FIXTURES / "branchy.yaml")], f"{db} is locked by another process", alone=False
+    )
+    monkeypatch.setattr(graph.persistence.CheckedSqliteSaver, "put", put)
+    monkeypatch.setenv("COE_LEASE_SECONDS", "0.3")
+    time.sleep(0.4)  # the stopped run's lease (released in vain: the file was locked) expires
+
+    listed = runner.invoke(app, ["threads", "--json", *_cp(db)])
+    assert [row["status"] for row in json.loads(listed.stdout)] == ["stopped"], listed.output
+    shown = json.loads(runner.invoke(app, ["show", "t-1", "--json", *_cp(db)]).stdout)
+    assert shown["next"] == ["execute_slots"] and shown["slot_states"]["C"]["status"] == "done"
+    resumed = runner.invoke(app, ["resume", "t-1", "--json", *_cp(db)])
+    assert resumed.exit_code == 0, resumed.output
+    assert "already finished" not in resumed.stderr
+    assert json.loads(resumed.stdout)["status"] == "completed"
+    assert read_calls(calls).count("C") == 1  # its saved result was used
 
 
 def test_threads_opening_new_files_together_all_succeed(tmp_path: Path) -> None:
