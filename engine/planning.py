@@ -11,7 +11,10 @@ Two validation tiers run on every plan built from the template library, before a
   take over its dependencies, and references that stop being ancestors are dropped. The most relevant slot
   always stays.
 * **Coverage.** An aspect is covered when some slot's text is at least :data:`COVERAGE_LINE` similar to it (or
-  the slot is titled by it). An aspect no slot covers gets a slot of its own (:func:`aspect_slot`).
+  the slot is titled by it). An aspect that names a self-contained piece (:data:`OWN_PIECE_NOUNS`: a policy, a
+  checklist, an email) is covered only by a slot whose text names that noun: a template's "Technical security
+  controls" is near a password policy, but it is not the policy. An aspect no slot covers gets a slot of its
+  own (:func:`aspect_slot`).
 
 A multi-part task that no template fits (the best similarity under :data:`TEMPLATE_FIT_LINE`, or a best template
 that, once fitted, keeps fewer of its own slots than the deliverables it lacks) is planned from its aspects
@@ -35,7 +38,7 @@ import numpy as np
 from engine.adaptation import adapt
 from experts.embedding.encoder import Embedder
 from experts.models import ExpertBackend
-from experts.routing.aspects import Aspect, task_aspects
+from experts.routing.aspects import Aspect, deliverable_noun, task_aspects
 from state.adaptation import AdaptationRecord, PlanFit
 from state.framework import (
     Framework,
@@ -51,6 +54,7 @@ from state.template import Template, TemplateSlot
 
 __all__ = [
     "COVERAGE_LINE",
+    "OWN_PIECE_NOUNS",
     "RELEVANCE_LINE",
     "STRONG_FIT_LINE",
     "TEMPLATE_FIT_LINE",
@@ -78,6 +82,14 @@ STRONG_FIT_LINE = 0.75
 """A template at least this similar to the task was written for it: its slots are trusted more (set by hand)."""
 TRUSTED_RELEVANCE_LINE = 0.20
 """The relevance line for the slots of a template that fits strongly: only the clearly unrelated leave."""
+OWN_PIECE_NOUNS = frozenset(
+    """
+    announcement checklist dockerfile email emails exercise exercises faq function glossary handout invitation
+    letter memo notice poem policy problems query queries questions quiz readme runbook script song speech story
+    """.split()
+)
+"""Deliverables that are a piece of their own, never a part of a bigger one that a template splits into sections
+(unlike a plan, a report or a guide): an aspect naming one is covered only by a slot that names it too."""
 
 PHASES: tuple[frozenset[str], ...] = (
     frozenset(
@@ -201,17 +213,35 @@ def assess(
     best = int(np.argmax(relevance))
     stays = [i for i in range(len(slots)) if relevance[i] >= relevance_line or i == best]
     by_aspect = np.maximum(aspect_vecs @ text_vecs[stays].T, aspect_vecs @ title_vecs[stays].T)
-    coverage = np.max(by_aspect, axis=1) if found else np.zeros(0)
+    own_piece = [deliverable_noun(a) in OWN_PIECE_NOUNS for a in found]
+    by_aspect = by_aspect * _names_own_piece(found, own_piece, [slots[i] for i in stays])
+    coverage = np.max(by_aspect, axis=1) if found and stays else np.zeros(len(found))
     titles = {slots[i].title.strip().rstrip(".").lower() for i in stays}
     coverage = np.array([1.0 if a.text.lower() in titles else c for a, c in zip(found, coverage, strict=True)])
+    # A slot that names the piece covers it once it is near enough to stay for it ("Prioritised compliance
+    # checklist" is the checklist IT audits with, at 0.44)
+    lines = [min(coverage_line, relevance_line) if own else coverage_line for own in own_piece]
     return PlanFit(
         aspects=[a.text for a in found],
         verbs=[a.verb for a in found],
         relevance={s.id: round(float(r), 4) for s, r in zip(slots, relevance, strict=True)},
         removed=[s.id for i, s in enumerate(slots) if i not in stays],
         coverage={a.text: round(float(c), 4) for a, c in zip(found, coverage, strict=True)},
-        missing=[a.text for a, c in zip(found, coverage, strict=True) if c < coverage_line],
+        missing=[a.text for a, c, line in zip(found, coverage, lines, strict=True) if c < line],
     )
+
+
+def _names_own_piece(aspects: Sequence[Aspect], own_piece: Sequence[bool], slots: Sequence[SlotSpec]) -> np.ndarray:
+    """1 where a slot may cover an aspect, 0 where the aspect names a piece of its own that the slot does not."""
+    texts = [slot_text(s).lower() for s in slots]
+    allowed = np.ones((len(aspects), len(slots)))
+    for row, (aspect, own) in enumerate(zip(aspects, own_piece, strict=True)):
+        noun = deliverable_noun(aspect)
+        if own and noun is not None:
+            stem = noun[:-1] if noun.endswith(("s", "y")) else noun  # policy/policies, exercises/exercise
+            named = re.compile(r"\b" + re.escape(stem) + r"(?:y|ies|s|es)?\b")
+            allowed[row] = [1.0 if named.search(text) else 0.0 for text in texts]
+    return allowed
 
 
 def fit_slots(slots: Sequence[S], fit: PlanFit, make: type[S], aspects: Sequence[Aspect]) -> tuple[list[S], PlanFit]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Aspect", "named_deliverables", "task_aspects"]
+__all__ = ["Aspect", "deliverable_noun", "named_deliverables", "task_aspects"]
 
 MAX_ASPECTS = 8
 """More than this and the task is a list of requirements, not of deliverables: it is kept as one aspect."""
@@ -124,6 +124,8 @@ _DELIVERABLE_NOUN = (
 )
 _DETERMINER = r"(?:a|an|the|one|two|three|four|five|some)\s"
 _DELIVERABLE = re.compile(r"^" + _DETERMINER + r"\s*(?:[\w'-]+\s+){0,3}?" + _DELIVERABLE_NOUN, re.I)
+_IT = re.compile(r"\bit\b")
+"""The pronoun, lowercase only: "IT" names a department."""
 _ONE_WORD_COORDINATE = re.compile(r"^(?:a|an|the)\s+([\w'-]+)$", re.I)
 _NOUN = re.compile(_DELIVERABLE_NOUN, re.I)
 _BARE_DELIVERABLE = re.compile(r"^(?!" + _DETERMINER + r")(?:[\w'-]+\s+){1,2}?" + _DELIVERABLE_NOUN, re.I)
@@ -178,6 +180,23 @@ def task_aspects(task: str) -> list[Aspect]:
     return found
 
 
+def deliverable_noun(aspect: Aspect) -> str | None:
+    """The deliverable noun ("policy", "checklist", "script" ...) that heads ``aspect``'s object, lowercase.
+
+    Only the object's own words count, not what qualifies it: "summarise the guidance for a patient handout" names
+    no deliverable noun (the handout is what the summary is for).
+    """
+    found = _NOUN.search(_object_phrase(aspect))
+    return found.group(0).lower() if found else None
+
+
+def _object_phrase(aspect: Aspect) -> str:
+    """``aspect``'s object up to the first preposition or relative clause ("a password and access-control policy")."""
+    obj = aspect.text[len(aspect.verb) :].strip()
+    relative = _RELATIVE.search(obj)
+    return obj[: relative.start()].strip() if relative else obj
+
+
 def named_deliverables(task: str) -> list[Aspect]:
     """The deliverables the pass finds in ``task``'s instructions, in order.
 
@@ -208,14 +227,32 @@ def named_deliverables(task: str) -> list[Aspect]:
             context.append(sentence)  # "Our report query takes 3 minutes."
     given = _clip(". ".join(context))
     seen: set[str] = set()
-    unique = []
+    unique: list[Aspect] = []
     for aspect in aspects:
         key = aspect.text.lower()
         if key not in seen:
             seen.add(key)
             around = _unshield(_clip(aspect.context) or given)
-            unique.append(Aspect(_unshield(aspect.text), aspect.verb, around))
+            text = _resolve_it(aspect, unique[0]) if len(unique) == 1 else aspect.text
+            unique.append(Aspect(_unshield(text), aspect.verb, around))
     return unique if len(unique) <= MAX_ASPECTS else []
+
+
+def _resolve_it(aspect: Aspect, first: Aspect) -> str:
+    """The second aspect's text with its "it" naming the deliverable of the ``first``, when that is one.
+
+    A slot is written (and routed) from its aspect alone: "write a checklist IT can use to audit it every
+    quarter" says nothing of what is audited, and went to the SQL expert; "... to audit the password and
+    access-control policy ..." names it. Only a lowercase "it" after the verb ("IT" is a department), and only
+    with one deliverable before it: after two, "it" may be either ("a cron entry to run it" after a job and its
+    SQL).
+    """
+    pronoun = _IT.search(aspect.text, len(aspect.verb))
+    phrase = _object_phrase(first)
+    if pronoun is None or not _DELIVERABLE.match(phrase):
+        return aspect.text
+    referent = re.sub(r"^(?:a|an|one)\s", "the ", phrase, flags=re.I)
+    return aspect.text[: pronoun.start()] + referent + aspect.text[pronoun.end() :]
 
 
 def _shield(match: re.Match[str]) -> str:

@@ -25,7 +25,7 @@ from experts.embedding import get_embedder
 from experts.models import GenerationRequest
 from experts.models.fake import FakeBackend, FakeScript, load_script
 from experts.routing import get_router, library
-from experts.routing.aspects import named_deliverables, task_aspects
+from experts.routing.aspects import deliverable_noun, named_deliverables, task_aspects
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport
@@ -160,6 +160,37 @@ def test_quoted_text_and_code_are_not_instructions() -> None:
     assert texts(task) == ['Translate "save and exit" into French']
 
 
+def test_an_it_after_one_deliverable_names_that_deliverable() -> None:
+    """The checklist's slot is written and routed from its own text: "audit it" said nothing of the policy."""
+    task = (
+        "Write a password and access-control policy for our 40-person company, and a checklist IT can use to "
+        "audit it every quarter"
+    )
+    assert (
+        texts(task)[1] == "write a checklist IT can use to audit the password and access-control policy every quarter"
+    )
+    assert texts("Build a CLI tool that renames photos and test it") == [
+        "Build a CLI tool that renames photos",
+        "test the CLI tool",
+    ]
+    # after two deliverables "it" may be either: the job or its SQL
+    job = "Write a Python job that loads orders, the SQL to build a summary table, and a cron entry to run it at 2am"
+    assert texts(job)[2] == "write a cron entry to run it at 2am"
+    assert texts("Add autoscaling to our deployment and set alerts for when it hits the maximum")[1].endswith(
+        "when it hits the maximum"
+    )  # autoscaling is no deliverable noun: "it" stays
+
+
+def test_the_deliverable_noun_is_the_objects_own() -> None:
+    nouns = [
+        deliverable_noun(a)
+        for a in task_aspects(
+            "Summarise the guidance on type 2 diabetes for a patient handout, and write a password policy for the staff"
+        )
+    ]
+    assert nouns == [None, "policy"]  # the handout is what the summary is for, not what is written
+
+
 def test_an_aspect_slot_is_read_once_not_three_times() -> None:
     """An aspect slot's description and deliverable repeat its title: the router reads the words once.
 
@@ -269,6 +300,26 @@ def test_a_template_that_keeps_less_than_the_task_lacks_gives_way_to_the_aspects
         "Summarise the valuation range",
     ]
     assert len(record.fit_before.removed) == 5 and len(record.fit_before.added) == 3  # type: ignore[attr-defined]
+
+
+def test_a_slot_near_a_piece_of_its_own_covers_it_only_by_naming_it(
+    planning_parts: tuple[object, object, object],
+) -> None:
+    # planning set: the compliance template's "Technical security controls" (0.45 similar) stood for the policy,
+    # and no slot wrote it
+    task = (
+        "Write a password and access-control policy for our 40-person company, and a checklist IT can use to "
+        "audit it every quarter"
+    )
+    slots, experts, record = plan_and_route(task, planning_parts)
+    plan = list(zip([s.title for s in slots], experts, strict=True))
+    policy = [(title, expert) for title, expert in plan if "policy" in title.lower()]
+    assert policy == [("Write a password and access-control policy for our 40-person company", "security_architect")]
+    checklists = [(title, expert) for title, expert in plan if "checklist" in title.lower()]
+    assert len(checklists) == 1 and checklists[0][1] != "sql_specialist", plan  # one checklist, not SQL
+    fit = record.fit_before  # type: ignore[attr-defined]
+    assert fit.coverage[fit.aspects[0]] == 0.0  # no slot names the policy: none covers it
+    assert fit.aspects[1] not in fit.missing  # "Prioritised compliance checklist" is the checklist (0.44)
 
 
 def test_aspect_plans_order_the_work() -> None:
