@@ -16,7 +16,8 @@ raw side uses llama-cpp-python's own ``grammar=`` argument and the harness its f
 
     python -m bench.bench_generation [--reps 3] [--max-tokens 160]
 
-``--quick``: one repetition of 16 tokens (it still loads the model twice: the real model is the point).
+``--quick``: one repetition of 16 tokens, the grammar pair only (it still loads the model twice, harness and raw
+side: the real model is the point).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model_path = resolve_model_path(args.model)
     rows: dict[str, Any] = {}
-    for use_grammar in (False, True):
+    for use_grammar in (True,) if args.quick else (False, True):
         ctx = {
             "backend": "llama",
             "model_path": str(model_path),

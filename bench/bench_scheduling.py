@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -210,10 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--name", default="scheduling", help="results file name (default: scheduling)")
     args = parser.parse_args(argv)
-    if args.quick:  # one run per DAG and executor, no warm-up
-        args.reps, args.warmup = 1, 0
-
     cases = [branchy(args.d_latency), wide()]
+    if args.quick:  # one run per DAG and executor, no warm-up, every latency a quarter
+        args.reps, args.warmup = 1, 0
+        cases = [replace(c, latencies={k: v / 4 for k, v in c.latencies.items()}) for c in cases]
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="coe-bench-") as tmp:
         for case in cases:
