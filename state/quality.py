@@ -10,6 +10,7 @@ delivered with its :attr:`SlotQuality.caveat` in the document.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +22,9 @@ __all__ = ["CandidateRecord", "CheckResult", "SlotQuality"]
 Severity = Literal["hard", "soft"]
 """A hard check failing means the answer is wrong or unusable as delivered (code that does not run, a
 degenerate text); a soft one means it could be better (lint, hedges)."""
+
+
+_BRACES = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 
 
 class CheckResult(BaseModel):
@@ -103,4 +107,6 @@ class SlotQuality(BaseModel):
         if not failed:
             return None
         listed = "; ".join(f"{c.name}: {c.detail}" if c.detail else c.name for c in failed[:3])
-        return f"This part did not pass its checks ({listed}); review it before use."
+        # a placeholder a detail quotes ("it repeats the prompt's own text ('{{ASSIST:user:the detail}}')") is
+        # shown without its braces: the document's placeholders are all resolved or listed, and this is neither
+        return _BRACES.sub(r"\1", f"This part did not pass its checks ({listed}); review it before use.")

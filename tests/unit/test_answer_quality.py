@@ -514,3 +514,14 @@ def test_a_prose_answer_that_fails_for_another_reason_is_retried_on_the_contract
     run_slot(prose_job("Explain why antibiotics do not help a cold."), backend, settings(), emit=lambda _: None)
     assert len(backend.requests) > 1
     assert all(r.messages[0].role == "system" for r in backend.requests)  # never the plain prompt (the task alone)
+
+
+def test_a_caveat_shows_a_quoted_placeholder_without_its_braces() -> None:
+    """A check's detail quotes the placeholder the answer leaked; the document must not hold it as a placeholder."""
+    leak = CheckResult(
+        name="contract.leaks",
+        passed=False,
+        detail="the answer repeats the prompt's own text ('{{ASSIST:user:the detail}}')",
+    )
+    caveat = SlotQuality(deliverable="prose", checks=[leak]).caveat or ""
+    assert "('ASSIST:user:the detail')" in caveat and "{{" not in caveat and "}}" not in caveat
