@@ -213,14 +213,14 @@ def assess(
     best = int(np.argmax(relevance))
     stays = [i for i in range(len(slots)) if relevance[i] >= relevance_line or i == best]
     by_aspect = np.maximum(aspect_vecs @ text_vecs[stays].T, aspect_vecs @ title_vecs[stays].T)
-    own_piece = [deliverable_noun(a) in OWN_PIECE_NOUNS for a in found]
-    by_aspect = by_aspect * _names_own_piece(found, own_piece, [slots[i] for i in stays])
+    pieces = [noun if (noun := deliverable_noun(a)) in OWN_PIECE_NOUNS else None for a in found]
+    by_aspect = by_aspect * _naming(pieces, [slots[i] for i in stays])
     coverage = np.max(by_aspect, axis=1) if found and stays else np.zeros(len(found))
     titles = {slots[i].title.strip().rstrip(".").lower() for i in stays}
     coverage = np.array([1.0 if a.text.lower() in titles else c for a, c in zip(found, coverage, strict=True)])
     # A slot that names the piece covers it once it is near enough to stay for it ("Prioritised compliance
     # checklist" is the checklist IT audits with, at 0.44)
-    lines = [min(coverage_line, relevance_line) if own else coverage_line for own in own_piece]
+    lines = [min(coverage_line, relevance_line) if piece else coverage_line for piece in pieces]
     return PlanFit(
         aspects=[a.text for a in found],
         verbs=[a.verb for a in found],
@@ -231,15 +231,17 @@ def assess(
     )
 
 
-def _names_own_piece(aspects: Sequence[Aspect], own_piece: Sequence[bool], slots: Sequence[SlotSpec]) -> np.ndarray:
-    """1 where a slot may cover an aspect, 0 where the aspect names a piece of its own that the slot does not."""
+def _naming(pieces: Sequence[str | None], slots: Sequence[SlotSpec]) -> np.ndarray:
+    """1 where a slot may cover an aspect, 0 where the aspect names a piece of its own that the slot does not name.
+
+    ``pieces``: each aspect's own-piece noun, None for an aspect that names none.
+    """
     texts = [slot_text(s).lower() for s in slots]
-    allowed = np.ones((len(aspects), len(slots)))
-    for row, (aspect, own) in enumerate(zip(aspects, own_piece, strict=True)):
-        noun = deliverable_noun(aspect)
-        if own and noun is not None:
+    allowed = np.ones((len(pieces), len(slots)))
+    for row, noun in enumerate(pieces):
+        if noun is not None:
             stem = noun[:-1] if noun.endswith(("s", "y")) else noun  # policy/policies, exercises/exercise
-            named = re.compile(r"\b" + re.escape(stem) + r"(?:y|ies|s|es)?\b")
+            named = re.compile(r"\b" + re.escape(stem) + r"(?:y|ies|s|es|zes)?\b")  # quiz/quizzes
             allowed[row] = [1.0 if named.search(text) else 0.0 for text in texts]
     return allowed
 
