@@ -76,6 +76,10 @@ CIRCULAR = "circular reference"
 
 ProgressSink = Callable[[dict[str, object]], None]
 
+_COPIED = "\x00"
+"""Where a copied example placeholder stood, until the text around it is tidied."""
+_AFTER_COPIED = re.compile(r"\x00[ \t]*:?[ \t]*")
+
 _ANSWER = re.compile(r"^\s*(?:\*\*)?ANSWER(?:\*\*)?\s*:\s*(?:\*\*)?\s*(?P<text>.*)", re.IGNORECASE | re.DOTALL)
 _UNKNOWN = re.compile(r"^\s*\**UNKNOWN\b", re.IGNORECASE)
 _HEDGE = re.compile(
@@ -187,6 +191,21 @@ class AssistResolver:
         records: list[AssistRecord] = []
         replacement: dict[tuple[str, str, str], str] = {}
         counts: dict[tuple[str, str, str], int] = {}
+        # The protocol's own examples, copied ("{{ASSIST:user:the detail}}" as a heading): they ask for nothing,
+        # so they are taken out, not resolved or listed as unresolved
+        copied = [ph for ph in scan.placeholders if ph.description.casefold() in prompts.EXAMPLE_DESCRIPTIONS]
+        for ph in copied:
+            replacement[ph.key] = _COPIED
+        if copied:
+            ledger.append(
+                LedgerEntry(
+                    agent="assist",
+                    action="assist_example_removed",
+                    slot_id=result.slot_id,
+                    inputs_summary="; ".join(sorted({ph.raw for ph in copied}))[:500],
+                    outputs_summary=f"{len(copied)} copy(ies) of the protocol's example placeholders taken out",
+                )
+            )
         for ph in scan.placeholders:
             counts[ph.key] = counts.get(ph.key, 0) + 1
         for ph in scan.placeholders:
@@ -213,11 +232,12 @@ class AssistResolver:
                         "status": record.status,
                     }
                 )
-        if not records:
+        if not replacement:
             return Resolution(result, [], ledger, notices)
 
         def fill(text: str) -> str:
-            return replace_assists(text, lambda ph: replacement.get(ph.key))
+            filled = replace_assists(text, lambda ph: replacement.get(ph.key))
+            return _AFTER_COPIED.sub("", filled)  # with the colon that followed it ("1.1 {{...}}: The ...")
 
         resolved = result.model_copy(
             update={

@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from engine.contracts import Contract
+from engine.prompts import EXAMPLE_DESCRIPTIONS
 from engine.sandbox import SandboxLimits, run_python
 from state.quality import CheckResult, Severity
 from state.result import SlotResult
@@ -84,11 +85,9 @@ _INSTRUCTION_TITLE = re.compile(r"#|^\W*outline\W*$|code block holding|every imp
 """A title that copies the output structure's instructions ("`## Outline`", "`## 1. ` code block holding the
 complete code") instead of naming the part."""
 _EXAMPLE_PLACEHOLDER = re.compile(
-    r"\{\{\s*ASSIST\s*:\s*(lookup\s*:\s*the fact|user\s*:\s*the detail|expert\s*:\s*domain\s*:\s*"
-    r"(the question|short description))\s*\}\}",
-    re.I,
+    r"\{\{\s*ASSIST\s*:[^{}]*?:\s*(?:" + "|".join(sorted(EXAMPLE_DESCRIPTIONS)) + r")\s*\}\}", re.I
 )
-"""The uncertainty protocol's own example placeholders: copied as written, they ask for nothing."""
+"""The uncertainty protocol's own example placeholders (whatever domain a copy names): they ask for nothing."""
 ASKS_BACK = re.compile(
     r"\b(?:(?:please|could you|can you|would you|kindly)\s+(?:please\s+)?(?:provide|share|give|tell|specify|"
     r"clarify|send|describe)|i (?:would )?need (?:more|some|additional) (?:information|details|context)|"

@@ -71,6 +71,9 @@ the missing fact belongs, naming the fact, and keep writing around it:
 - {{ASSIST:expert:domain:the question}} for a question another specialist should answer,
 - {{ASSIST:user:the detail}} for something only the person who asked knows."""
 
+EXAMPLE_DESCRIPTIONS = frozenset({"the fact", "the question", "the detail", "short description"})
+"""What the protocol's example placeholders ask for: a placeholder that asks only this was copied, not written."""
+
 UNCERTAINTY_PROTOCOL_CODE = """\
 UNKNOWN VALUES:
 Never invent a value the task does not give (a hostname, a password, a file name, a limit): take it as a

@@ -195,6 +195,25 @@ def test_same_request_twice_is_resolved_once_and_malformed_ones_are_warned(kb: K
     assert not scan_assists(res.result.raw).placeholders
 
 
+def test_the_protocols_own_examples_copied_are_taken_out_not_asked(kb: KnowledgeBase) -> None:
+    """The policy slot's answer (real run, 0.5B) used "{{ASSIST:user:the detail}}" as headings and consulted an
+    expert on "the question": copies of the prompt's examples, which asked for nothing and were listed unresolved."""
+    resolver, _ = _resolver(kb)
+    body = (
+        "{{ASSIST:user:the detail}}: Passwords have 12 characters.\n"
+        "Ask {{ASSIST:expert:legal_drafting:the question}} first, then {{ASSIST:user:your VPN provider}}."
+    )
+    res = resolver.resolve(_result(body))
+    (rec,) = res.records  # only the real question
+    assert rec.description == "your VPN provider" and rec.status == "unresolved"
+    text = res.result.sections[0].body
+    assert text.startswith("Passwords have 12 characters.\nAsk first, then {{UNRESOLVED:user:your VPN provider")
+    assert "the detail" not in res.result.raw and "the question" not in res.result.raw
+    assert not [e for e in res.ledger if e.action == "consult"]  # no expert consulted about "the question"
+    (removed,) = [e for e in res.ledger if e.action == "assist_example_removed"]
+    assert "{{ASSIST:user:the detail}}" in removed.inputs_summary and removed.slot_id == "impl"
+
+
 def test_no_placeholders_no_work() -> None:
     def boom() -> KnowledgeBase:
         raise AssertionError("the knowledge base must not be loaded")
