@@ -65,11 +65,15 @@ def adapt(
     max_retries: int = 2,
     max_tokens: int = 512,
     time_budget: float | None = None,
+    as_written: frozenset[str] = frozenset(),
 ) -> tuple[Framework, AdaptationRecord]:
     """The framework to run for ``task`` from its best template, and the record of how it was made.
 
     ``time_budget`` bounds the planner's attempts together (seconds; None: no bound): an answer still being
     written when it runs out is ended there and counts as failed, and no attempt starts without time left.
+    ``as_written``: ids of slots written in the task's own words (added for its deliverables); the planner's
+    MODIFY and REMOVE of them are left out. A real run's planner cut one such title mid-phrase ("... policy for
+    our 40-person") and wrote its description twice, and that was its only edit.
     """
     record = AdaptationRecord(seed_id=template.id, similarity=similarity)
     if similarity >= AS_IS_SIMILARITY:
@@ -104,6 +108,11 @@ def adapt(
             attempts.append(AdaptationAttempt(attempt=attempt, errors=[f"{type(exc).__name__}: {exc}"]))
             break
         plan, errors = parse_plan(gen.text)
+        left_out: list[str] = []
+        if plan is not None and as_written:
+            kept = [op for op in plan.operations if not (op.op in ("MODIFY", "REMOVE") and op.slot in as_written)]
+            left_out = [f"{op.op} {op.slot}" for op in plan.operations if op not in kept]
+            plan = plan.model_copy(update={"operations": kept})
         if gen.finish_reason == "time":
             errors = [f"the planner's time ({time_budget:g} s) ran out before the plan was finished"]
             plan = None
@@ -128,7 +137,8 @@ def adapt(
                     "operations": plan.operations,
                     "rationale": plan.rationale,
                     "attempts": attempts,
-                    "reason": f"adapted in {attempt} attempt(s)",
+                    "reason": f"adapted in {attempt} attempt(s)"
+                    + (f"; left out the edits of the task's own slots ({', '.join(left_out)})" if left_out else ""),
                 }
             )
         messages += [

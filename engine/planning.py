@@ -344,7 +344,8 @@ def plan_from_template(
         )
         fw, record = plan_from_aspects(task, embedder, why, aspects=aspects)
         return fw, record.model_copy(update={"fit_before": before, "seconds": _since(started)})
-    fw, record = adapt(fitted, similarity, task, planner, experts, time_budget=time_budget)
+    own_words = frozenset(before.added)  # the task's deliverables in its own words: the planner keeps them
+    fw, record = adapt(fitted, similarity, task, planner, experts, time_budget=time_budget, as_written=own_words)
     fw, after = fit_plan(fw, task, embedder, aspects=aspects, relevance_line=line)
     validate_framework(fw)  # every framework that reaches execution is valid
     return fw, record.model_copy(update={"fit_before": before, "fit_after": after, "seconds": _since(started)})

@@ -116,6 +116,27 @@ def test_invalid_plan_is_retried_with_its_errors_then_accepted(tmp_path: Path) -
     assert record.seed_id == "code_with_docs" and record.similarity == 0.6
 
 
+def test_the_planner_leaves_the_slots_in_the_tasks_own_words_as_written(tmp_path: Path) -> None:
+    # a real run: the planner's only edit cut an added slot's title mid-phrase and wrote its description twice
+    cut = {"op": "MODIFY", "slot": "readme", "title": "Write a README for our", "description": "x. x."}
+    good = json.loads(GOOD)
+    text = json.dumps({"operations": [*good["operations"], cut], "rationale": "r"})
+    fw, record = adapt(
+        SEED,
+        0.6,
+        "A date parser with docs",
+        _backend(tmp_path, [{"text": text}]),
+        EXPERTS,
+        as_written=frozenset({"readme"}),
+    )
+    assert fw.slot("readme").title == SEED.slots[-1].title and fw.slot("implementation").title == "Date parser"
+    assert [op.slot for op in record.operations] == ["implementation"]
+    assert "left out the edits of the task's own slots (MODIFY readme)" in record.reason
+    alone = json.dumps({"operations": [cut], "rationale": "r"})  # nothing left to apply: the template as it is
+    fw, record = adapt(SEED, 0.6, "t", _backend(tmp_path, [{"text": alone}]), EXPERTS, as_written=frozenset({"readme"}))
+    assert [s.title for s in fw.slots] == [s.title for s in SEED.slots] and record.operations == []
+
+
 def test_always_invalid_falls_back_to_the_seed_unmodified(tmp_path: Path) -> None:
     fw, record = adapt(SEED, 0.6, "A date parser", _backend(tmp_path, [{"text": BAD}] * 3), EXPERTS)
     assert record.fallback == "seed" and len(record.attempts) == 3
