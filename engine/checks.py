@@ -225,12 +225,22 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
     checks.append(duplicates_check(result, ctx.task))
     lowered = result.raw.lower()
     leaked = [leak for leak in LEAKS if leak in lowered]
-    leaked += [m.group(0) for m in _EXAMPLE_PLACEHOLDER.finditer(result.raw)][:1]
     checks.append(
         CheckResult(
             name="contract.leaks",
             passed=not leaked,
             detail=f"the answer repeats the prompt's own text ({leaked[0]!r})" if leaked else "",
+        )
+    )
+    example = _EXAMPLE_PLACEHOLDER.search(result.raw)
+    checks.append(
+        CheckResult(
+            name="contract.placeholders",
+            passed=example is None,
+            detail=f"the answer copies the protocol's example placeholder ({example.group(0)!r}); name the fact "
+            "that is missing, or leave the placeholder out"
+            if example
+            else "",
         )
     )
     copied_share = _copied_share(result.body_text(), ctx.references)

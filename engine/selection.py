@@ -28,10 +28,13 @@ WEIGHTS = {
     "contract.complete": 2.0,
     "prose.repetition": 2.0,
     "contract.own_work": 4.0,
+    "contract.leaks": 4.0,
 }
 """Weights of hard checks in the score (others weigh 1). A copy of a referenced slot adds nothing to the document
-but the same text twice: an answer of its own that stops mid-sentence and leaks a placeholder ranks above it (a
-DCF plan's "Compute the terminal value" kept a word-for-word copy of "Choose a discount rate")."""
+but the same text twice: an answer of its own that stops mid-sentence and copies an example placeholder ranks
+above it (a DCF plan's "Compute the terminal value" kept a word-for-word copy of "Choose a discount rate"). An
+answer that repeats the prompt's own text is the prompt talking, not the expert: a password-policy slot kept a
+candidate that was its retry feedback, word for word, over one that only repeated a phrase."""
 JUDGE_MAX_CHARS = 1800
 """Characters of each candidate shown to the judge (it picks; it never sees more than fits its context)."""
 

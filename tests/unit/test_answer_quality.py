@@ -118,9 +118,9 @@ def test_a_title_that_copies_the_output_structures_wording_fails() -> None:
 
 def test_the_protocols_example_placeholder_copied_as_written_fails() -> None:
     copied = failed(prose(("Caching reads", PARAGRAPH_A + " Ask {{ASSIST:user:the detail}}.")), TASK)
-    assert "the detail" in copied["contract.leaks"]
+    assert "the detail" in copied["contract.placeholders"] and "contract.leaks" not in copied
     real = failed(prose(("Caching reads", PARAGRAPH_A + " Ask {{ASSIST:user:the cache size}}.")), TASK)
-    assert "contract.leaks" not in real
+    assert "contract.placeholders" not in real
 
 
 def test_copying_a_referenced_slot_fails_own_work() -> None:
@@ -434,11 +434,20 @@ def test_a_passing_score_outranks_any_failing_one() -> None:
 
 def test_a_copy_of_a_referenced_slot_ranks_below_an_answer_of_its_own_with_two_faults() -> None:
     ok = [CheckResult(name=n, passed=True) for n in ("contract.structure", "contract.complete", "prose.repetition")]
-    copy = [*ok, CheckResult(name="contract.ends", passed=True), CheckResult(name="contract.leaks", passed=True)]
+    placeholder_ok, placeholder_copied = (CheckResult(name="contract.placeholders", passed=p) for p in (True, False))
+    copy = [*ok, CheckResult(name="contract.ends", passed=True), placeholder_ok]
     copy.append(CheckResult(name="contract.own_work", passed=False, detail="100% of its sentences are copied"))
-    own = [*ok, CheckResult(name="contract.ends", passed=False), CheckResult(name="contract.leaks", passed=False)]
+    own = [*ok, CheckResult(name="contract.ends", passed=False), placeholder_copied]
     own.append(CheckResult(name="contract.own_work", passed=True))
     assert score(own) > score(copy)
+
+
+def test_an_echo_of_the_prompt_ranks_below_an_answer_that_only_loops() -> None:
+    """A real policy slot kept its retry feedback, echoed (ends and leaks failed), over a looping answer."""
+    names = ("contract.structure", "contract.complete", "contract.ends", "contract.leaks", "prose.repetition")
+    echo = [CheckResult(name=n, passed=n not in ("contract.ends", "contract.leaks")) for n in names]
+    loops = [CheckResult(name=n, passed=n != "prose.repetition") for n in names]
+    assert score(loops) > score(echo)
 
 
 def test_a_prompt_that_is_too_long_is_cut_to_fit_not_failed() -> None:
@@ -519,9 +528,9 @@ def test_a_prose_answer_that_fails_for_another_reason_is_retried_on_the_contract
 def test_a_caveat_shows_a_quoted_placeholder_without_its_braces() -> None:
     """A check's detail quotes the placeholder the answer leaked; the document must not hold it as a placeholder."""
     leak = CheckResult(
-        name="contract.leaks",
+        name="contract.placeholders",
         passed=False,
-        detail="the answer repeats the prompt's own text ('{{ASSIST:user:the detail}}')",
+        detail="the answer copies the protocol's example placeholder ('{{ASSIST:user:the detail}}')",
     )
     caveat = SlotQuality(deliverable="prose", checks=[leak]).caveat or ""
     assert "('ASSIST:user:the detail')" in caveat and "{{" not in caveat and "}}" not in caveat
