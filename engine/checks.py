@@ -85,7 +85,7 @@ _INSTRUCTION_TITLE = re.compile(r"#|^\W*outline\W*$|code block holding|every imp
 """A title that copies the output structure's instructions ("`## Outline`", "`## 1. ` code block holding the
 complete code") instead of naming the part."""
 _EXAMPLE_PLACEHOLDER = re.compile(
-    r"\{\{\s*ASSIST\s*:[^{}]*?:\s*(?:" + "|".join(sorted(EXAMPLE_DESCRIPTIONS)) + r")\s*\}\}", re.I
+    r"\{\{\s*ASSIST\s*:[^{}]*?:\s*(?:" + "|".join(map(re.escape, sorted(EXAMPLE_DESCRIPTIONS))) + r")\s*\}\}", re.I
 )
 """The uncertainty protocol's own example placeholders (whatever domain a copy names): they ask for nothing."""
 ASKS_BACK = re.compile(

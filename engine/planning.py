@@ -215,7 +215,7 @@ def assess(
     by_aspect = np.maximum(aspect_vecs @ text_vecs[stays].T, aspect_vecs @ title_vecs[stays].T)
     pieces = [noun if (noun := deliverable_noun(a)) in OWN_PIECE_NOUNS else None for a in found]
     by_aspect = by_aspect * _naming(pieces, [slots[i] for i in stays])
-    coverage = np.max(by_aspect, axis=1) if found and stays else np.zeros(len(found))
+    coverage = np.max(by_aspect, axis=1) if found else np.zeros(0)
     titles = {slots[i].title.strip().rstrip(".").lower() for i in stays}
     coverage = np.array([1.0 if a.text.lower() in titles else c for a, c in zip(found, coverage, strict=True)])
     # A slot that names the piece covers it once it is near enough to stay for it ("Prioritised compliance
