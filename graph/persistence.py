@@ -43,6 +43,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from state.errors import ConfigError, UserError
+from state.files import exclusive_lock
 from state.passport import MOVED_STATE_TYPES, STATE_TYPES, Passport
 from state.paths import checkpoint_url
 
@@ -341,7 +342,9 @@ def open_store(url: str | None = None) -> Iterator[BaseStore]:
             # sqlite-vec is an extension: a Python built without extension loading keeps the store unindexed
             index = store_index() if hasattr(conn, "enable_load_extension") else None
             sqlite_store = SqliteStore(conn, index=index)  # type: ignore[arg-type]
-            sqlite_store.setup()
+            # Its migrations are not idempotent (ADD COLUMN) nor serialised: one process at a time sets up a file.
+            with exclusive_lock(path.with_name(f"{path.name}.setup-lock")), sqlite_errors(path):
+                sqlite_store.setup()
             yield sqlite_store
         finally:
             conn.close()

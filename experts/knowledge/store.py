@@ -44,7 +44,7 @@ from experts.knowledge.ingest import CHUNK_CHARS, CHUNK_OVERLAP, Chunk, expand_p
 from experts.knowledge.quotes import RERANK_K, KbHit, Quote, best_quote, source_of
 from state.assist import AssistSource
 from state.errors import ConfigError
-from state.files import atomic_write
+from state.files import atomic_write, exclusive_lock
 from state.paths import kb_dir
 
 __all__ = [
@@ -240,19 +240,10 @@ def _embed(embedder: Embedder, chunks: Iterable[Chunk]) -> Vectors:
 
 @contextlib.contextmanager
 def _write_lock(path: Path) -> Iterator[None]:
-    """One writer at a time (POSIX advisory lock on ``.lock``; elsewhere no lock)."""
+    """One writer at a time (an exclusive lock on ``.lock``)."""
     path.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
+    with exclusive_lock(path / ".lock"):
         yield
-        return
-    with (path / ".lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 VectorPart = tuple[Vectors, Sequence[int] | None] | Path

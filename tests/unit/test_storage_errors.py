@@ -299,3 +299,27 @@ def test_a_read_only_place(tmp_path: Path, what: str) -> None:
             assert f"error: checkpoint: cannot write {db} (" in out.stderr and "fix the permissions" in out.stderr
     finally:
         folder.chmod(0o755)
+
+
+def test_stores_opened_together_on_a_new_file_all_succeed(tmp_path: Path) -> None:
+    """The store's set-up runs migrations that are not idempotent (``ALTER TABLE ... ADD COLUMN``): two processes
+    setting up one new file at once failed with "duplicate column name: expires_at" (seen in CI's kill matrix).
+    """
+    files, together = 40, threading.Barrier(4)
+    failures: list[str] = []
+
+    def open_each() -> None:
+        for k in range(files):
+            together.wait(timeout=60)
+            try:
+                with graph.persistence.open_store(f"sqlite://{tmp_path / f'{k}.sqlite'}") as store:
+                    store.put(("t",), "k", {"v": 1})
+            except Exception as exc:  # any failure, reported below (an exception would end this thread only)
+                failures.append(repr(exc))
+
+    workers = [threading.Thread(target=open_each) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert failures == []
