@@ -81,6 +81,9 @@ LEAKS = (
 (quoting the instructions' wording is harmless and common; copying a delimiter means a reference or a
 candidate was pasted in, and the feedback's sentences in an answer are the prompt talking, not the expert: seen
 on the review set, "The outline was (keep it if it is right, fix it if a problem above concerns it):")."""
+PERSONA_LINE_WORDS = 6
+"""A persona line this long repeated word for word is a copy ("You are a security architect." is five words and
+may be said in passing)."""
 _INSTRUCTION_TITLE = re.compile(r"#|^\W*outline\W*$|code block holding|every import", re.I)
 """A title that copies the output structure's instructions ("`## Outline`", "`## 1. ` code block holding the
 complete code") instead of naming the part."""
@@ -130,6 +133,8 @@ class CheckContext:
     truncated: bool = False
     """The generation stopped at its token limit."""
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    persona: str = ""
+    """The expert's persona (the system prompt's first part): its lines must not come back as the answer."""
 
 
 @dataclass(frozen=True)
@@ -224,7 +229,7 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
     checks.append(CheckResult(name="contract.stubs", passed=not stubs, detail="; ".join(stubs[:2])))
     checks.append(duplicates_check(result, ctx.task))
     lowered = result.raw.lower()
-    leaked = [leak for leak in LEAKS if leak in lowered]
+    leaked = [leak for leak in LEAKS if leak in lowered] + _persona_lines(result.raw, ctx.persona)
     checks.append(
         CheckResult(
             name="contract.leaks",
@@ -254,6 +259,17 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
         )
     )
     return checks
+
+
+def _persona_lines(text: str, persona: str) -> list[str]:
+    """Lines of the ``persona`` (of :data:`PERSONA_LINE_WORDS` words or more) that ``text`` repeats word for word.
+
+    A real password-policy answer titled two of its sections with the persona's "You MAY" lines ("Review designs
+    and code snippets for vulnerabilities and propose mitigations"): the prompt talking, not the expert.
+    """
+    said = f" {_norm(text)} "
+    lines = (_norm(line.lstrip("-* ")) for line in persona.splitlines())
+    return [line for line in lines if len(line.split()) >= PERSONA_LINE_WORDS and f" {line} " in said]
 
 
 def copies_task(title: str, task: str) -> bool:

@@ -529,7 +529,8 @@ def run_slot(
             cut = f"the answer was cut off at the {prompt.max_tokens}-token limit; keep every section short"
             result = result.model_copy(update={"problems": [cut, *result.problems]})
         checks, signals = check_answer(
-            result, CheckContext(job.task, contract, references, truncated=truncated, limits=limits)
+            result,
+            CheckContext(job.task, contract, references, truncated=truncated, limits=limits, persona=job.persona),
         )
         halted = gen.finish_reason == "halted"
         if halted:  # stopped for looping: degenerate, whatever is left of the loop in the parsed text

@@ -110,6 +110,26 @@ def test_a_leaked_delimiter_and_degenerate_repetition_fail() -> None:
     assert "repeated 4 times" in looping["prose.repetition"]
 
 
+def test_an_answer_that_repeats_its_personas_lines_fails() -> None:
+    persona = (
+        "You are a security architect.\nYou MAY:\n"
+        "- Review designs and code snippets for vulnerabilities and propose mitigations\n"
+        'When a part needs other expertise, say: "This requires [X] expertise, not security expertise."'
+    )
+    contract = contract_of("prose", None)
+
+    def leaks(text: str) -> str | None:
+        result = parse_output(text, "s", "e", min_items=contract.min_items, max_items=contract.max_items)
+        checks, _ = check_answer(result, CheckContext(TASK, contract, persona=persona))
+        return next(c.detail for c in checks if c.name == "contract.leaks") or None
+
+    titled = prose(("Password rules", PARAGRAPH_A), ("Review designs and code snippets for vulnerabilities and "
+                   "propose mitigations", PARAGRAPH_B))  # fmt: skip
+    assert "review designs and code snippets" in (leaks(titled) or "")
+    said = "As a security architect: this requires legal expertise, not security expertise. " + PARAGRAPH_B
+    assert leaks(prose(("Password rules", PARAGRAPH_A), ("Scope", said))) is None  # what the persona asks to say
+
+
 def test_a_title_that_copies_the_output_structures_wording_fails() -> None:
     copied = failed(prose(("`## Outline`", PARAGRAPH_A), ("Code block holding the complete code", PARAGRAPH_A)), TASK)
     assert "output structure's own wording ('`## Outline`')" in copied["contract.titles"]
