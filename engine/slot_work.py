@@ -25,7 +25,8 @@ the node that collects it turns that into Passport updates, so nothing here touc
 5. **More candidates only when needed.** An answer that breaks the output contract gets fresh-prompt retries
    (``max_outline_retries``): the original prompt plus what was wrong, never the failed answer itself, at a
    higher temperature. A compliant answer that fails a hard check (code that does not run or fails the task's
-   examples, degenerate text) gets samples up to ``best_of`` candidates in all. Drawing stops as soon as a
+   examples, degenerate text) gets samples up to ``best_of`` candidates in all (twice as many, in twice the
+   time, where the task's own examples run: :data:`RUNNABLE_EXAMPLES_DRAWS`). Drawing stops as soon as a
    candidate passes every hard check, or once the slot has spent ``candidate_time_factor`` times its first
    answer's time. Still failing, one last candidate may come from a bigger model (``escalate``).
 6. **Selection, never synthesis** (:mod:`engine.selection`): the best-scoring candidate is kept verbatim; a tie
@@ -56,6 +57,7 @@ from engine.checks import (
     copies_task,
     duplicates_check,
     ending_check,
+    extract_examples,
     repeated_sections,
     repetition_check,
 )
@@ -96,6 +98,9 @@ ProgressSink = Callable[[dict[str, object]], None]
 
 SAMPLE_TEMPERATURES = (0.3, 0.5, 0.7)
 """Temperatures of the extra candidates, in turn (never below the expert's own)."""
+RUNNABLE_EXAMPLES_DRAWS = 2
+"""A code slot whose task gives examples that run may draw this many times ``best_of`` candidates, in this many times
+the time: its check is a real reward (HumanEval/10's fifth candidate was the first to pass; docs/decisions.md)."""
 MIN_ANSWER_TOKENS = 256
 """The answer budget is never cut below this to make a prompt fit."""
 CONTEXT_MARGIN_TOKENS = 64
@@ -594,6 +599,11 @@ def run_slot(
     try:
         first = draw("first", backend, own_model, job.temperature, None, plain=plain_turn())
         first_seconds = first.record.seconds
+        time_factor = settings.candidate_time_factor
+        if settings.best_of > 1 and contract.language == "python" and extract_examples(job.task).count:
+            # The task's own examples run: a candidate that passes them is found by drawing more, not by a judge
+            samples_left += settings.best_of * (RUNNABLE_EXAMPLES_DRAWS - 1)
+            time_factor *= RUNNABLE_EXAMPLES_DRAWS
         while not any(d.passes for d in draws):
             leader = max(draws, key=lambda d: d.record.score)
             if leader.result.compliant and samples_left <= 0:
@@ -601,7 +611,7 @@ def run_slot(
             if not leader.result.compliant and retries_left <= 0:
                 break
             spent = time.perf_counter() - slot_t0
-            if draws[1:] and spent > settings.candidate_time_factor * max(first_seconds, 1.0):
+            if draws[1:] and spent > time_factor * max(first_seconds, 1.0):
                 break
             origin = "sample" if leader.result.compliant else "retry"
             if origin == "sample":

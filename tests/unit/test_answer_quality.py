@@ -372,7 +372,7 @@ def test_a_bad_later_candidate_never_replaces_a_better_earlier_one() -> None:
     backend = Scripted([WRONG_CODE, BROKEN_CODE, BROKEN_CODE])
     outcome = run_slot(job(), backend, settings(), emit=lambda _: None)
     assert outcome.result is not None and outcome.result.quality is not None
-    assert len(backend.requests) == 3
+    assert len(backend.requests) == 6  # the task's examples run: twice best_of
     assert outcome.result.quality.chosen == "c1" and outcome.result.raw == WRONG_CODE
     assert not outcome.result.quality.passed
     assert any(n.source == "checks" for n in outcome.notices)  # delivered with a caveat, never silently
@@ -386,6 +386,17 @@ def test_retries_are_fresh_prompts_at_another_temperature() -> None:
     assert "return True" not in second.messages[1].content
     assert "python.examples" in second.messages[1].content  # the feedback names what was wrong
     assert (first.temperature, second.temperature, third.temperature) == (0.0, 0.3, 0.5)
+
+
+def test_a_task_whose_examples_run_draws_twice_best_of_and_others_best_of() -> None:
+    backend = Scripted([WRONG_CODE] * 5 + [GOOD_CODE])
+    outcome = run_slot(job(), backend, settings(), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert len(backend.requests) == 6 and outcome.result.quality.chosen == "c6" and outcome.result.quality.passed
+    no_examples = "Write a Python function is_palindrome(text) that checks whether a string is a palindrome."
+    backend = Scripted([BROKEN_CODE])
+    run_slot(job(no_examples), backend, settings(), emit=lambda _: None)
+    assert len(backend.requests) == 3  # nothing that runs to tell a better candidate: best_of
 
 
 def test_best_of_one_keeps_the_first_answer() -> None:
