@@ -84,6 +84,9 @@ on the review set, "The outline was (keep it if it is right, fix it if a problem
 PERSONA_LINE_WORDS = 6
 """A persona line this long repeated word for word is a copy ("You are a security architect." is five words and
 may be said in passing)."""
+COPIED_SECTION_SHARE = 0.8
+"""A section whose sentences are this much word for word a referenced slot's says nothing the document does not
+already say (a real password-policy run's checklist began with a copy of the policy's controls)."""
 _INSTRUCTION_TITLE = re.compile(r"#|^\W*outline\W*$|code block holding|every import", re.I)
 """A title that copies the output structure's instructions ("`## Outline`", "`## 1. ` code block holding the
 complete code") instead of naming the part."""
@@ -278,10 +281,15 @@ def copies_task(title: str, task: str) -> bool:
     return bool(first) and _similar(_norm(title), first, 0.8)
 
 
-def repeated_sections(result: SlotResult, task: str) -> list[tuple[str, str]]:
-    """Each section that says what an earlier one says, or that repeats the task: ``(label, why)``, in order."""
+def repeated_sections(result: SlotResult, task: str, references: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """Each section that repeats an earlier one, the task, or a referenced slot: ``(label, why)``, in order.
+
+    A copy of a referenced slot is a section most of whose sentences are in it word for word
+    (:data:`COPIED_SECTION_SHARE`).
+    """
     found: list[tuple[str, str]] = []
     bodies = [(s, _norm(s.body)) for s in result.sections if len(s.body) > 40]
+    pool = _sentence_pool(references)
     for i, (a, na) in enumerate(bodies):
         if _similar(na, _norm(task), 0.9):
             found.append((a.label, f"section {a.label} repeats the task"))
@@ -289,6 +297,10 @@ def repeated_sections(result: SlotResult, task: str) -> list[tuple[str, str]]:
         earlier = next((b for b, nb in bodies[:i] if _similar(nb, na, 0.85)), None)
         if earlier is not None:
             found.append((a.label, f"sections {earlier.label} and {a.label} say the same"))
+            continue
+        mine = [_norm(s) for s in _sentences(a.body) if len(s.split()) >= 6]
+        if len(mine) >= 2 and sum(1 for s in mine if s in pool) >= COPIED_SECTION_SHARE * len(mine):
+            found.append((a.label, f"section {a.label} copies a slot it references"))
     return found
 
 
@@ -328,11 +340,16 @@ def _unfinished(raw: str) -> str | None:
     return last[-40:]
 
 
+def _sentence_pool(references: tuple[str, ...]) -> set[str]:
+    """The referenced slots' sentences of 6+ words, normalised (what a copy is looked up in)."""
+    return {_norm(s) for ref in references for s in _sentences(ref) if len(s.split()) >= 6}
+
+
 def _copied_share(text: str, references: tuple[str, ...]) -> float:
     """The share of the answer's sentences (of 6+ words) that appear word for word in a referenced slot."""
     if not references:
         return 0.0
-    pool = {_norm(s) for ref in references for s in _sentences(ref) if len(s.split()) >= 6}
+    pool = _sentence_pool(references)
     mine = [_norm(s) for s in _sentences(text) if len(s.split()) >= 6]
     if len(mine) < 3:
         return 0.0

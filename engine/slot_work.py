@@ -32,8 +32,8 @@ the node that collects it turns that into Passport updates, so nothing here touc
 6. **Selection, never synthesis** (:mod:`engine.selection`): the best-scoring candidate is kept verbatim; a tie
    among prose candidates may be broken by a judge prompt. When every candidate looped, the kept one's repeated
    sentences are removed (nothing reworded; :func:`engine.loops.cut_loops`) and its caveat stays. A section of
-   the kept answer that says what an earlier one says, or repeats the task, is removed and the rest renumbered
-   (``cut_sections``). Every candidate, its checks and the choice are in the result's
+   the kept answer that says what an earlier one says, repeats the task or copies a referenced slot is removed
+   and the rest renumbered (``cut_sections``). Every candidate, its checks and the choice are in the result's
    :class:`~state.quality.SlotQuality` and the ledger.
 7. Assists are resolved in the kept answer (:mod:`engine.assist`).
 """
@@ -660,7 +660,7 @@ def run_slot(
     result = chosen.result.model_copy(update={"attempts": len(draws), "quality": quality})
     if _loops(chosen):  # every candidate looped: the person gets the kept one's words once, with its caveat
         result = _without_loops(result, ledger)
-    result = _without_repeated_sections(result, job.task, ledger)
+    result = _without_repeated_sections(result, job.task, references, ledger)
     if job.expert in ARITHMETIC_EXPERTS:
         result = _computed(result, ledger)
     if len(draws) > 1:  # the choice goes to the ledger whenever there was one
@@ -755,14 +755,16 @@ def _rechecked(result: SlotResult, again: dict[str, Callable[[CheckResult], Chec
     return result.model_copy(update={"quality": result.quality.model_copy(update={"checks": checks})})
 
 
-def _without_repeated_sections(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> SlotResult:
-    """The result without the sections that say what an earlier one says or repeat the task, renumbered.
+def _without_repeated_sections(
+    result: SlotResult, task: str, references: tuple[str, ...], ledger: list[LedgerEntry]
+) -> SlotResult:
+    """The result without its sections that repeat an earlier one, the task or a referenced slot, renumbered.
 
-    Nothing is reworded: a later section that repeats an earlier one (``contract.duplicates``) goes, with its
-    sub-sections, and the rest keep their order and are numbered again; a ledger entry names what went. A
-    result whose every section would go is kept as it is (its caveat says why).
+    A referenced slot's text is in the document already. Nothing is reworded: such a section goes with its
+    sub-sections, the rest keep their order and are numbered again, and a ledger entry names what went. A result
+    whose every section would go is kept as it is (its caveat says why).
     """
-    repeated = repeated_sections(result, task)
+    repeated = repeated_sections(result, task, references)
     if not repeated:
         return result
     gone = {label for label, _ in repeated}
@@ -792,8 +794,7 @@ def _without_repeated_sections(result: SlotResult, task: str, ledger: list[Ledge
             agent="harness",
             action="cut_sections",
             slot_id=result.slot_id,
-            outputs_summary="; ".join(why for _, why in repeated)[:400]
-            + ": the later section removed, nothing reworded",
+            outputs_summary="; ".join(why for _, why in repeated)[:400] + ": removed, nothing reworded",
         )
     )
     return cleaned

@@ -500,6 +500,40 @@ def test_a_prompt_that_is_too_long_is_cut_to_fit_not_failed() -> None:
     assert sum(len(m.content) for m in prompt.messages) / 3 + prompt.max_tokens < 2048
 
 
+POLICY = (
+    "Passwords have at least 12 characters and are checked against a list of breached passwords. "
+    "Every account that reaches company email uses multi-factor authentication. "
+    "Access to production systems is granted per role and reviewed every quarter by the team lead."
+)
+
+
+def test_a_section_that_copies_a_referenced_slot_is_cut_from_the_kept_answer() -> None:
+    # a real password-policy run: the checklist's first section was the policy's controls, word for word
+    policy = parse_output(prose(("Controls", POLICY)), "policy", "security_architect")
+    checklist = prose(
+        ("Controls", POLICY),
+        ("Quarterly audit", "- Export the list of accounts without multi-factor authentication and follow up each.\n"
+         "- Compare the production access list with the current roles and remove what nobody needs."),
+    )  # fmt: skip
+    spec = SlotSpec(id="checklist", title="Audit checklist", description="Write the audit checklist.", deps=["policy"],
+                    can_reference=["policy"], deliverable="prose")  # fmt: skip
+    job = SlotJob(
+        spec=spec, task="Write a password policy and a checklist to audit it.", constraints=(), expert="e",
+        persona="P", references={"policy": ("Password policy", policy)}, max_tokens=900, temperature=0.0,
+    )  # fmt: skip
+    outcome = run_slot(job, Scripted([checklist]), settings(best_of=1), emit=lambda _: None)
+    result = outcome.result
+    assert result is not None
+    assert [(s.label, s.title) for s in result.sections] == [("1", "Quarterly audit")]
+    assert "breached passwords" not in result.raw
+    [entry] = [e for e in outcome.ledger if e.action == "cut_sections"]
+    assert "section 1 copies a slot it references" in entry.outputs_summary
+    one_shared = prose(("Audit", POLICY.split(". ")[0] + ". Then check the breached-password list is current and "
+                        "that the check runs at every password change."))  # fmt: skip
+    kept = run_slot(job, Scripted([one_shared]), settings(best_of=1), emit=lambda _: None).result
+    assert kept is not None and kept.sections[0].title == "Audit"  # one sentence quoted is no copy
+
+
 def prose_job(task: str) -> SlotJob:
     spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
     return SlotJob(
