@@ -211,6 +211,27 @@ def test_a_run_stopped_between_a_result_and_its_checkpoint_is_resumable(
     assert read_calls(calls).count("C") == 1  # its saved result was used
 
 
+def failures_opening_together(threads: int, files: int, open_one: Callable[[int], None]) -> list[str]:
+    """Each of ``threads`` threads calls ``open_one(k)`` for k in range(files), all threads at once for each k."""
+    together = threading.Barrier(threads)
+    failures: list[str] = []
+
+    def open_each() -> None:
+        for k in range(files):
+            together.wait(timeout=60)
+            try:
+                open_one(k)
+            except Exception as exc:  # any failure, reported below (an exception would end this thread only)
+                failures.append(repr(exc))
+
+    workers = [threading.Thread(target=open_each) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return failures
+
+
 def test_threads_opening_new_files_together_all_succeed(tmp_path: Path) -> None:
     """Switching a new file to WAL fails at once ("database is locked") when another connection switches it too.
 
@@ -218,24 +239,11 @@ def test_threads_opening_new_files_together_all_succeed(tmp_path: Path) -> None:
     """
     from langgraph.checkpoint.base import empty_checkpoint
 
-    files, together = 200, threading.Barrier(8)
-    failures: list[str] = []
+    def open_one(k: int) -> None:
+        with graph.persistence.open_checkpointer(f"sqlite://{tmp_path / f'{k}.sqlite'}") as saver:
+            saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {})
 
-    def open_each() -> None:
-        for k in range(files):
-            together.wait(timeout=30)
-            try:
-                with graph.persistence.open_checkpointer(f"sqlite://{tmp_path / f'{k}.sqlite'}") as saver:
-                    saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {})
-            except Exception as exc:  # any failure, reported below (an exception would end this thread only)
-                failures.append(repr(exc))
-
-    workers = [threading.Thread(target=open_each) for _ in range(8)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert failures == []
+    assert failures_opening_together(8, 200, open_one) == []
 
 
 def test_one_unreadable_run_does_not_hide_the_others(tmp_path: Path) -> None:
@@ -305,21 +313,9 @@ def test_stores_opened_together_on_a_new_file_all_succeed(tmp_path: Path) -> Non
     """The store's set-up runs migrations that are not idempotent (``ALTER TABLE ... ADD COLUMN``): two processes
     setting up one new file at once failed with "duplicate column name: expires_at" (seen in CI's kill matrix).
     """
-    files, together = 40, threading.Barrier(4)
-    failures: list[str] = []
 
-    def open_each() -> None:
-        for k in range(files):
-            together.wait(timeout=60)
-            try:
-                with graph.persistence.open_store(f"sqlite://{tmp_path / f'{k}.sqlite'}") as store:
-                    store.put(("t",), "k", {"v": 1})
-            except Exception as exc:  # any failure, reported below (an exception would end this thread only)
-                failures.append(repr(exc))
+    def open_one(k: int) -> None:
+        with graph.persistence.open_store(f"sqlite://{tmp_path / f'{k}.sqlite'}") as store:
+            store.put(("t",), "k", {"v": 1})
 
-    workers = [threading.Thread(target=open_each) for _ in range(4)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert failures == []
+    assert failures_opening_together(4, 40, open_one) == []
