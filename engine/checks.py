@@ -81,6 +81,14 @@ LEAKS = (
 (quoting the instructions' wording is harmless and common; copying a delimiter means a reference or a
 candidate was pasted in, and the feedback's sentences in an answer are the prompt talking, not the expert: seen
 on the review set, "The outline was (keep it if it is right, fix it if a problem above concerns it):")."""
+_CHECK_NAME = re.compile(
+    r"\b(?:contract\.(?:answers|complete|duplicates|ends|leaks|own_work|placeholders|structure|stubs|titles)"
+    r"|prose\.repetition|python\.(?:complete|defines|examples|lint|own_doctests|parses|runs|tests|tests_given"
+    r"|tests_use_module))\b"
+)
+"""The checks' own names, which the retry feedback quotes: in an answer they are the feedback talking (a real
+checklist wrote "a prioritized order for each item: contract.duplicates, contract.placeholders, and
+prose.repetition")."""
 PERSONA_LINE_WORDS = 6
 """A persona line this long repeated word for word is a copy ("You are a security architect." is five words and
 may be said in passing)."""
@@ -233,6 +241,7 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
     checks.append(duplicates_check(result, ctx.task))
     lowered = result.raw.lower()
     leaked = [leak for leak in LEAKS if leak in lowered] + _persona_lines(result.raw, ctx.persona)
+    leaked += _CHECK_NAME.findall(_without_code(result.raw))
     checks.append(
         CheckResult(
             name="contract.leaks",

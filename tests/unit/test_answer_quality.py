@@ -106,6 +106,10 @@ def test_a_leaked_delimiter_and_degenerate_repetition_fail() -> None:
     assert "contract.leaks" in leaked
     feedback = "The outline was (keep it if it is right, fix it if a problem above concerns it):\n1. Steps."
     assert "contract.leaks" in failed(prose(("Caching reads", PARAGRAPH_A + "\n" + feedback)), TASK)
+    named = PARAGRAPH_A + " Each item is prioritised: contract.duplicates, contract.placeholders, prose.repetition."
+    assert "contract.duplicates" in failed(prose(("Caching reads", named)), TASK)["contract.leaks"]
+    code = "```python\nimport contract\nprint(contract.duplicates)\n```"  # a name in code is code
+    assert "contract.leaks" not in failed(prose(("Caching reads", PARAGRAPH_A + "\n" + code)), TASK)
     looping = failed(prose(("Caching reads", " ".join([PARAGRAPH_A] * 4))), TASK)
     assert "repeated 4 times" in looping["prose.repetition"]
 
