@@ -758,13 +758,17 @@ def _rechecked(result: SlotResult, again: dict[str, Callable[[CheckResult], Chec
 def _without_repeated_sections(
     result: SlotResult, task: str, references: tuple[str, ...], ledger: list[LedgerEntry]
 ) -> SlotResult:
-    """The result without its sections that repeat an earlier one, the task or a referenced slot, renumbered.
+    """The result without its sections that repeat an earlier one, the task or a referenced slot, or are empty.
 
     A referenced slot's text is in the document already. Nothing is reworded: such a section goes with its
     sub-sections, the rest keep their order and are numbered again, and a ledger entry names what went. A result
     whose every section would go is kept as it is (its caveat says why).
     """
-    repeated = repeated_sections(result, task, references)
+    repeated = repeated_sections(result, task, references) + [
+        (s.label, f"section {s.label} is empty")  # e.g. every sentence of it was a repeat, cut with the loop
+        for s in result.sections
+        if not s.body.strip() and not any(o.label.startswith(s.label + ".") for o in result.sections)
+    ]
     if not repeated:
         return result
     gone = {label for label, _ in repeated}

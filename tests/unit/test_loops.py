@@ -185,6 +185,22 @@ def test_a_section_that_repeats_an_earlier_one_is_cut_and_the_rest_renumbered() 
     assert all(not c.passed for c in result.quality.candidates[0].checks if c.name == "contract.duplicates")
 
 
+def test_a_section_the_loop_cut_leaves_empty_goes_too() -> None:
+    # a real checklist: after its repeated sentences were cut, "Access management" was an empty heading
+    answer = (
+        "## Outline\n1. Owner\n2. Access management\n3. Encryption\n\n"
+        f"## 1. Owner\n{PROSE} {LOOP}\n\n## 2. Access management\n{LOOP}{LOOP}\n\n"
+        "## 3. Encryption\nDisks are encrypted with keys kept in the company's vault, rotated every year.\n"
+    )
+    outcome = run_whole("Write an audit checklist for our access policy.", "technical_writer", Streaming([answer]))
+    result = outcome.result
+    assert result is not None
+    assert [(s.label, s.title) for s in result.sections] == [("1", "Owner"), ("2", "Encryption")]
+    assert "Access management" not in result.raw and result.raw.count(LOOP.strip()) == 1
+    [entry] = [e for e in outcome.ledger if e.action == "cut_sections"]
+    assert "section 2 is empty" in entry.outputs_summary
+
+
 def test_prose_is_drawn_under_the_repeat_penalty_and_code_without_it() -> None:
     prose_backend = Streaming(["## Why\n" + PROSE + "\n"])
     run_whole("Explain why the sky is blue.", "general_reasoning", prose_backend, best_of=1)
