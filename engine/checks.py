@@ -307,7 +307,7 @@ def repeated_sections(result: SlotResult, task: str, references: tuple[str, ...]
         if earlier is not None:
             found.append((a.label, f"sections {earlier.label} and {a.label} say the same"))
             continue
-        mine = [_norm(s) for s in _sentences(a.body) if len(s.split()) >= 6]
+        mine = _long_sentences(a.body) if pool else []
         if len(mine) >= 2 and sum(1 for s in mine if s in pool) >= COPIED_SECTION_SHARE * len(mine):
             found.append((a.label, f"section {a.label} copies a slot it references"))
     return found
@@ -349,9 +349,14 @@ def _unfinished(raw: str) -> str | None:
     return last[-40:]
 
 
+def _long_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` of six words or more, normalised (what a copy is counted in)."""
+    return [_norm(s) for s in _sentences(text) if len(s.split()) >= 6]
+
+
 def _sentence_pool(references: tuple[str, ...]) -> set[str]:
-    """The referenced slots' sentences of 6+ words, normalised (what a copy is looked up in)."""
-    return {_norm(s) for ref in references for s in _sentences(ref) if len(s.split()) >= 6}
+    """The referenced slots' long sentences (what a copy is looked up in)."""
+    return {s for ref in references for s in _long_sentences(ref)}
 
 
 def _copied_share(text: str, references: tuple[str, ...]) -> float:
@@ -359,7 +364,7 @@ def _copied_share(text: str, references: tuple[str, ...]) -> float:
     if not references:
         return 0.0
     pool = _sentence_pool(references)
-    mine = [_norm(s) for s in _sentences(text) if len(s.split()) >= 6]
+    mine = _long_sentences(text)
     if len(mine) < 3:
         return 0.0
     return sum(1 for s in mine if s in pool) / len(mine)
