@@ -659,7 +659,7 @@ def run_slot(
     )
     result = chosen.result.model_copy(update={"attempts": len(draws), "quality": quality})
     if _loops(chosen):  # every candidate looped: the person gets the kept one's words once, with its caveat
-        result = _without_loops(result, ledger)
+        result = _without_loops(result, job.task, ledger)
     result = _without_repeated_sections(result, job.task, references, ledger)
     if job.expert in ARITHMETIC_EXPERTS:
         result = _computed(result, ledger)
@@ -717,7 +717,7 @@ def run_slot(
     )
 
 
-def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
+def _without_loops(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> SlotResult:
     """The result without the sentences it repeats (:func:`engine.loops.cut_loops`), and a ledger entry."""
     raw, removed = cut_loops(result.raw)
     if not removed:
@@ -731,7 +731,13 @@ def _without_loops(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
         name="prose.repetition", passed=False, detail=f"{said}; {left.detail}" if not left.passed else said
     )
     # the caveat speaks of the text delivered, not of the loop that was cut out of it
-    cut = _rechecked(cut, {looped.name: lambda _: looped, "contract.ends": lambda c: ending_check(raw, c.severity)})
+    # (sections alike only by the sentences cut no longer repeat each other)
+    again: dict[str, Callable[[CheckResult], CheckResult]] = {
+        looped.name: lambda _: looped,
+        "contract.ends": lambda c: ending_check(raw, c.severity),
+        "contract.duplicates": lambda _: duplicates_check(cut, task),
+    }
+    cut = _rechecked(cut, again)
     ledger.append(
         LedgerEntry(
             agent="harness",

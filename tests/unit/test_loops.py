@@ -201,6 +201,29 @@ def test_a_section_the_loop_cut_leaves_empty_goes_too() -> None:
     assert "section 2 is empty" in entry.outputs_summary
 
 
+def test_the_caveat_after_a_loop_cut_names_no_duplicate_the_cut_removed() -> None:
+    # two sections were alike only by the sentences the second repeated: once they are cut, the caveat must not
+    # say the sections repeat each other
+    said = (
+        "Influenza is a virus that infects the nose and lungs. Most adults recover within one or two weeks. "
+        "Fever and aching muscles come on suddenly. Children and older people fall ill more often. "
+        "A yearly vaccine lowers the chance of catching it. Antibiotics do nothing against a virus. "
+        "Rest and fluids help the body fight back."
+    )
+    answer = (
+        "## Outline\n1. Cause\n2. Spread\n\n"
+        f"## 1. Cause\n{said}\n\n## 2. Spread\n{said} It passes from hand to mouth in crowded rooms.\n"
+    )
+    outcome = run_whole("Explain the flu to a patient.", "medical_clinical", Streaming([answer]))
+    result = outcome.result
+    assert result is not None and result.quality is not None
+    candidate = {c.name: c.passed for c in result.quality.candidates[0].checks}
+    assert candidate["contract.duplicates"] is False  # as written, the two sections said the same
+    kept = {c.name: c.passed for c in result.quality.checks}
+    assert kept["contract.duplicates"] is True and kept["prose.repetition"] is False
+    assert "contract.duplicates" not in (result.quality.caveat or "")
+
+
 def test_prose_is_drawn_under_the_repeat_penalty_and_code_without_it() -> None:
     prose_backend = Streaming(["## Why\n" + PROSE + "\n"])
     run_whole("Explain why the sky is blue.", "general_reasoning", prose_backend, best_of=1)
