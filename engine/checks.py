@@ -120,6 +120,10 @@ STUB = re.compile(
 MIN_SECTION_WORDS = {"prose": 8, "plan": 4, "table": 0, "code": 0, "data": 0}
 _OPEN_FENCE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
 _FENCE_BLOCK = re.compile(r"^[ \t]*(```|~~~)[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+PROSE_FENCES = frozenset({"text", "plaintext", "txt", "markdown", "md"})
+"""Fence languages that hold prose: a prose answer wrapped in one is read as prose by the repetition check (a real
+policy slot looped inside a ```plaintext block, which the check, skipping code, never read). A code answer's
+fences are left alone: a program's printed output repeats by nature."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[\w']+")
 _DIALECTS = (
@@ -174,7 +178,7 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
     elif kind == "table":
         checks.append(_table_check(result))
     if kind in ("prose", "plan", "table"):
-        checks.append(repetition_check(result.body_text()))
+        checks.append(repetition_check(_prose_unfenced(result.body_text())))
     else:  # the note beside the code is read too: a looping note is as degenerate as looping prose
         checks.append(repetition_check(_without_code(result.body_text())))
     return checks, signals_of(result, ctx)
@@ -898,6 +902,11 @@ def without_code(text: str) -> str:
     closed = _FENCE_BLOCK.sub(" ", text)
     opened = _OPEN_FENCE.search(closed)
     return closed[: opened.start()] if opened else closed
+
+
+def _prose_unfenced(text: str) -> str:
+    """``text`` with its prose fences (:data:`PROSE_FENCES`) opened: their words read as the prose they are."""
+    return _FENCE_BLOCK.sub(lambda m: m.group(3) if m.group(2).lower() in PROSE_FENCES else m.group(0), text)
 
 
 def _sentences(text: str) -> list[str]:

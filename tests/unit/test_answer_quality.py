@@ -112,6 +112,12 @@ def test_a_leaked_delimiter_and_degenerate_repetition_fail() -> None:
     assert "contract.leaks" not in failed(prose(("Caching reads", PARAGRAPH_A + "\n" + code)), TASK)
     looping = failed(prose(("Caching reads", " ".join([PARAGRAPH_A] * 4))), TASK)
     assert "repeated 4 times" in looping["prose.repetition"]
+    # prose wrapped in a text fence is still prose (a real policy slot looped inside a ```plaintext block)
+    fenced = "```plaintext\n" + " ".join([PARAGRAPH_A] * 4) + "\n```"
+    assert "repeated 4 times" in failed(prose(("Caching reads", fenced)), TASK)["prose.repetition"]
+    output = "```text\n" + "\n".join(["GET /catalogue 200 from the cache in 2 ms"] * 4) + "\n```"
+    code = f"## Outline\n1. Cache\n\n## 1. Cache\n```python\nCACHE = {{}}\n```\nIt prints:\n{output}\n"
+    assert "prose.repetition" not in failed(code, "Write a cache in Python.", "code", "python")  # a program's output
 
 
 def test_an_answer_that_repeats_its_personas_lines_fails() -> None:
