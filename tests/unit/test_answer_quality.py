@@ -203,6 +203,42 @@ def test_examples_stated_in_the_other_ways_of_humaneval_docstrings_are_read() ->
     )
 
 
+def test_examples_stated_as_inputs_and_outputs_are_read_as_calls() -> None:
+    task = (
+        "def f(arr, k):\n"
+        '    """Examples\n'
+        "    * f([1], 2) => true\n"  # HumanEval/88 and /159 bullet their examples; /76 writes true
+        "    assert f([2], 1) => [2]\n"  # /149
+        "    for f([3], 0) == 34\n"  # /150
+        "    For arr = [1,2,3], k = 2 the output should be 6.\n"  # /94, /112, /133, /142
+        "    For arr = [1], the sum is 2 the output should be 3\n"  # /84: not a call, not an example
+        "    Input: arr = [-3, -4, 5], k = 3\n"  # /120, /122, /129, /143
+        "    Output: [-4, -3, 5]\n"
+        "    Input:\n"  # /115: one name a line, with a colon, and names of its own
+        "        grid : [[0,1], [1,1]]\n"
+        "        bucket_capacity : 1\n"
+        "    Output: 6\n"
+        "    Input: arr = [111,21,3], k = 2\n"
+        "    Output: 24 # sum of 21 + 3\n"  # /122: the value, not the comment
+        "    Input: 3\n"  # /107 with one parameter; here f takes two: not a call of f
+        "    Output: (1, 2)\n"
+        '    """\n'
+    )
+    assert extract_examples(task).asserts == (
+        ("f([1], 2)", "True"),
+        ("f([2], 1)", "[2]"),
+        ("f([3], 0)", "34"),
+        ("f(arr=[1, 2, 3], k=2)", "6"),
+        ("f(arr=[-3, -4, 5], k=3)", "[-4, -3, 5]"),
+        ("f([[0, 1], [1, 1]], 1)", "6"),
+        ("f(arr=[111, 21, 3], k=2)", "24"),
+    )
+    one = 'def g(n: int) -> tuple[int, int]:\n    """Example\n    Input: 3\n    Output: (1, 2)\n    """\n'
+    assert extract_examples(one).asserts == (("g(3)", "(1, 2)"),)
+    two = one + "def h(n):\n    pass\n"  # which function an input is for is not said: none is guessed
+    assert extract_examples(two).asserts == ()
+
+
 def test_a_looping_note_beside_correct_code_fails() -> None:
     note = "This requires Python coding expertise, not Python coding expertise. " * 4
     text = GOOD_CODE.replace("1. Palindrome check\n\n", "1. Palindrome check\n2. Note\n\n") + f"\n## 2. Note\n{note}\n"
