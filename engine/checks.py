@@ -477,7 +477,11 @@ def _literal(text: str) -> bool:
 
 
 def extract_examples(task: str) -> Examples:
-    """The examples a task gives: ``>>>`` doctests and ``call == value`` lines, and the functions it defines."""
+    """The examples a task gives and the functions it defines.
+
+    Examples are ``>>>`` doctests, ``call == value`` lines (and HumanEval's other arrows), and inputs stated
+    with their output.
+    """
     functions = tuple(dict.fromkeys(re.findall(r"^\s*def\s+([A-Za-z_]\w*)\s*\(", task, re.M)))
     doctests: list[str] = []
     comparisons: list[tuple[str, str]] = []
@@ -609,7 +613,8 @@ def _parameters(task: str, function: str) -> list[str] | None:
     except SyntaxError:
         return None
     definition = tree.body[0]
-    assert isinstance(definition, ast.FunctionDef)
+    if not isinstance(definition, ast.FunctionDef):  # the one statement parsed is that def; this narrows its type
+        return None
     return [a.arg for a in [*definition.args.posonlyargs, *definition.args.args]]
 
 

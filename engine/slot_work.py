@@ -25,8 +25,8 @@ the node that collects it turns that into Passport updates, so nothing here touc
 5. **More candidates only when needed.** An answer that breaks the output contract gets fresh-prompt retries
    (``max_outline_retries``): the original prompt plus what was wrong, never the failed answer itself, at a
    higher temperature. A compliant answer that fails a hard check (code that does not run or fails the task's
-   examples, degenerate text) gets samples up to ``best_of`` candidates in all (twice as many, in twice the
-   time, where the task's own examples run: :data:`RUNNABLE_EXAMPLES_DRAWS`). Drawing stops as soon as a
+   examples, degenerate text) gets samples up to ``best_of`` candidates in all (three times as many, in three
+   times the time, where the task's own examples run: :data:`RUNNABLE_EXAMPLES_DRAWS`). Drawing stops as soon as a
    candidate passes every hard check, or once the slot has spent ``candidate_time_factor`` times its first
    answer's time. Still failing, one last candidate may come from a bigger model (``escalate``).
 6. **Selection, never synthesis** (:mod:`engine.selection`): the best-scoring candidate is kept verbatim; a tie
@@ -98,9 +98,10 @@ ProgressSink = Callable[[dict[str, object]], None]
 
 SAMPLE_TEMPERATURES = (0.3, 0.5, 0.7)
 """Temperatures of the extra candidates, in turn (never below the expert's own)."""
-RUNNABLE_EXAMPLES_DRAWS = 2
+RUNNABLE_EXAMPLES_DRAWS = 3
 """A code slot whose task gives examples that run may draw this many times ``best_of`` candidates, in this many times
-the time: its check is a real reward (HumanEval/10's fifth candidate was the first to pass; docs/decisions.md)."""
+the time: its check is a real reward (HumanEval/10's fifth candidate was the first to pass; at twice, /54 and /98
+were stopped by the time limit at their sixth and failed, at three times they passed; docs/decisions.md)."""
 MIN_ANSWER_TOKENS = 256
 """The answer budget is never cut below this to make a prompt fit."""
 CONTEXT_MARGIN_TOKENS = 64

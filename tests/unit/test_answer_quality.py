@@ -15,7 +15,7 @@ from engine.artifacts import code_artifacts
 from engine.checks import CheckContext, check_answer, extract_examples
 from engine.contracts import contract_for, contract_of, infer_deliverable
 from engine.selection import best, score
-from engine.slot_work import SlotJob, build_messages, fit_prompt, run_slot, wrap_plain
+from engine.slot_work import RUNNABLE_EXAMPLES_DRAWS, SlotJob, build_messages, fit_prompt, run_slot, wrap_plain
 from experts.models import Generation, GenerationRequest
 from state.context import resolve_settings
 from state.framework import Deliverable, Framework, SlotSpec
@@ -418,7 +418,7 @@ def test_a_bad_later_candidate_never_replaces_a_better_earlier_one() -> None:
     backend = Scripted([WRONG_CODE, BROKEN_CODE, BROKEN_CODE])
     outcome = run_slot(job(), backend, settings(), emit=lambda _: None)
     assert outcome.result is not None and outcome.result.quality is not None
-    assert len(backend.requests) == 6  # the task's examples run: twice best_of
+    assert len(backend.requests) == 3 * RUNNABLE_EXAMPLES_DRAWS  # the task's examples run: more than best_of
     assert outcome.result.quality.chosen == "c1" and outcome.result.raw == WRONG_CODE
     assert not outcome.result.quality.passed
     assert any(n.source == "checks" for n in outcome.notices)  # delivered with a caveat, never silently
@@ -434,7 +434,7 @@ def test_retries_are_fresh_prompts_at_another_temperature() -> None:
     assert (first.temperature, second.temperature, third.temperature) == (0.0, 0.3, 0.5)
 
 
-def test_a_task_whose_examples_run_draws_twice_best_of_and_others_best_of() -> None:
+def test_a_task_whose_examples_run_draws_more_than_best_of_and_others_best_of() -> None:
     backend = Scripted([WRONG_CODE] * 5 + [GOOD_CODE])
     outcome = run_slot(job(), backend, settings(), emit=lambda _: None)
     assert outcome.result is not None and outcome.result.quality is not None
