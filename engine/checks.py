@@ -233,9 +233,8 @@ def _contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]
     minimum = MIN_SECTION_WORDS[ctx.contract.deliverable]
     stubs: list[str] = []
     for s in result.sections:
-        has_children = any(o.label.startswith(s.label + ".") for o in result.sections)
         text = _without_code(s.body)
-        if has_children and not s.body.strip():
+        if not s.body.strip() and result.has_subsections(s.label):
             continue
         if not s.body.strip() or (minimum and not _FENCE_BLOCK.search(s.body) and len(_WORD.findall(text)) < minimum):
             stubs.append(f"section {s.label} {s.title!r} is empty or only {len(_WORD.findall(text))} words")

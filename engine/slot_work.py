@@ -774,7 +774,7 @@ def _without_repeated_sections(
     repeated = repeated_sections(result, task, references) + [
         (s.label, f"section {s.label} is empty")  # e.g. every sentence of it was a repeat, cut with the loop
         for s in result.sections
-        if not s.body.strip() and not any(o.label.startswith(s.label + ".") for o in result.sections)
+        if not s.body.strip() and not result.has_subsections(s.label)
     ]
     if not repeated:
         return result

@@ -75,6 +75,10 @@ class SlotResult(BaseModel):
             return titles[close[0]]
         return None
 
+    def has_subsections(self, label: str) -> bool:
+        """Whether section ``label`` has sub-sections (``2.1`` under ``2``)."""
+        return any(s.label.startswith(label + ".") for s in self.sections)
+
     def section_text(self, label: str) -> str | None:
         """Markdown of one section including its sub-sections (None if not found)."""
         found = self.section(label)
