@@ -41,9 +41,14 @@ def write_script(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def read_calls(path: Path) -> list[str]:
-    """Slot ids the fake backend was called for, from its calls log."""
+    """Slot ids the fake backend was called for, from its calls log.
+
+    Read while a run is still going, the log may end in a line the backend has
+    not finished writing; only lines that end in a newline are read.
+    """
     import json
 
     if not path.exists():
         return []
-    return [json.loads(line)["slot"] for line in path.read_text().splitlines() if line.strip()]
+    complete = path.read_text().rpartition("\n")[0]
+    return [json.loads(line)["slot"] for line in complete.splitlines() if line.strip()]

@@ -365,7 +365,12 @@ class FakeBackend:
                 "t": time.time(),
             }
         )
-        with self._lock, open(self.calls_log, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        # One write() on an O_APPEND descriptor: a reader never sees half of a line
+        # from a buffered writer splitting it, and two processes never interleave.
+        with self._lock:
+            fd = os.open(self.calls_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, (line + "\n").encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)

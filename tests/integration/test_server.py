@@ -18,7 +18,7 @@ import yaml
 
 from bench.common import write_server_config
 from state.framework import load_framework_file
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, read_calls
 from tests.integration.cli_proc import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -300,7 +300,7 @@ def test_a_run_killed_with_its_server_resumes_on_postgres_and_no_finished_slot_r
     thread_box: dict[str, str] = {}
 
     def called() -> list[str]:
-        return [json.loads(line)["slot"] for line in calls.read_text().splitlines()] if calls.exists() else []
+        return read_calls(calls)
 
     async def start(client: Any) -> None:
         thread = (await client.threads.create())["thread_id"]
