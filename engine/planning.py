@@ -14,7 +14,8 @@ Two validation tiers run on every plan built from the template library, before a
   the slot is titled by it). An aspect that names a self-contained piece (:data:`OWN_PIECE_NOUNS`: a policy, a
   checklist, an email) is covered only by a slot whose text names that noun: a template's "Technical security
   controls" is near a password policy, but it is not the policy. An aspect no slot covers gets a slot of its
-  own (:func:`aspect_slot`).
+  own (:func:`aspect_slot`), titled by what it delivers (:func:`experts.routing.aspects.aspect_title`) and
+  described by the instruction as the task gave it.
 
 A multi-part task that no template fits (the best similarity under :data:`TEMPLATE_FIT_LINE`, or a best template
 that, once fitted, keeps fewer of its own slots than the deliverables it lacks) is planned from its aspects
@@ -38,7 +39,7 @@ import numpy as np
 from engine.adaptation import adapt
 from experts.embedding.encoder import Embedder
 from experts.models import ExpertBackend
-from experts.routing.aspects import Aspect, deliverable_noun, task_aspects
+from experts.routing.aspects import Aspect, aspect_title, deliverable_noun, task_aspects
 from state.adaptation import AdaptationRecord, PlanFit
 from state.framework import (
     Framework,
@@ -125,13 +126,14 @@ def aspect_slot(aspect: Aspect, number: int, taken: set[str]) -> SlotSpec:
         slot_id = f"{slot_id}_{number}"
     taken.add(slot_id)
     text = aspect.text.strip().rstrip(".")
-    title = text[0].upper() + text[1:]
+    instruction = text[0].upper() + text[1:]
+    title = aspect_title(aspect)[:200]
     context = f" Context: {aspect.context.rstrip('.')}." if aspect.context else ""
     return SlotSpec(
         id=slot_id,
-        title=title[:200],
-        description=f"{title}.{context}"[:MAX_TASK_CHARS],
-        expected_outputs=[title[:200]],
+        title=title,
+        description=f"{instruction}.{context}"[:MAX_TASK_CHARS],
+        expected_outputs=[title],
     )
 
 
@@ -217,7 +219,8 @@ def assess(
     by_aspect = by_aspect * _naming(pieces, [slots[i] for i in stays])
     coverage = np.max(by_aspect, axis=1) if found else np.zeros(0)
     titles = {slots[i].title.strip().rstrip(".").lower() for i in stays}
-    coverage = np.array([1.0 if a.text.lower() in titles else c for a, c in zip(found, coverage, strict=True)])
+    titled = [{a.text.lower(), aspect_title(a).lower()} & titles for a in found]
+    coverage = np.array([1.0 if t else c for t, c in zip(titled, coverage, strict=True)])
     # A slot that names the piece covers it once it is near enough to stay for it ("Prioritised compliance
     # checklist" is the checklist IT audits with, at 0.44)
     lines = [min(coverage_line, relevance_line) if piece else coverage_line for piece in pieces]

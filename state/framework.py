@@ -84,15 +84,32 @@ class Framework(BaseModel):
 
 
 def slot_text(spec: SlotSpec) -> str:
-    """What a slot is about, as the router and the plan checks embed it: title, description, expected outputs."""
+    """What a slot is about, as the router and the plan checks embed it: title, description, expected outputs.
+
+    A title the description says in one of its sentences ("Blameless postmortem" in "Write a blameless postmortem
+    with action items. Context: ...") is read as that sentence: the instruction leads, what the task said around
+    it follows once. Read at the weight of the instruction, the context of two outage-notice slots ("our payment
+    service was down") sent them to the legal expert. Words are not read twice in a row, and a deliverable that
+    repeats the title is left out.
+    """
     title = spec.title.strip().rstrip(".")
-    parts = [title]
-    if spec.description.strip().rstrip(".") != title:
-        parts.append(spec.description.strip())
-    outputs = [o for o in spec.expected_outputs if o.strip().rstrip(".") != title]
+    description = spec.description.strip()
+    head = _sentence_saying(title, description) or title
+    parts = [head]
+    if description.rstrip(".") != head:
+        parts.append(description)
+    outputs = [o for o in spec.expected_outputs if o.strip().rstrip(".") not in (title, head)]
     if outputs:
         parts.append("Deliver: " + "; ".join(outputs))
     return ". ".join(p for p in parts if p)
+
+
+def _sentence_saying(words: str, text: str) -> str | None:
+    """The first sentence of ``text`` that holds ``words`` (whole words, any case), without its full stop."""
+    if not words:
+        return None
+    said = re.compile(r"\b" + re.escape(words) + r"\b", re.I)
+    return next((s.rstrip(".") for s in re.split(r"(?<=[.!?])\s+", text) if said.search(s)), None)
 
 
 def fallback_framework(task: str, *, source: str = "fallback:single_slot") -> Framework:

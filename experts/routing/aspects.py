@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Aspect", "deliverable_noun", "named_deliverables", "task_aspects"]
+__all__ = ["Aspect", "aspect_title", "deliverable_noun", "named_deliverables", "task_aspects"]
 
 MAX_ASPECTS = 8
 """More than this and the task is a list of requirements, not of deliverables: it is kept as one aspect."""
@@ -58,6 +58,11 @@ MAKING_VERBS = frozenset(
 )
 """Verbs that make a deliverable: after an infinitive series, "and write a report" is a second piece of work,
 where "and run the tests" is one more step of the first."""
+
+TITLE_VERBS = frozenset("write draft create build produce compose generate".split())
+"""Verbs whose object is the deliverable itself: a slot for "write a blameless postmortem" is titled by the
+postmortem, where "document the changes" or "summarise the findings" need their verb to say what the part is
+("give the team ...", "make the page faster": not every making verb's object is what it makes)."""
 
 BINOMIALS = (
     "terms and conditions",
@@ -128,6 +133,7 @@ _IT = re.compile(r"\bit\b")
 """The pronoun, lowercase only: "IT" names a department."""
 _ONE_WORD_COORDINATE = re.compile(r"^(?:a|an|the)\s+([\w'-]+)$", re.I)
 _NOUN = re.compile(_DELIVERABLE_NOUN, re.I)
+_TITLE_PREPOSITION = re.compile(r"(?:to|for|about|up|down|back|out|on|in|into|with|from)\b", re.I)
 _BARE_DELIVERABLE = re.compile(r"^(?!" + _DETERMINER + r")(?:[\w'-]+\s+){1,2}?" + _DELIVERABLE_NOUN, re.I)
 """A deliverable named without a determiner of its own: after "a" and one word that names no deliverable, the two
 share the noun ("a password and access-control policy" is one policy; "a README and user guide" is two)."""
@@ -178,6 +184,22 @@ def task_aspects(task: str) -> list[Aspect]:
         whole = " ".join(task.split())
         return [Aspect(whole, _first_word(whole))]
     return found
+
+
+def aspect_title(aspect: Aspect) -> str:
+    """A section title for ``aspect``: what it delivers, not the instruction to write it.
+
+    "Write a password policy for our company" is titled "Password policy for our company": a small model handed
+    an instruction as the heading of its part reads the heading as one item of a list of instructions, writes
+    "2. Write a ...", and loops on it. Verbs outside :data:`TITLE_VERBS` keep the aspect as written ("Propose
+    indexes"), first letter upper.
+    """
+    text = " ".join(aspect.text.split()).rstrip(".")
+    if aspect.verb.lower() in TITLE_VERBS:
+        obj = re.sub(r"^(?:a|an|the|some|its|their|our|your|my)\s+", "", text[len(aspect.verb) :].strip(), flags=re.I)
+        if obj and not _TITLE_PREPOSITION.match(obj):  # "write to the landlord" names no deliverable
+            text = obj
+    return text[:1].upper() + text[1:]
 
 
 def deliverable_noun(aspect: Aspect) -> str | None:

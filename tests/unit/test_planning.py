@@ -25,7 +25,7 @@ from experts.embedding import get_embedder
 from experts.models import GenerationRequest
 from experts.models.fake import FakeBackend, FakeScript, load_script
 from experts.routing import get_router, library
-from experts.routing.aspects import deliverable_noun, named_deliverables, task_aspects
+from experts.routing.aspects import aspect_title, deliverable_noun, named_deliverables, task_aspects
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport
@@ -40,6 +40,10 @@ FASTAPI = (
 HIPAA = (
     "Write a Python script to securely analyze medical records from a HIPAA compliant database and generate a "
     "Delaware-jurisdiction legal disclaimer"
+)
+PASSWORD_POLICY = (
+    "Write a password and access-control policy for our 40-person company, and a checklist IT can use to audit it "
+    "every quarter"
 )
 SLOW_QUERY = (
     "Our monthly sales report query takes 3 minutes on PostgreSQL. Diagnose likely causes, propose indexes and "
@@ -191,14 +195,45 @@ def test_the_deliverable_noun_is_the_objects_own() -> None:
     assert nouns == [None, "policy"]  # the handout is what the summary is for, not what is written
 
 
+def test_an_aspect_is_titled_by_what_it_delivers_not_by_the_instruction() -> None:
+    """A real run: the policy slot titled "Write a password ... policy ..." opened with that line as item 1, went
+    on "2. Write a password ...", and looped on it in all five candidates."""
+    task = (
+        "Reconstruct the timeline, identify the root cause, write a blameless postmortem with action items, "
+        "draft talking points for the team, give the team a summary and document the changes"
+    )
+    assert [aspect_title(a) for a in task_aspects(task)] == [
+        "Reconstruct the timeline",
+        "Identify the root cause",
+        "Blameless postmortem with action items",
+        "Talking points for the team",
+        "Give the team a summary",  # its object is who gets it
+        "Document the changes",  # its verb says what the part is
+    ]
+    assert aspect_title(task_aspects("Write to the landlord about the broken heating")[0]).startswith("Write to")
+    (policy, checklist) = aspect_framework(PASSWORD_POLICY, task_aspects(PASSWORD_POLICY), "t").slots
+    assert policy.title == "Password and access-control policy for our 40-person company"
+    assert policy.description == "Write a password and access-control policy for our 40-person company."
+    assert checklist.title.startswith("Checklist IT can use to audit the password")
+
+
 def test_an_aspect_slot_is_read_once_not_three_times() -> None:
-    """An aspect slot's description and deliverable repeat its title: the router reads the words once.
+    """An aspect slot's title is said in its description and its deliverable: the router reads the instruction.
 
     Read three times ("Write a Celery task ... . Write a Celery task ... . Deliver: Write a Celery task ..."),
     the task's verb outweighed its subject and such slots went to the creative writer.
     """
     (slot,) = aspect_framework("t", task_aspects("Write a Celery task that resizes uploaded images"), "t").slots
+    assert slot.title == "Celery task that resizes uploaded images"
     assert slot_text(slot) == "Write a Celery task that resizes uploaded images"
+    # the instruction leads, the context follows once: read as much as the instruction, "our payment service was
+    # down" sent the status-page update to the legal expert
+    outage = "Our payment service was down for two hours: write the customer status-page update, and a timeline"
+    update = aspect_framework("t", task_aspects(outage), "t").slots[0]
+    assert slot_text(update) == (
+        "Write the customer status-page update. Write the customer status-page update. "
+        "Context: Our payment service was down for two hours."
+    )
     full = SlotSpec(id="s", title="Schema", description="Design the tables.", expected_outputs=["DDL"])
     assert slot_text(full).startswith("Schema. Design the tables.") and slot_text(full).endswith("Deliver: DDL")
 
@@ -307,14 +342,10 @@ def test_a_slot_near_a_piece_of_its_own_covers_it_only_by_naming_it(
 ) -> None:
     # planning set: the compliance template's "Technical security controls" (0.45 similar) stood for the policy,
     # and no slot wrote it
-    task = (
-        "Write a password and access-control policy for our 40-person company, and a checklist IT can use to "
-        "audit it every quarter"
-    )
-    slots, experts, record = plan_and_route(task, planning_parts)
+    slots, experts, record = plan_and_route(PASSWORD_POLICY, planning_parts)
     plan = list(zip([s.title for s in slots], experts, strict=True))
     policy = [(title, expert) for title, expert in plan if "policy" in title.lower()]
-    assert policy == [("Write a password and access-control policy for our 40-person company", "security_architect")]
+    assert policy == [("Password and access-control policy for our 40-person company", "security_architect")]
     checklists = [(title, expert) for title, expert in plan if "checklist" in title.lower()]
     assert len(checklists) == 1 and checklists[0][1] != "sql_specialist", plan  # one checklist, not SQL
     fit = record.fit_before  # type: ignore[attr-defined]
