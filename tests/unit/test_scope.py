@@ -161,7 +161,7 @@ def test_a_multi_slot_task_goes_on_to_planning_and_scope_is_recorded() -> None:
     # the contract template was retrieved, kept one of its five slots, and gave way to the task's two deliverables
     assert state.template is not None and state.template.id == "contract_drafting"
     assert state.framework is not None and state.framework.source == "aspects"
-    assert [s.title for s in state.framework.slots][1] == "Write a plain-English summary of it for the illustrator"
+    assert [s.title for s in state.framework.slots][1] == "Plain-English summary of it for the illustrator"
     assert state.adaptation is not None and "kept 1 of its 5 slots" in state.adaptation.reason
     assert any(e.action == "scope" and e.outputs_summary.startswith("multi: ") for e in state.ledger)
     assert any(e.action == "adapt_template" and "kept 1 of its 5" in e.outputs_summary for e in state.ledger)
