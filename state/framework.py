@@ -130,9 +130,18 @@ def fallback_framework(task: str, *, source: str = "fallback:single_slot") -> Fr
 
 
 def title_from_task(task: str) -> str:
-    """A document title from the task: its first line, shortened to 80 characters."""
-    first = task.strip().splitlines()[0] if task.strip() else "Task"
-    return first if len(first) <= 80 else first[:77].rstrip() + "..."
+    """A document title from the task: its first line, shortened to 80 characters at a word's end."""
+    first = " ".join(task.strip().splitlines()[0].split()) if task.strip() else "Task"
+    if len(first) <= 80:
+        return first
+    cut = first[:78]
+    if first[78] == " ":  # the cut falls between words
+        words = cut
+    elif " " in cut[20:]:
+        words = cut.rsplit(" ", 1)[0]
+    else:  # one long word: cut it
+        words = cut[:77]
+    return words.rstrip(" ,;:-") + "..."
 
 
 def validation_errors(fw: Framework) -> list[str]:

@@ -11,6 +11,7 @@ from state.framework import (
     fallback_framework,
     load_framework_file,
     parse_framework,
+    title_from_task,
     topological_order,
     validation_errors,
 )
@@ -98,3 +99,15 @@ def test_fallback_is_one_valid_slot() -> None:
     assert [s.id for s in fw.slots] == ["answer"]
     assert fw.title == "Explain TCP slow start"
     assert validation_errors(fw) == []
+
+
+def test_a_long_task_is_titled_up_to_a_words_end() -> None:
+    # a real run's title was "# Write a password ... for our 40-person company, and a c..."
+    task = (
+        "Write a password and access-control policy for our 40-person company, and a checklist IT can use to audit "
+        "it every quarter."
+    )
+    assert title_from_task(task) == "Write a password and access-control policy for our 40-person company, and a..."
+    assert title_from_task("Sort   these\nnumbers") == "Sort these"
+    long_word = title_from_task("x" * 200)
+    assert len(long_word) == 80 and long_word.endswith("...")
