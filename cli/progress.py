@@ -94,6 +94,8 @@ class Progress:
             row["status"], row["attempt"] = "retrying", event.get("attempt", row["attempt"] + 1)
             row["written"] = row["line"] = ""
             detail = "; ".join(str(p) for p in event.get("problems", [])[:2])
+            if detail and event.get("candidate"):
+                detail = f"{event['candidate']}: {detail}"  # the candidate drawn last, why one more is drawn
         elif kind == "slot_done":
             row["status"], row["attempt"] = "done", event.get("attempts", row["attempt"])
         elif kind == "slot_failed":

@@ -626,12 +626,12 @@ def run_slot(
             else:
                 sampled = len(draws) - 2 if two_prompts else len(draws) - 1
                 temperature = max(job.temperature, SAMPLE_TEMPERATURES[sampled % len(SAMPLE_TEMPERATURES)])
-            emit({"event": "slot_retry", "slot": slot_id, "attempt": len(draws) + 1, "problems": _problems(leader)})
+            emit(_retry_event(slot_id, draws))
             draw(origin, backend, own_model, temperature, None if plain else _feedback(leader), plain=plain)
         leader = max(draws, key=lambda d: d.record.score)
         if not leader.passes and leader.result.compliant and job.escalation is not None and settings.escalate:
             name, bigger = job.escalation
-            emit({"event": "slot_retry", "slot": slot_id, "attempt": len(draws) + 1, "problems": _problems(leader)})
+            emit(_retry_event(slot_id, draws))
             draw("escalated", bigger, name, 0.0, _feedback(leader))
     except GenerationStopped as exc:
         if exc.reason == "evicted":
@@ -833,6 +833,22 @@ def _problems(draw: _Draw) -> list[str]:
         f"{c.name}: {c.detail}" if c.detail else c.name for c in draw.checks if c.severity == "hard" and not c.passed
     ]
     return [*draw.result.problems, *[f for f in failed if not f.startswith("contract.structure")]]
+
+
+def _retry_event(slot_id: str, draws: list[_Draw]) -> dict[str, object]:
+    """The progress event of one more candidate: what was wrong with the one drawn last.
+
+    Not the leader's problems: while the leader stays the same, a person watching read the same problems at every
+    attempt and took the candidates for copies of each other.
+    """
+    last = draws[-1]
+    return {
+        "event": "slot_retry",
+        "slot": slot_id,
+        "attempt": len(draws) + 1,
+        "candidate": last.record.id,
+        "problems": _problems(last),
+    }
 
 
 def _feedback(draw: _Draw) -> str:

@@ -434,6 +434,17 @@ def test_retries_are_fresh_prompts_at_another_temperature() -> None:
     assert (first.temperature, second.temperature, third.temperature) == (0.0, 0.3, 0.5)
 
 
+def test_each_retry_event_says_what_was_wrong_with_the_candidate_drawn_last() -> None:
+    # a real run printed the leader's problems at every attempt, and the candidates looked like copies
+    backend = Scripted([WRONG_CODE, BROKEN_CODE, GOOD_CODE])
+    events: list[dict[str, object]] = []
+    run_slot(job(), backend, settings(), emit=events.append)
+    retries = [e for e in events if e["event"] == "slot_retry"]
+    assert [(e["attempt"], e["candidate"]) for e in retries] == [(2, "c1"), (3, "c2")]
+    first, second = (" ".join(map(str, e["problems"])) for e in retries)  # type: ignore[call-overload]
+    assert "python.examples" in first and "python.examples" not in second and second != first
+
+
 def test_a_task_whose_examples_run_draws_more_than_best_of_and_others_best_of() -> None:
     backend = Scripted([WRONG_CODE] * 5 + [GOOD_CODE])
     outcome = run_slot(job(), backend, settings(), emit=lambda _: None)

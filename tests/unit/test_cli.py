@@ -159,6 +159,7 @@ def test_progress_plain_lines_when_not_a_tty() -> None:
         p.event({"event": "slot_dispatched", "slot": "A", "title": "Req", "expert": "g"})
         p.event({"event": "slot_started", "slot": "A"})
         p.event({"event": "slot_retry", "slot": "A", "attempt": 2, "problems": ["missing '## Outline' heading"]})
+        p.event({"event": "slot_retry", "slot": "A", "attempt": 3, "candidate": "c2", "problems": ["contract.ends"]})
         p.event({"event": "slot_done", "slot": "A", "attempts": 2})
         p.event({"event": "slot_failed", "slot": "B", "error": "boom"})
     lines = buf.getvalue().splitlines()
@@ -166,6 +167,7 @@ def test_progress_plain_lines_when_not_a_tty() -> None:
         "A: queued",
         "A: started",
         "A: retrying (attempt 2) - missing '## Outline' heading",
+        "A: retrying (attempt 3) - c2: contract.ends",
         "A: done",
         "B: failed - boom",
     ]
