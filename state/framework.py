@@ -134,8 +134,8 @@ def title_from_task(task: str) -> str:
     first = " ".join(task.strip().splitlines()[0].split()) if task.strip() else "Task"
     if len(first) <= 80:
         return first
-    cut = first[:78]
-    if first[78] == " ":  # the cut falls between words
+    cut = first[:77]
+    if first[77] == " ":  # the cut falls between words
         words = cut
     elif " " in cut[20:]:
         words = cut.rsplit(" ", 1)[0]

@@ -365,8 +365,8 @@ class FakeBackend:
                 "t": time.time(),
             }
         )
-        # One write() on an O_APPEND descriptor: a reader never sees half of a line
-        # from a buffered writer splitting it, and two processes never interleave.
+        # One write() on an O_APPEND descriptor: the lines of two processes never interleave. A reader may still
+        # find the last line half written while it is copied in; tests read only the lines that end in a newline.
         with self._lock:
             fd = os.open(self.calls_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:

@@ -111,3 +111,4 @@ def test_a_long_task_is_titled_up_to_a_words_end() -> None:
     assert title_from_task("Sort   these\nnumbers") == "Sort these"
     long_word = title_from_task("x" * 200)
     assert len(long_word) == 80 and long_word.endswith("...")
+    assert all(len(title_from_task("word " * n)) <= 80 for n in range(10, 30))
