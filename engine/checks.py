@@ -293,14 +293,22 @@ def copies_task(title: str, task: str) -> bool:
     return bool(first) and _similar(_norm(title), first, 0.8)
 
 
-def repeated_sections(result: SlotResult, task: str, references: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    """Each section that repeats an earlier one, the task, or a referenced slot: ``(label, why)``, in order.
+def repeated_sections(
+    result: SlotResult, task: str, references: tuple[str, ...] = (), others: tuple[str, ...] = ()
+) -> list[tuple[str, str]]:
+    """Each section that repeats an earlier one, the task or a referenced slot, or is another slot's part.
 
-    A copy of a referenced slot is a section most of whose sentences are in it word for word
-    (:data:`COPIED_SECTION_SHARE`).
+    ``(label, why)``, in order. A copy of a referenced slot is a section most of whose sentences are in it word for word
+    (:data:`COPIED_SECTION_SHARE`). Another slot's part is a top-level section titled as one of ``others`` (the
+    titles of the plan's other slots): that slot writes it.
     """
     found: list[tuple[str, str]] = []
-    bodies = [(s, _norm(s.body)) for s in result.sections if len(s.body) > 40]
+    theirs = {_norm(t): t for t in others if _norm(t)}
+    for section in result.sections:
+        if section.level == 1 and (title := theirs.get(_norm(section.title))) is not None:
+            found.append((section.label, f"section {section.label} is the part {title!r} of another slot"))
+    taken = {label for label, _ in found}
+    bodies = [(s, _norm(s.body)) for s in result.sections if len(s.body) > 40 and s.label not in taken]
     pool = _sentence_pool(references)
     for i, (a, na) in enumerate(bodies):
         if _similar(na, _norm(task), 0.9):

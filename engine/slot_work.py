@@ -172,6 +172,10 @@ class SlotJob:
     with them, as the slots were."""
     earlier_task: str = ""
     """The task of the turn ``memory`` comes from (a follow-up's plain prompt replays that exchange)."""
+    others: tuple[str, ...] = ()
+    """The titles of the plan's other slots: a section of this slot's answer titled as one of them is cut (a
+    diagnosis slot given the whole task wrote "2. Propose indexes", "3. Rewrite the query" ..., the plan's next
+    slots, word for word)."""
     memory: Mapping[str, tuple[str, SlotResult]] = field(default_factory=dict)
     """The thread's previous turn (a follow-up run): reference id -> (title, result), shown to every slot like a
     referenced slot (read-only data; cut to its outline, then left out, like any reference that does not fit)."""
@@ -661,7 +665,7 @@ def run_slot(
     result = chosen.result.model_copy(update={"attempts": len(draws), "quality": quality})
     if _loops(chosen):  # every candidate looped: the person gets the kept one's words once, with its caveat
         result = _without_loops(result, job.task, ledger)
-    result = _without_repeated_sections(result, job.task, references, ledger)
+    result = _without_repeated_sections(result, job.task, references, ledger, job.others)
     if job.expert in ARITHMETIC_EXPERTS:
         result = _computed(result, ledger)
     if len(draws) > 1:  # the choice goes to the ledger whenever there was one
@@ -763,15 +767,20 @@ def _rechecked(result: SlotResult, again: dict[str, Callable[[CheckResult], Chec
 
 
 def _without_repeated_sections(
-    result: SlotResult, task: str, references: tuple[str, ...], ledger: list[LedgerEntry]
+    result: SlotResult,
+    task: str,
+    references: tuple[str, ...],
+    ledger: list[LedgerEntry],
+    others: tuple[str, ...] = (),
 ) -> SlotResult:
-    """The result without its sections that repeat an earlier one, the task or a referenced slot, or are empty.
+    """The result without its sections that repeat something, are another slot's part, or are empty.
 
-    A referenced slot's text is in the document already. Nothing is reworded: such a section goes with its
-    sub-sections, the rest keep their order and are numbered again, and a ledger entry names what went. A result
-    whose every section would go is kept as it is (its caveat says why).
+    Repeated: an earlier section, the task or a referenced slot (whose text is in the document already). Another
+    slot's part: a section titled as one of ``others`` (that slot writes it). Nothing is reworded: such a section
+    goes with its sub-sections, the rest keep their order and are numbered again, and a ledger entry names what
+    went. A result whose every section would go is kept as it is (its caveat says why).
     """
-    repeated = repeated_sections(result, task, references) + [
+    repeated = repeated_sections(result, task, references, others) + [
         (s.label, f"section {s.label} is empty")  # e.g. every sentence of it was a repeat, cut with the loop
         for s in result.sections
         if not s.body.strip() and not result.has_subsections(s.label)

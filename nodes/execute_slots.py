@@ -168,6 +168,7 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
             expert=expert,
             persona=scope.persona,
             references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
+            others=tuple(s.title for s in fw.slots if s.id != spec.id and s.title != spec.title),
             max_tokens=max_tokens,
             temperature=temperature,
             mode=state.mission.mode,

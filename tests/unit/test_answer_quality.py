@@ -6,7 +6,7 @@ text of its script, so every candidate, its score and the choice can be asserted
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -589,6 +589,33 @@ def test_a_section_that_copies_a_referenced_slot_is_cut_from_the_kept_answer() -
                         "that the check runs at every password change."))  # fmt: skip
     kept = run_slot(job, Scripted([one_shared]), settings(best_of=1), emit=lambda _: None).result
     assert kept is not None and kept.sections[0].title == "Audit"  # one sentence quoted is no copy
+
+
+def test_a_section_that_is_another_slots_part_is_cut_from_the_kept_answer() -> None:
+    # a real run: the diagnosis slot, given the whole task, went on "2. Propose indexes", "3. Rewrite the query",
+    # "4. Explain the change to the finance team": the plan's next three slots, which wrote them again
+    diagnosis = prose(
+        ("Diagnose likely causes", "The report scans the whole sales table and sorts it on disk every month."),
+        ("Propose indexes", "An index on the sale date lets the report read one month of rows."),
+        ("Rewrite the query", "Select only the columns the report shows and filter on the date first."),
+    )
+    spec = SlotSpec(id="diagnose", title="Diagnose likely causes", description="Diagnose likely causes.",
+                    deliverable="prose")  # fmt: skip
+    job = SlotJob(
+        spec=spec, task="Our report is slow. Diagnose likely causes, propose indexes and rewrite the query.",
+        constraints=(), expert="sql_specialist", persona="P", references={},
+        max_tokens=900, temperature=0.0, others=("Propose indexes", "Rewrite the query", "Explain the change"),
+    )  # fmt: skip
+    outcome = run_slot(job, Scripted([diagnosis]), settings(best_of=1), emit=lambda _: None)
+    result = outcome.result
+    assert result is not None
+    assert [(s.label, s.title) for s in result.sections] == [("1", "Diagnose likely causes")]
+    assert "sale date" not in result.raw and "2. Propose indexes" not in result.raw
+    [entry] = [e for e in outcome.ledger if e.action == "cut_sections"]
+    assert "section 2 is the part 'Propose indexes' of another slot" in entry.outputs_summary
+    alone = replace(job, others=())  # a slot alone in its plan keeps what it wrote
+    kept = run_slot(alone, Scripted([diagnosis]), settings(best_of=1), emit=lambda _: None).result
+    assert kept is not None and len(kept.sections) == 3
 
 
 def prose_job(task: str) -> SlotJob:
