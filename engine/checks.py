@@ -51,6 +51,7 @@ __all__ = [
     "check_answer",
     "code_blocks",
     "copies_task",
+    "cut_unfinished_end",
     "extract_examples",
     "module_code",
     "repetition_check",
@@ -358,6 +359,27 @@ def _unfinished(raw: str) -> str | None:
     if re.search(r"[.!?:;)\]\"'`*_}>\u2026\u201d\u2019]$", last) or last.endswith("}}"):
         return None
     return last[-40:]
+
+
+def cut_unfinished_end(text: str) -> tuple[str, str | None]:
+    """``text`` without the unfinished end of its last line of prose, and what went (None: nothing went).
+
+    A last line that announces what never came ("... reverse. Explanation:") or breaks off mid-sentence is cut back
+    to its last full sentence, or goes when it has none. Nothing is reworded, and nothing inside a code block is
+    touched: a text whose last line is in an unclosed block is left as it is.
+    """
+    if _unfinished(text) is None:
+        return text, None
+    lines = text.rstrip().split("\n")
+    last = len(lines) - 1
+    fences = sum(1 for line in lines[:last] if line.lstrip().startswith(("```", "~~~")))
+    if fences % 2 or lines[last].lstrip().startswith(("```", "~~~")):
+        return text, None
+    line = lines[last]
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)", line)]
+    kept = line[: ends[-1]] if ends else ""
+    out = [*lines[:last], kept] if kept.strip() else lines[:last]
+    return "\n".join(out).rstrip() + "\n", line[len(kept) :].strip()
 
 
 def _long_sentences(text: str) -> list[str]:

@@ -55,6 +55,7 @@ from engine.checks import (
     check_answer,
     code_blocks,
     copies_task,
+    cut_unfinished_end,
     duplicates_check,
     ending_check,
     extract_examples,
@@ -665,6 +666,8 @@ def run_slot(
     result = chosen.result.model_copy(update={"attempts": len(draws), "quality": quality})
     if _loops(chosen):  # every candidate looped: the person gets the kept one's words once, with its caveat
         result = _without_loops(result, job.task, ledger)
+    if contract.code_first:  # the note's unfinished end is a soft failure, never retried: it goes
+        result = _without_unfinished_end(result, ledger)
     result = _without_repeated_sections(result, job.task, references, ledger, job.others)
     if job.expert in ARITHMETIC_EXPERTS:
         result = _computed(result, ledger)
@@ -749,6 +752,32 @@ def _without_loops(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> 
             action="cut_repeats",
             slot_id=result.slot_id,
             outputs_summary=f"the kept answer looped: {removed} repeated sentence(s) removed, nothing reworded",
+        )
+    )
+    return cut
+
+
+def _without_unfinished_end(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
+    """The result without the unfinished end of its last line of text (:func:`engine.checks.cut_unfinished_end`).
+
+    A code answer's note may end "Explanation:" or break off mid-sentence at its grammar's line bound: a blemish
+    the checks let pass (the code is the deliverable), which the person would read as the answer breaking off.
+    """
+    raw, gone = cut_unfinished_end(result.raw)
+    if gone is None or not result.sections:
+        return result
+    *before, last = result.sections
+    body, _ = cut_unfinished_end(last.body)
+    cut = result.model_copy(
+        update={"raw": raw, "sections": [*before, last.model_copy(update={"body": body.rstrip("\n")})]}
+    )
+    cut = _rechecked(cut, {"contract.ends": lambda c: ending_check(raw, c.severity)})
+    ledger.append(
+        LedgerEntry(
+            agent="harness",
+            action="cut_unfinished_end",
+            slot_id=result.slot_id,
+            outputs_summary=f"the answer's last line broke off: {gone[:200]!r} removed, nothing reworded",
         )
     )
     return cut

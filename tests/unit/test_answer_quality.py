@@ -12,7 +12,7 @@ import pytest
 
 from engine.arithmetic import compute
 from engine.artifacts import code_artifacts
-from engine.checks import CheckContext, check_answer, extract_examples
+from engine.checks import CheckContext, check_answer, cut_unfinished_end, extract_examples
 from engine.contracts import contract_for, contract_of, infer_deliverable
 from engine.selection import best, score
 from engine.slot_work import RUNNABLE_EXAMPLES_DRAWS, SlotJob, build_messages, fit_prompt, run_slot, wrap_plain
@@ -443,6 +443,31 @@ def test_each_retry_event_says_what_was_wrong_with_the_candidate_drawn_last() ->
     assert [(e["attempt"], e["candidate"]) for e in retries] == [(2, "c1"), (3, "c2")]
     first, second = (" ".join(map(str, e["problems"])) for e in retries)  # type: ignore[call-overload]
     assert "python.examples" in first and "python.examples" not in second and second != first
+
+
+def test_only_the_unfinished_end_of_the_last_line_of_text_goes() -> None:
+    assert cut_unfinished_end("Done. It then sorts the rows by the") == ("Done.\n", "It then sorts the rows by the")
+    assert cut_unfinished_end("```sql\nSELECT 1;\n```\nExplanation:") == ("```sql\nSELECT 1;\n```\n", "Explanation:")
+    assert cut_unfinished_end("no sentence ends here") == ("\n", "no sentence ends here")
+    for kept in ("It ends.", "```python\ndef f(:\n    return", "| a | b |", "- a list item"):
+        assert cut_unfinished_end(kept) == (kept, None)  # finished, in an unclosed code block, or not prose
+
+
+def test_a_code_answers_note_that_breaks_off_loses_its_unfinished_end() -> None:
+    # review set: an index answer ended "Explanation:" and nothing after it; the ending check is soft for code
+    announced = GOOD_CODE + "\nIt compares the text with its reverse. Explanation:\n"
+    outcome = run_slot(job(), Scripted([announced]), settings(), emit=lambda _: None)
+    result = outcome.result
+    assert result is not None and result.quality is not None
+    assert result.raw.rstrip().endswith("It compares the text with its reverse.")
+    assert result.sections[-1].body.rstrip().endswith("its reverse.") and "Explanation" not in result.raw
+    assert "return text == text[::-1]" in result.raw  # the code is untouched
+    assert next(c for c in result.quality.checks if c.name == "contract.ends").passed
+    [entry] = [e for e in outcome.ledger if e.action == "cut_unfinished_end"]
+    assert "'Explanation:' removed, nothing reworded" in entry.outputs_summary
+    whole = run_slot(job(), Scripted([GOOD_CODE]), settings(), emit=lambda _: None)
+    assert whole.result is not None and whole.result.raw == GOOD_CODE  # an answer that ends properly is kept as is
+    assert not any(e.action == "cut_unfinished_end" for e in whole.ledger)
 
 
 def test_a_task_whose_examples_run_draws_more_than_best_of_and_others_best_of() -> None:
