@@ -144,13 +144,16 @@ def test_a_file_locked_in_the_middle_of_a_run_stops_it_resumably(
     monkeypatch.setattr(graph.persistence, "BUSY_SECONDS", 0.3)
     monkeypatch.setenv("COE_LEASE_SECONDS", "0.5")  # this process stays alive: its unreleased lease must expire
     db, calls, script = tmp_path / "runs.sqlite", tmp_path / "calls.jsonl", tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump({"calls_log": str(calls), "rules": [{"slot": "B", "delay": 1.0}]}))
+    script.write_text(yaml.safe_dump({"calls_log": str(calls), "rules": [{"slot": "B", "delay": 2.0}]}))
     ready, release = threading.Event(), threading.Event()
 
     def lock_while_b_runs() -> None:
         deadline = time.monotonic() + 30
-        while "B" not in read_calls(calls) and time.monotonic() < deadline:
+        while not {"B", "C"} <= set(read_calls(calls)) and time.monotonic() < deadline:
             time.sleep(0.02)
+        # C (a root, beside A) has answered: its result is saved within moments, well before B's (2 s), so the
+        # lock falls on B's save, not on C's (on a loaded machine the lock could come first and C ran twice)
+        time.sleep(0.5)
         _lock(db, "BEGIN IMMEDIATE", ready, release)  # another writer holds the file when B's result is saved
 
     holder = threading.Thread(target=lock_while_b_runs)
