@@ -51,7 +51,7 @@ class GenerationRequest:
     it; the remote backend does not."""
     halt: threading.Event | None = field(default=None, compare=False, repr=False)
     """Set by the caller while the answer is written to end it where it is, with ``finish_reason`` "halted" (what
-    was written is kept: the caller saw it go wrong, e.g. a loop, see :class:`engine.checks.LoopWatch`). The
+    was written is kept: the caller saw it go wrong, e.g. a loop, see :class:`engine.loops.LoopWatch`). The
     llama.cpp, fake and remote backends honour it at their next token."""
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     """Called with each piece of the answer as it is written, in order; the pieces joined are the answer's text.
