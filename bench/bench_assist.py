@@ -289,7 +289,7 @@ MODEL_TASKS = [
 
 
 def model_emission(max_tokens: int, limit: int) -> dict[str, Any]:
-    from engine.slot_work import SlotJob, build_messages
+    from engine.slot_prompt import SlotJob, build_messages
     from experts.catalog import load_catalog
     from experts.models.grammar import OUTLINE_GRAMMAR
     from experts.models.pool import get_backend

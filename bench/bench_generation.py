@@ -5,7 +5,7 @@ Requirement: tokens/s inside the harness / tokens/s of the raw call >= 0.95.
 The harness side runs a one-slot framework through the compiled graph (SQLite checkpointer, llama backend,
 outline retries 0) and takes the slot's completion tokens from the ledger and its time from the slot's
 start/finish stamps (so dispatch, prompt building, parsing and checkpointing count against the harness).
-The raw side builds the very same messages (``engine.slot_work.build_messages``) and calls
+The raw side builds the very same messages (``engine.slot_prompt.build_messages``) and calls
 ``Llama.create_chat_completion`` directly on a separately loaded instance of the same GGUF, with the same
 ``max_tokens``, temperature, seed, ``n_ctx`` and ``n_threads``. Runs alternate raw / harness to share the
 machine's noise; the ratio of medians is reported.
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import bench_parser, machine_info, write_results
-from engine.slot_work import SlotJob, build_messages
+from engine.slot_prompt import SlotJob, build_messages
 from experts.catalog import GENERAL_EXPERT, load_catalog
 from experts.models.bundled import resolve_model_path
 from graph import build_graph, open_checkpointer

@@ -8,7 +8,8 @@ from engine.adaptation import adapt, adaptation_messages
 from engine.asking import ask
 from engine.assist import AssistResolver, Resolution
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
-from engine.slot_work import SlotJob, SlotOutcome, build_messages, generation_settings, run_slot
+from engine.slot_prompt import SlotJob, build_messages
+from engine.slot_work import SlotOutcome, generation_settings, run_slot
 
 __all__ = [
     "AssistResolver",

@@ -21,7 +21,8 @@ from engine.contracts import contract_for
 from engine.lessons import RoutingLessons
 from engine.memory import FactMemory
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
-from engine.slot_work import ProgressSink, SlotJob, SlotOutcome, generation_settings, run_slot
+from engine.slot_prompt import SlotJob
+from engine.slot_work import ProgressSink, SlotOutcome, generation_settings, run_slot
 from engine.streaming import message_stream
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
 from experts.embedding import get_embedder

@@ -15,7 +15,8 @@ from engine.artifacts import code_artifacts
 from engine.checks import CheckContext, check_answer, cut_unfinished_end, extract_examples
 from engine.contracts import contract_for, contract_of, infer_deliverable
 from engine.selection import best, score
-from engine.slot_work import RUNNABLE_EXAMPLES_DRAWS, SlotJob, build_messages, fit_prompt, run_slot, wrap_plain
+from engine.slot_prompt import SlotJob, build_messages, fit_prompt, wrap_plain
+from engine.slot_work import RUNNABLE_EXAMPLES_DRAWS, run_slot
 from experts.models import Generation, GenerationRequest
 from state.context import resolve_settings
 from state.framework import Deliverable, Framework, SlotSpec

@@ -130,7 +130,8 @@ def test_a_rejected_run_leaves_no_memory() -> None:
 
 
 def test_an_expert_consulted_by_an_assist_is_routed_with_the_persons_lessons() -> None:
-    from engine.slot_work import SlotJob, run_slot
+    from engine.slot_prompt import SlotJob
+    from engine.slot_work import run_slot
     from experts.models import Generation, GenerationRequest
     from state.context import resolve_settings
     from state.framework import SlotSpec

@@ -9,7 +9,8 @@ from typing import Any
 
 from engine.checks import repetition_check, without_code
 from engine.loops import LoopWatch, cut_loops
-from engine.slot_work import SlotJob, SlotOutcome, run_slot
+from engine.slot_prompt import SlotJob
+from engine.slot_work import SlotOutcome, run_slot
 from experts.models import ChatMessage, Generation, GenerationRequest
 from experts.models.fake import FakeBackend, FakeResponse, FakeScript
 from state.context import resolve_settings
