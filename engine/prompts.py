@@ -147,6 +147,14 @@ to three sentences. If you are not sure of a fact, say so instead of guessing. W
 write the calculation inside double square brackets, for example [[12 * 2.54]]: it is computed for you and
 replaced by its result."""
 
+PROGRAM_PROMPT = """\
+Write a short Python program that computes the answer to this problem and prints only the final answer (a number).
+Use only the standard library, and no comments.
+
+Problem:
+{task}"""
+"""Asks a code model for the program that computes a math slot's result (:mod:`engine.calculation`)."""
+
 ADAPT_SYSTEM = """\
 You plan work. You adapt a plan template to a user's task by editing it, and you answer with JSON only.
 Operations: KEEP a slot; REMOVE a slot the task does not need; MODIFY a slot's title and description so they

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from engine.assist import AssistResolver
+from engine.calculation import Calculation, calculate, result_check
 from engine.checks import CheckContext, check_answer, copies_task, extract_examples
 from engine.contracts import Contract
 from engine.kept_answer import computed, without_loops, without_repeated_sections, without_unfinished_end
@@ -77,7 +78,8 @@ were stopped by the time limit at their sixth and failed, at three times they pa
 
 
 ARITHMETIC_EXPERTS = ("math_reasoning",)
-"""Experts whose answers have their arithmetic computed by the harness (:mod:`engine.arithmetic`)."""
+"""Experts whose answers have their arithmetic computed by the harness (:mod:`engine.arithmetic`), and whose result
+a program computes to check each candidate (:mod:`engine.calculation`)."""
 JUDGED = ("prose", "plan", "table")
 """Deliverables whose checks are weak enough that a judge may break a tie between passing candidates."""
 
@@ -173,6 +175,7 @@ def run_slot(
     # referenced slot's title and then its text, word for word (docs/decisions.md)
     first_title = None if job.whole_task or copies_task(job.spec.title, job.task) else job.spec.title
     reported_cuts: set[str] = set()
+    calculation: Calculation | None = None  # the math slot's result, computed by a program: checks every candidate
 
     def draw(
         origin: str, owner: ExpertBackend, model: str, temperature: float, feedback: str | None, plain: bool = False
@@ -246,6 +249,8 @@ def run_slot(
         if halted:  # stopped for looping: degenerate, whatever is left of the loop in the parsed text
             loop = CheckResult(name="prose.repetition", passed=False, detail=f"stopped while looping: {watch.reason}")
             checks = [c for c in checks if c.name != loop.name] + [loop]
+        if calculation is not None and calculation.values:
+            checks.append(result_check(result.body_text(), calculation))
         record = CandidateRecord(
             id=f"c{attempt}",
             origin=origin,
@@ -302,6 +307,8 @@ def run_slot(
         return looped is not None and (len(draws) - looped) % 2 == 1
 
     try:
+        if job.expert in ARITHMETIC_EXPERTS and job.whole_task and settings.calculate:  # a plan's part may be no number
+            calculation = _calculation(job, backend, limits, ledger)
         first = draw("first", backend, own_model, job.temperature, None, plain=plain_turn())
         first_seconds = first.record.seconds
         time_factor = settings.candidate_time_factor
@@ -359,7 +366,8 @@ def run_slot(
         candidates=[d.record.model_copy(update={"chosen": d is chosen}) for d in draws],
         chosen=chosen.record.id,
         judged=judged,
-        tokens_generated=sum(d.gen.completion_tokens for d in draws),
+        tokens_generated=sum(d.gen.completion_tokens for d in draws)
+        + (calculation.completion_tokens if calculation is not None else 0),
         tokens_kept=chosen.gen.completion_tokens,
     )
     result = chosen.result.model_copy(update={"attempts": len(draws), "quality": quality})
@@ -422,6 +430,39 @@ def run_slot(
     return SlotOutcome(
         slot_id, job.expert, result, None, len(draws), started, utcnow(), ledger, notices, resolution.records
     )
+
+
+def _calculation(
+    job: SlotJob, backend: ExpertBackend, limits: SandboxLimits, ledger: list[LedgerEntry]
+) -> Calculation | None:
+    """The task's result, computed by a program (None: the backend failed; the slot goes on without the check).
+
+    The program is written by the bigger model when one is installed (the code model escalation would use), else
+    by the slot's own; the ledger says what it printed, or why it gives no check.
+    """
+    model, owner = job.escalation if job.escalation is not None else (job.model, backend)
+    t0 = time.perf_counter()
+    calc: Calculation | None = None
+    try:
+        calc = calculate(job.task, owner, model, limits, slot_id=job.spec.id, cancel=job.cancel)
+        note = calc.note
+    except GenerationStopped:
+        raise
+    except Exception as exc:  # a backend's own error type is unknown: the slot goes on without the check
+        note = f"no program: {type(exc).__name__}: {exc}"
+    ledger.append(
+        LedgerEntry(
+            agent=model,
+            action="calculate",
+            slot_id=job.spec.id,
+            inputs_summary="a Python program that prints the task's result, run in the sandbox",
+            outputs_summary=note[:500],
+            duration_ms=int((time.perf_counter() - t0) * 1000),
+            prompt_tokens=calc.prompt_tokens if calc is not None else 0,
+            completion_tokens=calc.completion_tokens if calc is not None else 0,
+        )
+    )
+    return calc
 
 
 def _problems(draw: _Draw) -> list[str]:

@@ -132,6 +132,11 @@ class Settings(BaseModel):
         default=True,
         description="A slot still failing its checks gets one last candidate from the biggest installed model.",
     )
+    calculate: Annotated[bool, Env("COE_CALCULATE")] = Field(
+        default=True,
+        description="A math slot's result is computed by a program a code model writes and the sandbox runs; "
+        "candidates must state it.",
+    )
     check_timeout_s: Annotated[float, Env("COE_CHECK_TIMEOUT_S")] = Field(
         default=10.0, gt=0.0, le=600.0, description="Seconds the sandbox lets one check of generated code run."
     )

@@ -1,0 +1,146 @@
+"""A math slot's result computed by a program the sandbox runs, and the ``math.result`` check of each candidate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.calculation import Calculation, calculate, printed_values, result_check
+from engine.sandbox import SandboxLimits
+from engine.slot_prompt import SlotJob
+from engine.slot_work import run_slot
+from experts.models import Generation, GenerationRequest
+from state.context import resolve_settings
+from state.framework import SlotSpec
+
+DICE = "What is the probability of getting at least one six in four rolls of a fair die? Show the steps."
+PROGRAM = "```python\nprint(1 - (5 / 6) ** 4)\n```"
+
+
+@dataclass
+class Scripted:
+    """Answers request n with ``texts[n]`` (the last repeats) and records every request."""
+
+    texts: list[str]
+    requests: list[GenerationRequest] = field(default_factory=list)
+
+    def supports_grammar(self) -> bool:
+        return False
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        self.requests.append(request)
+        text = self.texts[min(len(self.requests), len(self.texts)) - 1]
+        return Generation(text=text, prompt_tokens=50, completion_tokens=len(text) // 4, finish_reason="stop")
+
+
+def calc(output: str, task: str = DICE) -> Calculation:
+    return Calculation("m", "", "print()", output, printed_values(output, task))
+
+
+def states(text: str, output: str, task: str = DICE) -> bool:
+    return result_check(text, calc(output, task)).passed
+
+
+def test_a_stated_result_agrees_to_the_digits_it_shows() -> None:
+    p = "0.5177469135802468"
+    assert states("The probability is about 0.518.", p) and states("That is 0.52, a little over half.", p)
+    assert states("So the chance is 51.77%.", p) and states("P = 1 - 625/1296 = 0.5177", p)
+    assert not states("The probability is 0.5.", p)  # to its one decimal, but 3% off
+    assert not states("The probability is 0.51.", p)  # rounded wrong
+    assert not states("There are 1296 outcomes and 4 rolls.", p)
+    assert states("Overall it is a 4% decrease.", "-4.0") and states("The change is -4%.", "-4.0")
+    assert states("It grows to $8,954.24.", "8954.238482714272") and states("about 8,950", "8954.238482714272")
+    assert states("The second train catches up at 12:00 noon.", "12:00")
+    assert not states("It catches up at 10:40.", "The second train catches up at 12:00:00")
+    sum_task = "What is the sum of the first 100 positive integers, and why?"
+    assert states("The sum is 5,050.", "The sum of the first 100 positive integers is 5050", sum_task)
+    check = result_check("The probability is 0.6.", calc(p))
+    assert check.name == "math.result" and check.severity == "hard"
+    assert "printed '0.5177469135802468'" in check.detail and "does not state 0.5177469135802468" in check.detail
+
+
+def test_only_a_last_line_with_a_few_values_is_a_result() -> None:
+    assert printed_values("step 1\n0.25\n") == (0.25,)
+    assert printed_values("x = 3, y = -2") == (3.0, -2.0)
+    assert printed_values("10:40:00") == ("10:40",)
+    assert printed_values("1 2 3 4 5") == () and printed_values("True") == () and printed_values("") == ()
+    assert printed_values("In 4 rolls: 0.5177", "in 4 rolls of a die") == (0.5177,)  # the task's own numbers go
+
+
+def test_calculate_runs_the_program_in_the_sandbox() -> None:
+    backend = Scripted([PROGRAM])
+    done = calculate(DICE, backend, "coder", SandboxLimits(timeout_s=10), slot_id="s")
+    assert done.values == (1 - (5 / 6) ** 4,) and done.model == "coder" and done.completion_tokens > 0
+    [request] = backend.requests
+    assert DICE in request.messages[0].content and request.temperature == 0.0 and request.slot_id == "s@calculate"
+
+
+def test_a_program_that_fails_or_proves_nothing_gives_no_check() -> None:
+    limits = SandboxLimits(timeout_s=10)
+    task = DICE.replace("four", "4")  # "in 4 rolls": a program that prints 4 proves nothing
+    for text, why in [
+        ("I cannot write that.", "no Python program"),
+        ("```python\nprint(1 / 0)\n```", "ZeroDivisionError"),
+        ("```python\nimport socket\nsocket.create_connection(('example.org', 80))\n```", "failed"),
+        ("```python\nprint(4)\n```", "only values the task states"),
+        ("```python\nprint('no idea')\n```", "no single result"),
+    ]:
+        done = calculate(task, Scripted([text]), "coder", limits, slot_id="s")
+        assert done.values == () and why in done.note, (text, done.note)
+
+
+def math_job(task: str = DICE) -> SlotJob:
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
+    return SlotJob(
+        spec=spec, task=task, constraints=(), expert="math_reasoning", persona="You solve problems.",
+        references={}, max_tokens=600, temperature=0.0,
+    )  # fmt: skip
+
+
+def answer(value: str) -> str:
+    return (
+        "## Outline\n1. Probability\n\n## 1. Probability\nNo six in one roll has probability 5/6, so no six in "
+        f"four rolls has (5/6) ** 4. The probability of at least one six is its complement, {value}.\n"
+    )
+
+
+def test_a_math_slot_keeps_the_candidate_that_states_the_computed_result() -> None:
+    backend = Scripted([PROGRAM, answer("0.6"), answer("about 0.518")])
+    settings = resolve_settings({"backend": "fake", "best_of": 3}, env={})
+    outcome = run_slot(math_job(), backend, settings, emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    quality = outcome.result.quality
+    assert len(backend.requests) == 3 and quality.chosen == "c2" and quality.passed
+    first = {c.name: c for c in quality.candidates[0].checks}["math.result"]
+    assert not first.passed and "0.5177" in first.detail
+    [entry] = [e for e in outcome.ledger if e.action == "calculate"]
+    assert "printed '0.5177469135802468'" in entry.outputs_summary
+    # the program's tokens are spent too
+    assert quality.tokens_generated == sum(c.completion_tokens for c in quality.candidates) + len(PROGRAM) // 4
+
+
+def test_no_candidate_states_it_the_kept_one_says_what_the_program_printed() -> None:
+    backend = Scripted([PROGRAM, answer("0.6")])
+    settings = resolve_settings({"backend": "fake", "best_of": 2}, env={})
+    outcome = run_slot(math_job(), backend, settings, emit=lambda _: None)
+    assert outcome.result is not None
+    # the program, two candidates, and the judge of their tie
+    assert [r.slot_id for r in backend.requests] == ["answer@calculate", "answer", "answer", "answer@judge"]
+    assert any("math.result" in n.message and "0.5177" in n.message for n in outcome.notices)
+
+
+def test_without_a_usable_program_or_with_calculate_off_the_slot_runs_as_before() -> None:
+    failing = Scripted(["```python\nraise SystemExit(3)\n```", answer("0.6")])
+    settings = resolve_settings({"backend": "fake", "best_of": 3}, env={})
+    outcome = run_slot(math_job(), failing, settings, emit=lambda _: None)
+    assert outcome.result is not None and len(failing.requests) == 2 and outcome.result.quality is not None
+    assert outcome.result.quality.passed  # no check without a result to check against
+    off = Scripted([answer("0.6")])
+    run_slot(math_job(), off, resolve_settings({"backend": "fake", "calculate": False}, env={}), emit=lambda _: None)
+    assert len(off.requests) == 1
+    other = Scripted([answer("0.6")])
+    job = math_job()
+    run_slot(SlotJob(**{**job.__dict__, "expert": "general_reasoning"}), other, settings, emit=lambda _: None)
+    assert len(other.requests) == 1  # only math slots are calculated
+    part = Scripted([answer("0.6")])
+    run_slot(SlotJob(**{**job.__dict__, "task": f"A dice game.\n{DICE}"}), part, settings, emit=lambda _: None)
+    assert len(part.requests) == 1  # and only a slot that is the whole task: a plan's part may be no number
