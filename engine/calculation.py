@@ -1,16 +1,18 @@
-"""A math slot's result, computed by a program a code model writes and the sandbox runs (program of thought).
+"""A math task's result, computed by a program a code model writes and the sandbox runs (program of thought).
 
 Small models set up a word problem better than they carry it out, and a program carries it out exactly: asked for
 a short Python program that prints the answer, Qwen2.5-Coder-1.5B computed four of five review-set problems
 (at least one six in four rolls: 0.5177; +20% then -20%: -4.0; the first 100 integers: 5050; 5,000 at 6% for
-ten years: 8954.24), where the 0.5B model's prose got the probability and the compound interest wrong.
+ten years: 8954.24), where the review set's last runs had the probability wrong on both sides and the bare model
+the compound interest.
 
-:func:`calculate` asks for the program (the biggest installed code model, else the slot's own) and runs it in
-:mod:`engine.sandbox`; :func:`result_check` is the ``math.result`` check of each candidate: it states the
-values the program printed (to the digits it shows, within 1%; a percentage reads as its fraction too). A
-candidate that does not state them fails, so more are drawn, and the one kept is the one that agrees with the
-computation; when none does, its caveat names the value the program printed, for the person to weigh.
-Nothing is written into the answer: the program checks it, the expert's words are kept.
+:func:`calculable` says which tasks (math; finance that states numbers); :func:`calculate` asks for the program
+(the biggest installed code model, else the slot's own) and runs it in :mod:`engine.sandbox`;
+:func:`result_check` is the ``math.result`` check of each candidate: it states the values the program printed
+(to the digits it shows, within 1%; a percentage reads as its fraction too). A candidate that does not state them
+fails, so more are drawn, and the one kept is the one that agrees with the computation; when none does, its
+caveat names the value the program printed, for the person to weigh. Nothing is written into the answer: the
+program checks it, the expert's words are kept.
 
 A program's value that the task itself states (``4 rolls``) proves nothing, and a program that fails, prints no
 number or prints more than :data:`MAX_VALUES` of them gives no check.
@@ -30,7 +32,7 @@ from engine.sandbox import SandboxLimits, run_python
 from experts.models import ChatMessage, ExpertBackend, GenerationRequest
 from state.quality import CheckResult
 
-__all__ = ["Calculation", "MAX_VALUES", "calculate", "printed_values", "result_check"]
+__all__ = ["Calculation", "MAX_VALUES", "calculable", "calculate", "printed_values", "result_check"]
 
 PROGRAM_TOKENS = 300
 """The program's answer budget: a few lines of arithmetic (the longest of five review-set programs: 393 tokens,
@@ -39,6 +41,12 @@ MAX_VALUES = 3
 """A last line with more numbers than this is a report, not a result: no check."""
 RELATIVE_TOLERANCE = 0.01
 """A stated value within 1% of the computed one agrees (besides agreeing to the digits it shows)."""
+
+CALCULATED_EXPERTS = ("math_reasoning",)
+"""Experts whose task's result is always computed (a proof's program prints no number, and gives no check)."""
+NUMERIC_EXPERTS = ("finance_analyst",)
+"""Experts whose task's result is computed when the task states two numbers or more (a project's cash flows and
+discount rate, a sum and a rate), not when it asks for a plan or a table of ratios."""
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])(\s*%)?")
 _TIME = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::\d{2})?(?![\d:])")
@@ -57,6 +65,11 @@ class Calculation:
     """Numbers, and times of day as ``"H:MM"`` strings; empty when the calculation gives no check."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+def calculable(task: str, expert: str) -> bool:
+    """Whether the result of ``task``, answered by ``expert``, is worth computing by a program."""
+    return expert in CALCULATED_EXPERTS or (expert in NUMERIC_EXPERTS and len(_numbers(task)) >= 2)
 
 
 def calculate(

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from engine.assist import AssistResolver
-from engine.calculation import Calculation, calculate, result_check
+from engine.calculation import Calculation, calculable, calculate, result_check
 from engine.checks import CheckContext, check_answer, copies_task, extract_examples
 from engine.contracts import Contract
 from engine.kept_answer import computed, without_loops, without_repeated_sections, without_unfinished_end
@@ -78,8 +78,7 @@ were stopped by the time limit at their sixth and failed, at three times they pa
 
 
 ARITHMETIC_EXPERTS = ("math_reasoning",)
-"""Experts whose answers have their arithmetic computed by the harness (:mod:`engine.arithmetic`), and whose result
-a program computes to check each candidate (:mod:`engine.calculation`)."""
+"""Experts whose answers have their arithmetic computed by the harness (:mod:`engine.arithmetic`)."""
 JUDGED = ("prose", "plan", "table")
 """Deliverables whose checks are weak enough that a judge may break a tie between passing candidates."""
 
@@ -307,7 +306,7 @@ def run_slot(
         return looped is not None and (len(draws) - looped) % 2 == 1
 
     try:
-        if job.expert in ARITHMETIC_EXPERTS and job.whole_task and settings.calculate:  # a plan's part may be no number
+        if settings.calculate and job.whole_task and calculable(job.task, job.expert):  # a plan's part: maybe no number
             calculation = _calculation(job, backend, limits, ledger)
         first = draw("first", backend, own_model, job.temperature, None, plain=plain_turn())
         first_seconds = first.record.seconds

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.calculation import Calculation, calculate, printed_values, result_check
+from engine.calculation import Calculation, calculable, calculate, printed_values, result_check
 from engine.sandbox import SandboxLimits
 from engine.slot_prompt import SlotJob
 from engine.slot_work import run_slot
@@ -140,7 +140,10 @@ def test_without_a_usable_program_or_with_calculate_off_the_slot_runs_as_before(
     other = Scripted([answer("0.6")])
     job = math_job()
     run_slot(SlotJob(**{**job.__dict__, "expert": "general_reasoning"}), other, settings, emit=lambda _: None)
-    assert len(other.requests) == 1  # only math slots are calculated
+    assert len(other.requests) == 1  # only math slots are calculated, and finance that states numbers:
+    npv = "Is a project costing 10,000 that returns 4,000 a year for 3 years worth it at 10%?"
+    assert calculable(npv, "finance_analyst") and not calculable("Give the steps of a budget.", "finance_analyst")
+    assert calculable("Prove that the square root of two is irrational.", "math_reasoning")
     part = Scripted([answer("0.6")])
     run_slot(SlotJob(**{**job.__dict__, "task": f"A dice game.\n{DICE}"}), part, settings, emit=lambda _: None)
     assert len(part.requests) == 1  # and only a slot that is the whole task: a plan's part may be no number
