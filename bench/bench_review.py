@@ -27,7 +27,8 @@ harness's tokens generated and thrown away per kept token.
 Both answers of every task are written to ``<results>/<name>_documents/<id>.{harness,bare}.md``, to be read.
 
 Run: ``python -m bench.bench_review`` (hours on 2 cores: multi-slot plans); ``--limit N``, ``--ids a,b`` or
-``--per-expert K`` for a subset; ``--quick``: three tasks on the fake backend (a test of the bench).
+``--per-expert K`` for a subset; ``--set PATH`` another set of the same form (``bench/data/numeric_set.yaml``:
+word problems with one numeric answer); ``--quick``: three tasks on the fake backend (a test of the bench).
 """
 
 from __future__ import annotations
@@ -97,9 +98,9 @@ class Row:
     bare: Judged = field(default_factory=Judged)
 
 
-def load_tasks() -> list[dict[str, Any]]:
-    """The review set's tasks."""
-    items: list[dict[str, Any]] = yaml.safe_load(DATA.read_text(encoding="utf-8"))["items"]
+def load_tasks(path: Path = DATA) -> list[dict[str, Any]]:
+    """The tasks of a review set (default: the review set)."""
+    items: list[dict[str, Any]] = yaml.safe_load(path.read_text(encoding="utf-8"))["items"]
     return items
 
 
@@ -224,7 +225,7 @@ def run_one(graph: Any, settings: Any, context: dict[str, Any], item: dict[str, 
 
 
 def chosen(args: Any) -> list[dict[str, Any]]:
-    items = load_tasks()
+    items = load_tasks(args.set)
     if args.ids:
         wanted = set(args.ids.split(","))
         return [i for i in items if i["id"] in wanted]
@@ -247,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", default="", help="comma-separated task ids")
     parser.add_argument("--per-expert", type=int, default=0, help="only the first K tasks of each expert")
     parser.add_argument("--name", default="review")
+    parser.add_argument("--set", type=Path, default=DATA, help="the set's YAML (default: the review set)")
     args = parser.parse_args(argv)
     context: dict[str, Any] = {"backend": "fake"} if args.quick else {}
     settings = resolve_settings(context)

@@ -64,3 +64,11 @@ def test_quick_mode_runs_both_sides_and_writes_its_results(tmp_path: Path) -> No
     result = json.loads((tmp_path / "review.json").read_text(encoding="utf-8"))
     assert result["summary"]["tasks"] == 3 and len(result["rows"]) == 3
     assert {"degenerate", "rubric_coverage", "tests_passed"} <= set(result["summary"]["harness"])
+
+
+def test_the_numeric_sets_answers_are_not_in_its_tasks() -> None:
+    items = bench_review.load_tasks(bench_review.DATA.parent / "numeric_set.yaml")
+    assert len(items) >= 10 and len({i["id"] for i in items}) == len(items)
+    for item in items:
+        for rubric in item["rubric"]:
+            assert not re.search(rubric["pattern"], item["task"], re.I | re.M), (item["id"], rubric["what"])
