@@ -96,6 +96,8 @@ class Progress:
             detail = "; ".join(str(p) for p in event.get("problems", [])[:2])
             if detail and event.get("candidate"):
                 detail = f"{event['candidate']}: {detail}"  # the candidate drawn last, why one more is drawn
+        elif kind == "slot_calculated":  # the task's result computed by a program, which checks every candidate
+            detail = str(event.get("note", ""))
         elif kind == "slot_done":
             row["status"], row["attempt"] = "done", event.get("attempts", row["attempt"])
         elif kind == "slot_failed":
@@ -111,6 +113,7 @@ class Progress:
         elif not self.tokens:
             elapsed = time.perf_counter() - self._start
             status = {"dispatched": "queued", "running": "started"}.get(row["status"], row["status"])
+            status = "calculated" if kind == "slot_calculated" else status
             line = f"[{elapsed:7.1f}s] {slot}: {status}"
             if kind == "slot_retry":
                 line += f" (attempt {row['attempt']})"

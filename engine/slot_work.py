@@ -307,7 +307,7 @@ def run_slot(
 
     try:
         if settings.calculate and job.whole_task and calculable(job.task, job.expert):  # a plan's part: maybe no number
-            calculation = _calculation(job, backend, limits, ledger)
+            calculation = _calculation(job, backend, limits, ledger, emit)
         first = draw("first", backend, own_model, job.temperature, None, plain=plain_turn())
         first_seconds = first.record.seconds
         time_factor = settings.candidate_time_factor
@@ -432,7 +432,7 @@ def run_slot(
 
 
 def _calculation(
-    job: SlotJob, backend: ExpertBackend, limits: SandboxLimits, ledger: list[LedgerEntry]
+    job: SlotJob, backend: ExpertBackend, limits: SandboxLimits, ledger: list[LedgerEntry], emit: ProgressSink
 ) -> Calculation | None:
     """The task's result, computed by a program (None: the backend failed; the slot goes on without the check).
 
@@ -449,6 +449,8 @@ def _calculation(
         raise
     except Exception as exc:  # a backend's own error type is unknown: the slot goes on without the check
         note = f"no program: {type(exc).__name__}: {exc}"
+    checks = calc is not None and bool(calc.values)
+    emit({"event": "slot_calculated", "slot": job.spec.id, "note": note, "check": checks})
     ledger.append(
         LedgerEntry(
             agent=model,

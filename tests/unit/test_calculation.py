@@ -106,7 +106,10 @@ def answer(value: str) -> str:
 def test_a_math_slot_keeps_the_candidate_that_states_the_computed_result() -> None:
     backend = Scripted([PROGRAM, answer("0.6"), answer("about 0.518")])
     settings = resolve_settings({"backend": "fake", "best_of": 3}, env={})
-    outcome = run_slot(math_job(), backend, settings, emit=lambda _: None)
+    events: list[dict[str, object]] = []
+    outcome = run_slot(math_job(), backend, settings, emit=events.append)
+    [said] = [e for e in events if e["event"] == "slot_calculated"]  # coe run's progress shows it
+    assert said["check"] is True and "0.5177" in str(said["note"])
     assert outcome.result is not None and outcome.result.quality is not None
     quality = outcome.result.quality
     assert len(backend.requests) == 3 and quality.chosen == "c2" and quality.passed

@@ -158,6 +158,7 @@ def test_progress_plain_lines_when_not_a_tty() -> None:
     with Progress(stream=buf, live=False) as p:
         p.event({"event": "slot_dispatched", "slot": "A", "title": "Req", "expert": "g"})
         p.event({"event": "slot_started", "slot": "A"})
+        p.event({"event": "slot_calculated", "slot": "A", "note": "the program printed '0.5177'", "check": True})
         p.event({"event": "slot_retry", "slot": "A", "attempt": 2, "problems": ["missing '## Outline' heading"]})
         p.event({"event": "slot_retry", "slot": "A", "attempt": 3, "candidate": "c2", "problems": ["contract.ends"]})
         p.event({"event": "slot_done", "slot": "A", "attempts": 2})
@@ -166,6 +167,7 @@ def test_progress_plain_lines_when_not_a_tty() -> None:
     assert [line.split("] ", 1)[1] for line in lines] == [
         "A: queued",
         "A: started",
+        "A: calculated - the program printed '0.5177'",
         "A: retrying (attempt 2) - missing '## Outline' heading",
         "A: retrying (attempt 3) - c2: contract.ends",
         "A: done",
