@@ -13,9 +13,10 @@ serves the deliverable (:data:`state.framework.Deliverable`), never the reverse:
 * ``table``: one to four parts, each a Markdown table with at most a line of text.
 
 A slot that does not declare its deliverable gets one from its expert and its text (:func:`infer_deliverable`):
-the code experts deliver code in their language, a slot that asks for a table a table, for steps or a checklist
-a plan, and everything else prose. The grammar (:meth:`Contract.grammar`) enforces the shape on backends that
-honour one; the parser and the checks (:mod:`engine.checks`) judge every answer against it.
+the code experts deliver code in their language (but an explanation for readers who do not read code is prose),
+a slot that asks for a table a table, for steps or a checklist a plan, and everything else prose. The grammar
+(:meth:`Contract.grammar`) enforces the shape on backends that honour one; the parser and the checks
+(:mod:`engine.checks`) judge every answer against it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,16 @@ _DATA = re.compile(r"\b(json|yaml|csv)\b", re.I)
 _DATA_VERB = re.compile(r"\b(generate|produce|output|return|write|give me|create)\b[^.]{0,40}\b(json|yaml|csv)\b", re.I)
 _PYTHON = re.compile(r"\b(python|def |function|class|script|module|pytest|unit tests?)\b", re.I)
 _SQL = re.compile(r"\b(sql|query|queries|select|postgres|postgresql|mysql|sqlite|index(es)?|schema)\b", re.I)
+_FOR_READERS = re.compile(
+    r"\b(?:explain|describe|summari[sz]e|present|justify|communicate)\b[^.\n]{0,80}?\b(?:to|for)\s+"
+    r"(?:the\s+|our\s+|your\s+|an?\s+)?(?:non[- ]?technical|finance|business|management|managers?|executives?|"
+    r"stakeholders?|customers?|clients?|board|leadership|sales|marketing|legal|hr|patients?|parents?|beginners?)\b",
+    re.I,
+)
+"""An explanation for readers who do not read code ("explain the change to the finance team")."""
+_MAKES_CODE = re.compile(
+    r"\b(?:write|rewrite|create|implement|build|add|generate|refactor|fix|optimi[sz]e|propose|code)\b", re.I
+)
 
 
 def infer_deliverable(text: str, expert: str | None) -> tuple[Deliverable, str | None]:
@@ -65,6 +76,11 @@ def infer_deliverable(text: str, expert: str | None) -> tuple[Deliverable, str |
     """
     if function_to_complete(text) is not None:  # whoever runs it, the deliverable is that function
         return "code", "python"
+    if _FOR_READERS.search(text) and not _MAKES_CODE.search(text):
+        # a plan's part that explains the work to people who do not read code is prose, whoever writes it (a
+        # slow-query plan's "Explain the change to the finance team" went to the SQL expert, and its paragraphs
+        # came back inside a SQL block, written to a .sql file)
+        return "prose", None
     if expert in CODE_EXPERTS:
         language = CODE_EXPERTS[expert]
         if language == "sql" and _PYTHON.search(text) and not _SQL.search(text):

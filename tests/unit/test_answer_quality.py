@@ -289,6 +289,10 @@ def test_sql_is_parsed_in_the_tasks_dialect() -> None:
         ("Give me a checklist for a release", "general_assistant", ("plan", None)),
         ("Compare three databases in a table", "general_assistant", ("table", None)),
         ("Write a short story about a lighthouse", "creative_writer", ("prose", None)),
+        # an explanation for readers who do not read code is prose, whoever writes it; code asked for stays code
+        ("Explain the change to the finance team. Context: a slow PostgreSQL query", "sql_specialist", ("prose", None)),
+        ("Write the query and explain it to the finance team", "sql_specialist", ("code", "sql")),
+        ("Explain the query plan to a junior developer", "sql_specialist", ("code", "sql")),
     ],
 )
 def test_the_deliverable_follows_the_expert_and_the_text(text: str, expert: str, expected: tuple) -> None:
