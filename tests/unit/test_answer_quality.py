@@ -6,7 +6,7 @@ text of its script, so every candidate, its score and the choice can be asserted
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pytest
 
@@ -17,12 +17,12 @@ from engine.contracts import contract_for, contract_of, infer_deliverable
 from engine.selection import best, score
 from engine.slot_prompt import SlotJob, build_messages, fit_prompt, wrap_plain
 from engine.slot_work import RUNNABLE_EXAMPLES_DRAWS, run_slot
-from experts.models import Generation, GenerationRequest
 from state.context import resolve_settings
 from state.framework import Deliverable, Framework, SlotSpec
 from state.outline import parse_output
 from state.quality import CandidateRecord, CheckResult, SlotQuality
 from state.settings import Settings
+from tests.unit.scripted import Scripted
 
 PALINDROME_TASK = (
     "Write a Python function is_palindrome(text) that checks whether a string is a palindrome.\n"
@@ -345,22 +345,6 @@ def test_code_artifacts_are_the_modules_and_their_tests() -> None:
 
 
 # --- best-of-N ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Scripted:
-    """A backend that answers draw n with ``texts[n]`` (the last repeats) and records every request."""
-
-    texts: list[str]
-    requests: list[GenerationRequest] = field(default_factory=list)
-
-    def supports_grammar(self) -> bool:
-        return False
-
-    def generate(self, request: GenerationRequest) -> Generation:
-        self.requests.append(request)
-        text = self.texts[min(len(self.requests), len(self.texts)) - 1]
-        return Generation(text=text, prompt_tokens=100, completion_tokens=len(text) // 4, finish_reason="stop")
 
 
 def job(task: str = PALINDROME_TASK, *, whole: bool = False) -> SlotJob:

@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from engine.calculation import Calculation, calculable, calculate, printed_values, result_check
 from engine.sandbox import SandboxLimits
 from engine.slot_prompt import SlotJob
 from engine.slot_work import run_slot
-from experts.models import Generation, GenerationRequest
 from state.context import resolve_settings
 from state.framework import SlotSpec
+from tests.unit.scripted import Scripted
 
 DICE = "What is the probability of getting at least one six in four rolls of a fair die? Show the steps."
 PROGRAM = "```python\nprint(1 - (5 / 6) ** 4)\n```"
-
-
-@dataclass
-class Scripted:
-    """Answers request n with ``texts[n]`` (the last repeats) and records every request."""
-
-    texts: list[str]
-    requests: list[GenerationRequest] = field(default_factory=list)
-
-    def supports_grammar(self) -> bool:
-        return False
-
-    def generate(self, request: GenerationRequest) -> Generation:
-        self.requests.append(request)
-        text = self.texts[min(len(self.requests), len(self.texts)) - 1]
-        return Generation(text=text, prompt_tokens=50, completion_tokens=len(text) // 4, finish_reason="stop")
 
 
 def calc(output: str, task: str = DICE) -> Calculation:
