@@ -45,8 +45,11 @@ RELATIVE_TOLERANCE = 0.01
 CALCULATED_EXPERTS = ("math_reasoning",)
 """Experts whose task's result is always computed (a proof's program prints no number, and gives no check)."""
 NUMERIC_EXPERTS = ("finance_analyst",)
-"""Experts whose task's result is computed when the task states two numbers or more (a project's cash flows and
-discount rate, a sum and a rate), not when it asks for a plan or a table of ratios."""
+"""Experts whose task's result is computed when the task asks for one (:data:`_ASKS_A_VALUE`) and states two numbers
+or more (a project's cash flows and discount rate, a sum and a rate), not when it asks for a plan or a budget."""
+_ASKS_A_VALUE = re.compile(
+    r"\?|\b(?:how (?:much|many|long)|what (?:is|was|will|would)|calculate|compute|work out|whether)\b", re.I
+)
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])(\s*%)?")
 _TIME = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::\d{2})?(?![\d:])")
@@ -69,7 +72,9 @@ class Calculation:
 
 def calculable(task: str, expert: str) -> bool:
     """Whether the result of ``task``, answered by ``expert``, is worth computing by a program."""
-    return expert in CALCULATED_EXPERTS or (expert in NUMERIC_EXPERTS and len(_numbers(task)) >= 2)
+    if expert in CALCULATED_EXPERTS:
+        return True
+    return expert in NUMERIC_EXPERTS and len(_numbers(task)) >= 2 and _ASKS_A_VALUE.search(task) is not None
 
 
 def calculate(
