@@ -130,8 +130,8 @@ def printed_values(output: str, task: str = "") -> tuple[float | str, ...]:
         return ()
     last = lines[-1]
     times = [f"{int(m.group(1))}:{m.group(2)}" for m in _TIME.finditer(last)]
-    given = [w for w, d, _ in _numbers(task)]
-    numbers = [v for v, _, _ in _numbers(_TIME.sub(" ", last)) if not any(_agrees(v, w, 0) for w in given)]
+    given = {abs(w) for w, _, _ in _numbers(task)}
+    numbers = [v for v, _, _ in _numbers(_TIME.sub(" ", last)) if abs(v) not in given]
     values: tuple[float | str, ...] = (*times, *numbers)
     return values if 0 < len(values) <= MAX_VALUES else ()
 

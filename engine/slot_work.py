@@ -308,6 +308,7 @@ def run_slot(
     try:
         if settings.calculate and job.whole_task and calculable(job.task, job.expert):  # a plan's part: maybe no number
             calculation = _calculation(job, backend, limits, ledger, emit)
+            slot_t0 = time.perf_counter()  # the candidates' time bound counts the candidates' time only
         first = draw("first", backend, own_model, job.temperature, None, plain=plain_turn())
         first_seconds = first.record.seconds
         time_factor = settings.candidate_time_factor
