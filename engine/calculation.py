@@ -34,9 +34,10 @@ from state.quality import CheckResult
 
 __all__ = ["Calculation", "MAX_VALUES", "calculable", "calculate", "printed_values", "result_check"]
 
-PROGRAM_TOKENS = 300
-"""The program's answer budget: a few lines of arithmetic (the longest of five review-set programs: 393 tokens,
-most of them comments the prompt now asks it to leave out)."""
+PROGRAM_TOKENS = 600
+"""The program's answer budget: a few lines of arithmetic and their comments (the longest of five review-set
+programs: 393 tokens). Asked for no comments, the 1.5B model's program for the dice problem was a wrong
+simulation that failed; with them (its steps, as comments) it was right."""
 MAX_VALUES = 3
 """A last line with more numbers than this is a report, not a result: no check."""
 RELATIVE_TOLERANCE = 0.01
@@ -146,11 +147,12 @@ def result_check(text: str, calc: Calculation) -> CheckResult:
         for v in calc.values
         if not (v in times if isinstance(v, str) else any(_agrees(v, w, d, pct) for w, d, pct in numbers))
     ]
+    said = [v if isinstance(v, str) else f"{v:.6g}" for v in missing]
     return CheckResult(
         name="math.result",
         passed=not missing,
         detail=f"a program written for this task printed {calc.output[-100:]!r}, and the answer does not state "
-        f"{missing[0]!r}: check each step, and state the result"
+        f"{said[0]}: check each step, and state the result"
         if missing
         else "",
     )

@@ -148,8 +148,8 @@ write the calculation inside double square brackets, for example [[12 * 2.54]]: 
 replaced by its result."""
 
 PROGRAM_PROMPT = """\
-Write a short Python program that computes the answer to this problem and prints only the final answer (a number).
-Use only the standard library, and no comments.
+Write a short Python program that computes the answer to this problem and prints the final answer (a number, with \
+its unit if it has one). Use only the standard library.
 
 Problem:
 {task}"""
