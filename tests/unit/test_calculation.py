@@ -87,7 +87,7 @@ def answer(value: str) -> str:
 
 def test_a_math_slot_keeps_the_candidate_that_states_the_computed_result() -> None:
     backend = Scripted([PROGRAM, answer("0.6"), answer("about 0.518")])
-    settings = resolve_settings({"backend": "fake", "best_of": 3}, env={})
+    settings = resolve_settings({"backend": "fake", "best_of": 3, "calculate": True}, env={})
     events: list[dict[str, object]] = []
     outcome = run_slot(math_job(), backend, settings, emit=events.append)
     [said] = [e for e in events if e["event"] == "slot_calculated"]  # coe run's progress shows it
@@ -105,7 +105,7 @@ def test_a_math_slot_keeps_the_candidate_that_states_the_computed_result() -> No
 
 def test_no_candidate_states_it_the_kept_one_says_what_the_program_printed() -> None:
     backend = Scripted([PROGRAM, answer("0.6")])
-    settings = resolve_settings({"backend": "fake", "best_of": 2}, env={})
+    settings = resolve_settings({"backend": "fake", "best_of": 2, "calculate": True}, env={})
     outcome = run_slot(math_job(), backend, settings, emit=lambda _: None)
     assert outcome.result is not None
     # the program, two candidates, and the judge of their tie
@@ -115,7 +115,7 @@ def test_no_candidate_states_it_the_kept_one_says_what_the_program_printed() -> 
 
 def test_without_a_usable_program_or_with_calculate_off_the_slot_runs_as_before() -> None:
     failing = Scripted(["```python\nraise SystemExit(3)\n```", answer("0.6")])
-    settings = resolve_settings({"backend": "fake", "best_of": 3}, env={})
+    settings = resolve_settings({"backend": "fake", "best_of": 3, "calculate": True}, env={})
     outcome = run_slot(math_job(), failing, settings, emit=lambda _: None)
     assert outcome.result is not None and len(failing.requests) == 2 and outcome.result.quality is not None
     assert outcome.result.quality.passed  # no check without a result to check against
