@@ -48,14 +48,8 @@ def without_loops(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> S
         "contract.duplicates": lambda _: duplicates_check(cut, task),
     }
     cut = _rechecked(cut, again)
-    ledger.append(
-        LedgerEntry(
-            agent="harness",
-            action="cut_repeats",
-            slot_id=result.slot_id,
-            outputs_summary=f"the kept answer looped: {removed} repeated sentence(s) removed, nothing reworded",
-        )
-    )
+    summary = f"the kept answer looped: {removed} repeated sentence(s) removed, nothing reworded"
+    _record(ledger, result, "cut_repeats", summary)
     return cut
 
 
@@ -74,14 +68,8 @@ def without_unfinished_end(result: SlotResult, ledger: list[LedgerEntry]) -> Slo
         update={"raw": raw, "sections": [*before, last.model_copy(update={"body": body.rstrip("\n")})]}
     )
     cut = _rechecked(cut, {"contract.ends": lambda c: ending_check(raw, c.severity)})
-    ledger.append(
-        LedgerEntry(
-            agent="harness",
-            action="cut_unfinished_end",
-            slot_id=result.slot_id,
-            outputs_summary=f"the answer's last line broke off: {gone[:200]!r} removed, nothing reworded",
-        )
-    )
+    summary = f"the answer's last line broke off: {gone[:200]!r} removed, nothing reworded"
+    _record(ledger, result, "cut_unfinished_end", summary)
     return cut
 
 
@@ -140,14 +128,7 @@ def without_repeated_sections(
     raw = f"## Outline\n{items}\n\n" + "\n\n".join(render_section(s) for s in sections) + "\n"
     cleaned = result.model_copy(update={"raw": raw, "sections": sections, "outline": outline})
     cleaned = _rechecked(cleaned, {"contract.duplicates": lambda _: duplicates_check(cleaned, task)})
-    ledger.append(
-        LedgerEntry(
-            agent="harness",
-            action="cut_sections",
-            slot_id=result.slot_id,
-            outputs_summary="; ".join(why for _, why in repeated)[:400] + ": removed, nothing reworded",
-        )
-    )
+    _record(ledger, result, "cut_sections", "; ".join(why for _, why in repeated)[:400] + ": removed, nothing reworded")
     return cleaned
 
 
@@ -157,12 +138,10 @@ def computed(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
     if not changes:
         return result
     sections = [s.model_copy(update={"body": compute(s.body)[0]}) for s in result.sections]
-    ledger.append(
-        LedgerEntry(
-            agent="harness",
-            action="compute",
-            slot_id=result.slot_id,
-            outputs_summary="; ".join(changes)[:500],
-        )
-    )
+    _record(ledger, result, "compute", "; ".join(changes)[:500])
     return result.model_copy(update={"raw": raw, "sections": sections})
+
+
+def _record(ledger: list[LedgerEntry], result: SlotResult, action: str, summary: str) -> None:
+    """The ledger entry of one edit of ``result`` by the harness."""
+    ledger.append(LedgerEntry(agent="harness", action=action, slot_id=result.slot_id, outputs_summary=summary))
