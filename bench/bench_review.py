@@ -18,8 +18,9 @@ Both documents are judged the same way:
   (TODO, "[insert ...]", "to be added");
 * **duplicated sections**: two sections with the same text (over 40 characters);
 * **truncated code**: an unclosed code fence, or a Python block that does not parse;
-* **rubric**: the share of rubric items met; **tests**: the task's asserts run after the delivered code, in the
-  project's sandbox (:mod:`engine.sandbox`).
+* **rubric**: the share of rubric items met by what the model wrote (the same :func:`answer_text`: a caveat that
+  names the value a program computed does not meet an item);
+* **tests**: the task's asserts run after the delivered code, in the project's sandbox (:mod:`engine.sandbox`).
 
 Reported: each rate per side, rubric coverage per side and by expert, tests passed, median seconds, and the
 harness's tokens generated and thrown away per kept token.
@@ -126,25 +127,35 @@ def _fenced_safe(document: str) -> str:
 _APPENDIX = re.compile(r"^## (Unresolved|Assist sources|Warnings)\s*$", re.M)
 
 
-def answer_text(document: str) -> str:
-    """What the model wrote: the document without the harness's own lines, which the bare reply does not have.
+_CAVEAT = re.compile(r"^> \*\*Caveat:\*\*.*?(?=\n\s*\n|\Z)", re.M | re.S)
 
-    The title (the task, cut to 80 characters), the caveats (they quote the failed check) and the closing
-    Unresolved / Assist sources / Warnings lists (they quote markers and checks again) are left out, so a phrase
-    of the task or of a caveat is not counted as the answer looping.
+
+def answer_text(document: str, harness: bool = True) -> str:
+    """What the model wrote: a harness document without the harness's own lines, which the bare reply lacks.
+
+    The title (the task, cut to 80 characters), the caveats (they quote the failed check, and a calculation's
+    caveat names the value the program computed) and the closing Unresolved / Assist sources / Warnings lists
+    (they quote markers and checks again) are left out, so a phrase of the task or of a caveat is neither counted
+    as the answer looping nor as a rubric item the answer meets. A bare reply (``harness=False``) is kept whole.
     """
+    if not harness:
+        return document
     lines = document.splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
-    text = "\n".join(ln for ln in lines if not ln.startswith("> **Caveat:**"))
+    text = _CAVEAT.sub("", "\n".join(lines))
     appendix = _APPENDIX.search(text)
     return text[: appendix.start()] if appendix else text
 
 
-def judge(document: str, code: str, item: dict[str, Any], seconds: float) -> Judged:
-    """Judge one document (and the code it delivers) against the task's rubric and tests."""
+def judge(document: str, code: str, item: dict[str, Any], seconds: float, harness: bool = True) -> Judged:
+    """Judge one document (and the code it delivers) against the task's rubric and tests.
+
+    Repetition and the rubric read what the model wrote (:func:`answer_text`); sections and code the whole.
+    """
     out = Judged(seconds=round(seconds, 1), chars=len(document))
-    prose = re.sub(r"```.*?```", " ", answer_text(document), flags=re.S)
+    written = answer_text(document, harness)
+    prose = re.sub(r"```.*?```", " ", written, flags=re.S)
     repetition = repetition_check(prose)
     out.degenerate, out.degenerate_detail = not repetition.passed, repetition.detail
     parts = sections(document)
@@ -160,7 +171,7 @@ def judge(document: str, code: str, item: dict[str, Any], seconds: float) -> Jud
     fences = len(re.findall(r"^\s*```", document, re.M))
     python = [c for lang, c in code_blocks(document) if lang in ("python", "py", "python3")]
     out.truncated_code = fences % 2 == 1 or not all(_parses(c) for c in python)
-    out.rubric_met = [bool(re.search(r["pattern"], document, re.I | re.M)) for r in item["rubric"]]
+    out.rubric_met = [bool(re.search(r["pattern"], written, re.I | re.M)) for r in item["rubric"]]
     if item.get("tests"):
         out.tests_passed = passes(code, item["tests"])
     return out
@@ -216,7 +227,7 @@ def run_one(graph: Any, settings: Any, context: dict[str, Any], item: dict[str, 
     )
     t0 = time.perf_counter()
     reply = backend.generate(request).text
-    row.bare = judge(reply, first_python(reply), item, time.perf_counter() - t0)
+    row.bare = judge(reply, first_python(reply), item, time.perf_counter() - t0, harness=False)
     if docs is not None:  # both answers, to be read as the person who asked would
         docs.mkdir(parents=True, exist_ok=True)
         (docs / f"{item['id']}.harness.md").write_text(document, encoding="utf-8")

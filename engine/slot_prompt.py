@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from engine import prompts
-from engine.checks import code_blocks
+from engine.checks.text import FENCE_BLOCK, code_blocks
 from engine.contracts import Contract, contract_for
 from engine.injection import quote_as_data
 from engine.memory import FactMemory
@@ -277,6 +277,15 @@ def plain_prompt(job: SlotJob, max_chars: int = 6000) -> Prompt:
     return Prompt(messages, answer, cuts)
 
 
+def _outside_code(text: str, edit: Callable[[str], str]) -> str:
+    """``text`` with ``edit`` applied to everything but its fenced code blocks."""
+    parts, at = [], 0
+    for m in FENCE_BLOCK.finditer(text):
+        parts += [edit(text[at : m.start()]), m.group(0)]
+        at = m.end()
+    return "".join([*parts, edit(text[at:])])
+
+
 def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
     """A plain answer in the contract's shape, its words kept.
 
@@ -288,10 +297,12 @@ def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
     Prose, plans and tables: the whole answer as the one section ``title``, its own Markdown headings one level
     under the section's (``#``/``##`` become ``###``), so the document keeps one outline. A template placeholder
     the model left for what it does not know (``[Database Hostname]``, ``[Your Name]``) becomes a user assist
-    (``{{ASSIST:user:Database Hostname}}``), so it is listed for the person like any other unknown.
+    (``{{ASSIST:user:Database Hostname}}``), so it is listed for the person like any other unknown. Fenced code
+    blocks in the answer are left as written (a ``# comment`` there is not a heading, ``[ITEMS]`` not a
+    placeholder).
     """
     if not contract.code_first:
-        body = _PLACEHOLDER.sub(r"{{ASSIST:user:\1}}", _HEADING.sub("### ", text.strip()))
+        body = _outside_code(text.strip(), lambda t: _PLACEHOLDER.sub(r"{{ASSIST:user:\1}}", _HEADING.sub("### ", t)))
         return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n" if body else text
     language = contract.language or "text"
     tags = {"", language, *_LANGUAGE_TAGS.get(language, ())}

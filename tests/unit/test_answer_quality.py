@@ -697,3 +697,17 @@ def test_a_caveat_shows_a_quoted_placeholder_without_its_braces() -> None:
     )
     caveat = SlotQuality(deliverable="prose", checks=[leak]).caveat or ""
     assert "('ASSIST:user:the detail')" in caveat and "{{" not in caveat and "}}" not in caveat
+
+
+def test_a_plain_prose_answers_headings_go_under_its_section_but_its_code_blocks_are_kept_as_written() -> None:
+    contract = contract_for(SlotSpec(id="a", title="A", description="Explain how to compute an average speed"), "")
+    answer = (
+        "# Average speed\nSend it to [Your Name].\n\n```python\n# distance over time\nspeeds = [ITEMS]\n```\n"
+        "## Result\nIt is 60 km/h."
+    )
+    assert not contract.code_first
+    assert wrap_plain(answer, contract, "Average speed") == (
+        "## Outline\n1. Average speed\n\n## 1. Average speed\n### Average speed\n"
+        "Send it to {{ASSIST:user:Your Name}}.\n\n```python\n# distance over time\nspeeds = [ITEMS]\n```\n"
+        "### Result\nIt is 60 km/h.\n"
+    )

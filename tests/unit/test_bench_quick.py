@@ -62,3 +62,29 @@ def test_every_benchmark_has_a_quick_test() -> None:
     }  # tests/integration/test_bench_quick_real.py
     own = {"bench_review", "bench_cancel"}  # tests/unit/test_review_set.py, tests/unit/test_bench_cancel.py
     assert modules == set(FAKE_OR_NO_MODEL) | real | own
+
+
+def test_humaneval_resume_keeps_the_first_part_and_runs_only_the_rest(tmp_path: Path) -> None:
+    first = run_quick("bench_humaneval", "humaneval", tmp_path)
+    part = json.loads((tmp_path / "humaneval.json").read_text(encoding="utf-8"))
+    part["outcomes"] = part["outcomes"][:1]  # a run stopped after its first problem
+    marker = part["outcomes"][0]
+    marker["notes"] = ["from the first part"]
+    stopped = tmp_path / "stopped.json"
+    stopped.write_text(json.dumps(part), encoding="utf-8")
+
+    bench = importlib.import_module("bench.bench_humaneval")
+    assert bench.main(["--quick", "--out", str(tmp_path), "--name", "whole", "--resume", str(stopped)]) == 0
+    whole = json.loads((tmp_path / "whole.json").read_text(encoding="utf-8"))
+    assert [o["task_id"] for o in whole["outcomes"]] == [o["task_id"] for o in first["outcomes"]]
+    assert whole["outcomes"][0]["notes"] == ["from the first part"]  # taken over, not run again
+    assert whole["outcomes"][1]["notes"] != ["from the first part"]
+    assert whole["summary"]["problems"] == 2 and whole["summary"]["resumed_from"] == str(stopped)
+
+
+def test_humaneval_resume_names_a_file_that_is_not_a_results_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}", encoding="utf-8")
+    bench = importlib.import_module("bench.bench_humaneval")
+    with pytest.raises(SystemExit, match="--resume .*bad.json"):
+        bench.main(["--quick", "--out", str(tmp_path), "--resume", str(bad)])

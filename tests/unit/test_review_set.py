@@ -72,3 +72,23 @@ def test_the_numeric_sets_answers_are_not_in_its_tasks() -> None:
     for item in items:
         for rubric in item["rubric"]:
             assert not re.search(rubric["pattern"], item["task"], re.I | re.M), (item["id"], rubric["what"])
+
+
+def test_the_rubric_reads_what_the_model_wrote_not_the_title_or_a_caveat() -> None:
+    item = {"rubric": [{"what": "the probability", "pattern": r"0\.5177"}, {"what": "names dice", "pattern": "dice"}]}
+    document = (
+        "# Roll four dice\n\n## 1. Answer\nThe chance is about one half.\n\n"
+        "> **Caveat:** the check math.result failed: the program printed 0.5177,\nno candidate stated it\n\n"
+        "## Warnings\n- 0.5177\n"
+    )
+    assert bench_review.judge(document, "", item, 1.0).rubric_met == [False, False]
+    bare = "# Four dice\nThe chance is 0.5177."
+    assert bench_review.judge(bare, "", item, 1.0, harness=False).rubric_met == [True, True]  # a reply is kept whole
+
+
+def test_a_numeric_answer_with_its_unit_in_latex_meets_the_item() -> None:
+    items = {i["id"]: i for i in bench_review.load_tasks(bench_review.DATA.parent / "numeric_set.yaml")}
+    speed = re.compile(items["num-speed"]["rubric"][0]["pattern"], re.I | re.M)
+    for answer in ("60 km/h", r"\boxed{60} \text{ km/h}", r"\boxed{60 \, \text{km/h}}", "60 kilometres per hour"):
+        assert speed.search(answer), answer
+    assert not speed.search("600 km/h") and not speed.search("160 km")
