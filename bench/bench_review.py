@@ -30,11 +30,14 @@ Both answers of every task are written to ``<results>/<name>_documents/<id>.{har
 Run: ``python -m bench.bench_review`` (hours on 2 cores: multi-slot plans); ``--limit N``, ``--ids a,b`` or
 ``--per-expert K`` for a subset; ``--set PATH`` another set of the same form (``bench/data/numeric_set.yaml``:
 word problems with one numeric answer); ``--quick``: three tasks on the fake backend (a test of the bench).
+The results are written after every task; ``--resume FILE`` continues a stopped run from its results file (the
+tasks it holds are not run again; run it on the same commit), and the summary counts both parts.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import statistics
 import sys
@@ -235,6 +238,15 @@ def run_one(graph: Any, settings: Any, context: dict[str, Any], item: dict[str, 
     return row
 
 
+def earlier_rows(path: Path) -> list[Row]:
+    """The rows a results file of this benchmark holds (``--resume``)."""
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+        return [Row(**(r | {"harness": Judged(**r["harness"]), "bare": Judged(**r["bare"])})) for r in rows]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"--resume {path}: not a results file of this benchmark ({exc})") from exc
+
+
 def chosen(args: Any) -> list[dict[str, Any]]:
     items = load_tasks(args.set)
     if args.ids:
@@ -260,11 +272,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-expert", type=int, default=0, help="only the first K tasks of each expert")
     parser.add_argument("--name", default="review")
     parser.add_argument("--set", type=Path, default=DATA, help="the set's YAML (default: the review set)")
+    parser.add_argument(
+        "--resume", type=Path, default=None, help="a results JSON of a stopped run: keep its rows, run the rest"
+    )
     args = parser.parse_args(argv)
     context: dict[str, Any] = {"backend": "fake"} if args.quick else {}
     settings = resolve_settings(context)
-    items = chosen(args)
-    rows: list[Row] = []
+    rows = earlier_rows(args.resume) if args.resume else []
+    done = {row.id for row in rows}
+    items = [item for item in chosen(args) if item["id"] not in done]
     docs = (args.out or RESULTS_DIR) / f"{args.name}_documents"
     with open_checkpointer("memory") as saver:
         graph = build_graph(saver)
@@ -278,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{b.coverage:.0%}{' DEGENERATE' if b.degenerate else ''} {b.seconds:.0f} s",
                 flush=True,
             )
+            if n < len(items):  # a long run keeps what it measured if it is stopped
+                write_results(args.name, *summarise(rows, args), directory=args.out)
     payload, markdown = summarise(rows, args)
     paths = write_results(args.name, payload, markdown, directory=args.out)
     print(markdown)
@@ -315,6 +333,7 @@ def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
     summary = {
         "tasks": len(rows),
         "quick": args.quick,
+        "resumed_from": str(args.resume) if getattr(args, "resume", None) else None,
         "harness": harness,
         "bare": bare,
         "rubric_difference": round(harness["rubric_coverage"] - bare["rubric_coverage"], 3),

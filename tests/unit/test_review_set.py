@@ -92,3 +92,19 @@ def test_a_numeric_answer_with_its_unit_in_latex_meets_the_item() -> None:
     for answer in ("60 km/h", r"\boxed{60} \text{ km/h}", r"\boxed{60 \, \text{km/h}}", "60 kilometres per hour"):
         assert speed.search(answer), answer
     assert not speed.search("600 km/h") and not speed.search("160 km")
+
+
+def test_resume_keeps_a_stopped_runs_rows_and_runs_only_the_rest(tmp_path: Path) -> None:
+    assert bench_review.main(["--quick", "--out", str(tmp_path)]) == 0
+    first = json.loads((tmp_path / "review.json").read_text(encoding="utf-8"))
+    part = first | {"rows": first["rows"][:2]}
+    part["rows"][0]["harness"]["chars"] = -1  # a mark: taken over from the file, not run again
+    stopped = tmp_path / "stopped.json"
+    stopped.write_text(json.dumps(part), encoding="utf-8")
+    assert bench_review.main(["--quick", "--out", str(tmp_path), "--name", "whole", "--resume", str(stopped)]) == 0
+    whole = json.loads((tmp_path / "whole.json").read_text(encoding="utf-8"))
+    assert [r["id"] for r in whole["rows"]] == [r["id"] for r in first["rows"]]
+    assert whole["rows"][0]["harness"]["chars"] == -1 and whole["rows"][2]["harness"]["chars"] > 0
+    assert whole["summary"]["tasks"] == 3 and whole["summary"]["resumed_from"] == str(stopped)
+    with pytest.raises(SystemExit, match="--resume .*review.md"):
+        bench_review.main(["--quick", "--out", str(tmp_path), "--resume", str(tmp_path / "review.md")])
