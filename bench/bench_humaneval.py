@@ -256,9 +256,10 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
         "quick": bool(args.quick),
         "resumed_from": str(args.resume) if getattr(args, "resume", None) else None,
     }
+    drawn = sum(o.candidates for o in outcomes) / n
     rows = [
-        ["harness (coe run, defaults)", f"{harness:.1f}", f"{h_time:.1f}", sum(o.candidates for o in outcomes) / n],
-        ["bare model, same message", f"{bare:.1f}", f"{b_time:.1f}", 1.0],
+        ["harness (coe run, defaults)", f"{harness:.1f}", f"{h_time:.1f}", f"{drawn:.2f}"],
+        ["bare model, same message", f"{bare:.1f}", f"{b_time:.1f}", "1.00"],
     ]
     markdown = "\n".join(
         [
@@ -281,6 +282,14 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
             "Kept candidates (prompt/origin): "
             + ", ".join(f"{k}: {v}" for k, v in sorted(kept.items(), key=lambda kv: -kv[1])),
         ]
+        + (
+            [
+                "",
+                f"Resumed from {args.resume}: the outcomes it holds are counted here, the rest were run by this run.",
+            ]
+            if getattr(args, "resume", None)
+            else []
+        )
     )
     return {
         "summary": summary,

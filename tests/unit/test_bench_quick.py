@@ -80,6 +80,7 @@ def test_humaneval_resume_keeps_the_first_part_and_runs_only_the_rest(tmp_path: 
     assert whole["outcomes"][0]["notes"] == ["from the first part"]  # taken over, not run again
     assert whole["outcomes"][1]["notes"] != ["from the first part"]
     assert whole["summary"]["problems"] == 2 and whole["summary"]["resumed_from"] == str(stopped)
+    assert f"Resumed from {stopped}" in (tmp_path / "whole.md").read_text(encoding="utf-8")
 
 
 def test_humaneval_resume_names_a_file_that_is_not_a_results_file(tmp_path: Path) -> None:
