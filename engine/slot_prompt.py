@@ -27,7 +27,8 @@ from experts.models import ChatMessage, ExpertBackend
 from experts.routing.lessons import Lesson
 from state.enums import Mode
 from state.framework import OUTLINE_REFERENCE, SlotSpec
-from state.result import SlotResult
+from state.outline import parse_output
+from state.result import OutlineItem, Section, SlotResult
 from state.settings import Settings
 
 __all__ = ["Prompt", "SlotJob", "build_messages", "fit_prompt", "plain_prompt", "wrap_plain"]
@@ -256,7 +257,7 @@ def _estimate(messages: tuple[ChatMessage, ...]) -> int:
     return sum(int(len(m.content) / CHARS_PER_TOKEN) + 8 for m in messages) + 16
 
 
-_HEADING = re.compile(r"^#{1,2}\s+", re.M)
+_HEADING = re.compile(r"^(#{1,6})[ \t]+", re.M)
 _PLACEHOLDER = re.compile(r"\[([A-Z][A-Za-z0-9' /-]{1,58}[A-Za-z0-9])\](?![(\[:])")
 """A bracketed name of something to fill in, not a Markdown link or footnote: ``[Database Hostname]``."""
 
@@ -277,13 +278,48 @@ def plain_prompt(job: SlotJob, max_chars: int = 6000) -> Prompt:
     return Prompt(messages, answer, cuts)
 
 
-def _outside_code(text: str, edit: Callable[[str], str]) -> str:
-    """``text`` with ``edit`` applied to everything but its fenced code blocks."""
+def _outside_code(text: str, edit: Callable[[str], str], code: str | None = None) -> str:
+    """``text`` with ``edit`` applied to everything but its fenced code blocks (replaced by ``code`` if given)."""
     parts, at = [], 0
     for m in FENCE_BLOCK.finditer(text):
-        parts += [edit(text[at : m.start()]), m.group(0)]
+        parts += [edit(text[at : m.start()]), m.group(0) if code is None else code]
         at = m.end()
     return "".join([*parts, edit(text[at:])])
+
+
+def _prose_body(text: str) -> str:
+    """A plain prose answer as the body of one part (:func:`wrap_plain`)."""
+    text = text.strip()
+    levels = [len(m.group(1)) for m in _HEADING.finditer(_outside_code(text, lambda t: t, code=""))]
+    top = min(levels, default=3)
+
+    def under_section(t: str) -> str:
+        t = _HEADING.sub(lambda m: "#" * min(6, len(m.group(1)) - top + 3) + " ", t)
+        return _PLACEHOLDER.sub(r"{{ASSIST:user:\1}}", t)
+
+    return _outside_code(text, under_section)
+
+
+def plain_result(text: str, contract: Contract, title: str, *, slot_id: str, expert: str, attempts: int) -> SlotResult:
+    """A plain answer as a slot's result: :func:`wrap_plain`'s text, its one part known rather than parsed.
+
+    Prose, plans and tables are one part by design; parsing them again would read the answer's own numbered
+    headings ("## 2. Usage") as the contract's sections and reject a sound answer as out of its outline. Code
+    and data, or an answer with nothing to wrap, are parsed as any answer is.
+    """
+    body = "" if contract.code_first else _prose_body(text)
+    if not body:
+        wrapped = wrap_plain(text, contract, title)
+        return parse_output(wrapped, slot_id, expert, attempts, min_items=1, max_items=contract.max_items)
+    return SlotResult(
+        slot_id=slot_id,
+        expert=expert,
+        raw=f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n",
+        outline=[OutlineItem(label="1", title=title, level=1)],
+        sections=[Section(label="1", title=title, level=1, body=body)],
+        compliant=True,
+        attempts=max(1, attempts),
+    )
 
 
 def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
@@ -294,15 +330,16 @@ def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
     untagged block counts). Everything else of the answer (the model's explanation, its usage examples) is left
     out: the contract of a code slot is the code. With no block, the text as is (it fails the contract).
 
-    Prose, plans and tables: the whole answer as the one section ``title``, its own Markdown headings one level
-    under the section's (``#``/``##`` become ``###``), so the document keeps one outline. A template placeholder
-    the model left for what it does not know (``[Database Hostname]``, ``[Your Name]``) becomes a user assist
-    (``{{ASSIST:user:Database Hostname}}``), so it is listed for the person like any other unknown. Fenced code
+    Prose, plans and tables: the whole answer as the one section ``title``, its own Markdown headings under the
+    section's, their hierarchy kept (the answer's top level becomes ``###``, the next ``####``: a title over its
+    sections stays over them, not an empty section beside them), so the document keeps one outline. A template
+    placeholder the model left for what it does not know (``[Database Hostname]``, ``[Your Name]``) becomes a user
+    assist (``{{ASSIST:user:Database Hostname}}``), so it is listed for the person like any other unknown. Fenced code
     blocks in the answer are left as written (a ``# comment`` there is not a heading, ``[ITEMS]`` not a
     placeholder).
     """
     if not contract.code_first:
-        body = _outside_code(text.strip(), lambda t: _PLACEHOLDER.sub(r"{{ASSIST:user:\1}}", _HEADING.sub("### ", t)))
+        body = _prose_body(text)
         return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n" if body else text
     language = contract.language or "text"
     tags = {"", language, *_LANGUAGE_TAGS.get(language, ())}

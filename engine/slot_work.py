@@ -53,7 +53,7 @@ from engine.kept_answer import computed, without_loops, without_repeated_section
 from engine.loops import LoopWatch
 from engine.sandbox import SandboxLimits
 from engine.selection import best, judge, score
-from engine.slot_prompt import SlotJob, fit_prompt, plain_prompt, wrap_plain
+from engine.slot_prompt import SlotJob, fit_prompt, plain_prompt, plain_result
 from engine.streaming import generate_streamed
 from experts.catalog import ExpertScope
 from experts.models import ExpertBackend, Generation, GenerationRequest
@@ -228,14 +228,19 @@ def run_slot(
         except Exception as exc:  # a backend's own error type is unknown: this draw failed
             raise _DrawFailed(f"{type(exc).__name__}: {exc}") from exc
         seconds = time.perf_counter() - t0
-        result = parse_output(
-            wrap_plain(gen.text, contract, job.spec.title) if plain else gen.text,
-            slot_id=slot_id,
-            expert=job.expert,
-            attempts=attempt,
-            min_items=1 if plain else contract.min_items,  # a plain answer is one part by design, a plan's too
-            max_items=contract.max_items,
-        )
+        if plain:  # one part by design, a plan's too
+            result = plain_result(
+                gen.text, contract, job.spec.title, slot_id=slot_id, expert=job.expert, attempts=attempt
+            )
+        else:
+            result = parse_output(
+                gen.text,
+                slot_id=slot_id,
+                expert=job.expert,
+                attempts=attempt,
+                min_items=contract.min_items,
+                max_items=contract.max_items,
+            )
         truncated = gen.finish_reason == "length"
         if truncated and not result.compliant:
             cut = f"the answer was cut off at the {prompt.max_tokens}-token limit; keep every section short"

@@ -318,8 +318,11 @@ def _text_rules(
         f'text-line ::= [ \\t]{{0,{_MAX_INDENT}}} line-start {rest} "\\n"',
         'line-start ::= [^ \\t#`~\\n] | "#" [^# \\n] | "# " [^0-9# \\n] | "`" [^`\\n] | "``" [^`\\n] '
         '| "~" [^~\\n] | "~~" [^~\\n]',
-        # A fenced code block, always closed; inside it anything goes except a line starting with ```.
-        f'code-block ::= "```" [a-zA-Z0-9_+.-]{{0,20}} "\\n" code-line{{0,{max_code_lines}}} "```\\n"',
+        # A fenced code block, always closed; inside it anything goes except a line starting with ```. It may be
+        # indented, as under a list item ("1. Install Django:" then "   ```bash"): without that, a model that
+        # wanted a command under a step wrote it as LaTeX ("\[ pip install django") or as bare lines.
+        f'code-block ::= [ \\t]{{0,{_MAX_INDENT}}} "```" [a-zA-Z0-9_+.-]{{0,20}} "\\n" code-line{{0,{max_code_lines}}} '
+        f'[ \\t]{{0,{_MAX_INDENT}}} "```\\n"',
         f'code-line ::= [ \\t]{{0,{_MAX_INDENT}}} ( code-start {rest} )? "\\n"',
         'code-start ::= [^ \\t`\\n] | "`" [^`\\n] | "``" [^`\\n]',
     ]

@@ -244,6 +244,13 @@ def test_the_outline_grammar_accepts_the_contract(vocab_model: Any) -> None:
     assert _accepts(vocab_model, OUTLINE_GRAMMAR, GOOD_ANSWER)
 
 
+def test_a_code_block_under_a_list_item_may_be_indented(vocab_model: Any) -> None:
+    step = "## 3. Install packages\n1. Install Django:\n   ```bash\n   pip install django\n   ```\n"
+    indented = GOOD_ANSWER.split("## 3. Install packages")[0] + step
+    assert _accepts(vocab_model, OUTLINE_GRAMMAR, indented)
+    assert not _accepts(vocab_model, OUTLINE_GRAMMAR, indented.replace("   ```\n", "")), "an unclosed indented fence"
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [

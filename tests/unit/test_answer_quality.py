@@ -15,7 +15,7 @@ from engine.artifacts import code_artifacts
 from engine.checks import CheckContext, check_answer, cut_unfinished_end, extract_examples
 from engine.contracts import contract_for, contract_of, infer_deliverable
 from engine.selection import best, score
-from engine.slot_prompt import SlotJob, build_messages, fit_prompt, wrap_plain
+from engine.slot_prompt import SlotJob, build_messages, fit_prompt, plain_result, wrap_plain
 from engine.slot_work import RUNNABLE_EXAMPLES_DRAWS, run_slot
 from state.context import resolve_settings
 from state.framework import Deliverable, Framework, SlotSpec
@@ -709,5 +709,18 @@ def test_a_plain_prose_answers_headings_go_under_its_section_but_its_code_blocks
     assert wrap_plain(answer, contract, "Average speed") == (
         "## Outline\n1. Average speed\n\n## 1. Average speed\n### Average speed\n"
         "Send it to {{ASSIST:user:Your Name}}.\n\n```python\n# distance over time\nspeeds = [ITEMS]\n```\n"
-        "### Result\nIt is 60 km/h.\n"
-    )
+        "#### Result\nIt is 60 km/h.\n"
+    )  # the answer's title stays over its part
+
+
+def test_a_plain_prose_answers_heading_levels_keep_their_hierarchy_and_parse_as_one_part() -> None:
+    contract = contract_for(SlotSpec(id="a", title="A", description="Write the README's Installation section"), "")
+    answer = "# csvtidy\n\n## 1. Installation\nRun pip.\n\n### Notes\nNone.\n\n## 2. Usage\nRun it."
+    wrapped = wrap_plain(answer, contract)
+    assert "### csvtidy\n\n#### 1. Installation\nRun pip.\n\n##### Notes\nNone.\n\n#### 2. Usage\n" in wrapped
+    flat = wrap_plain("## Installation\nRun pip.\n\n## Usage\nRun it.", contract)
+    assert "### Installation\nRun pip.\n\n### Usage\nRun it." in flat  # one level: as before
+    # its own numbered headings are not the contract's sections: the answer is one part, kept whole
+    result = plain_result(answer, contract, "Answer", slot_id="a", expert="", attempts=1)
+    assert result.compliant and [s.title for s in result.sections] == ["Answer"] and result.raw == wrapped
+    assert result.sections[0].body.endswith("#### 2. Usage\nRun it.")
