@@ -31,7 +31,7 @@ from state.outline import parse_output
 from state.result import OutlineItem, Section, SlotResult
 from state.settings import Settings
 
-__all__ = ["Prompt", "SlotJob", "build_messages", "fit_prompt", "plain_prompt", "wrap_plain"]
+__all__ = ["Prompt", "SlotJob", "build_messages", "fit_prompt", "plain_prompt", "plain_result", "wrap_plain"]
 
 MIN_ANSWER_TOKENS = 256
 """The answer budget is never cut below this to make a prompt fit."""
