@@ -32,7 +32,6 @@ and not run again (run it on the same commit as the first part); the summary cou
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import time
 import uuid
@@ -40,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import md_table, median, write_results
+from bench.common import earlier_results, md_table, median, write_results
 from engine.artifacts import code_artifacts
 from experts.models import ChatMessage, GenerationRequest, get_backend
 from graph import build_graph, open_checkpointer
@@ -89,15 +88,6 @@ def bare_code(text: str) -> str:
     """The code of a bare answer: its first Python code block, else the whole reply."""
     m = _PY_BLOCK.search(text)
     return m.group(1) if m else text
-
-
-def earlier_outcomes(path: Path) -> list[Outcome]:
-    """The outcomes a results file of this benchmark holds (``--resume``)."""
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))["outcomes"]
-        return [Outcome(**row) for row in rows]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SystemExit(f"--resume {path}: not a results file of this benchmark ({exc})") from exc
 
 
 def problems(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -185,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 
     context: dict[str, Any] = {"backend": "fake"} if args.quick else {}
     settings = resolve_settings(context)
-    outcomes = earlier_outcomes(args.resume) if args.resume else []
+    outcomes = earlier_results(args.resume, "outcomes", lambda row: Outcome(**row)) if args.resume else []
     done = {o.task_id for o in outcomes}
     chosen = [p for p in problems(args) if p["task_id"] not in done]
     with open_checkpointer("memory") as saver:
@@ -254,7 +244,7 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
         "routes": scopes,
         "kept_candidates": kept,
         "quick": bool(args.quick),
-        "resumed_from": str(args.resume) if getattr(args, "resume", None) else None,
+        "resumed_from": str(args.resume) if args.resume else None,
     }
     drawn = sum(o.candidates for o in outcomes) / n
     rows = [
@@ -287,7 +277,7 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
                 "",
                 f"Resumed from {args.resume}: the outcomes it holds are counted here, the rest were run by this run.",
             ]
-            if getattr(args, "resume", None)
+            if args.resume
             else []
         )
     )

@@ -37,7 +37,6 @@ tasks it holds are not run again; run it on the same commit), and the summary co
 from __future__ import annotations
 
 import ast
-import json
 import re
 import statistics
 import sys
@@ -49,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import RESULTS_DIR, bench_parser, md_table, write_results
+from bench.common import RESULTS_DIR, bench_parser, earlier_results, md_table, write_results
 from engine.artifacts import code_artifacts
 from engine.checks import STUB, code_blocks, repetition_check
 from engine.sandbox import SandboxLimits, run_python
@@ -238,13 +237,9 @@ def run_one(graph: Any, settings: Any, context: dict[str, Any], item: dict[str, 
     return row
 
 
-def earlier_rows(path: Path) -> list[Row]:
-    """The rows a results file of this benchmark holds (``--resume``)."""
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
-        return [Row(**(r | {"harness": Judged(**r["harness"]), "bare": Judged(**r["bare"])})) for r in rows]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SystemExit(f"--resume {path}: not a results file of this benchmark ({exc})") from exc
+def _row(saved: dict[str, Any]) -> Row:
+    """A row as its results file holds it."""
+    return Row(**(saved | {"harness": Judged(**saved["harness"]), "bare": Judged(**saved["bare"])}))
 
 
 def chosen(args: Any) -> list[dict[str, Any]]:
@@ -278,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     context: dict[str, Any] = {"backend": "fake"} if args.quick else {}
     settings = resolve_settings(context)
-    rows = earlier_rows(args.resume) if args.resume else []
+    rows = earlier_results(args.resume, "rows", _row) if args.resume else []
     done = {row.id for row in rows}
     items = [item for item in chosen(args) if item["id"] not in done]
     docs = (args.out or RESULTS_DIR) / f"{args.name}_documents"
@@ -333,7 +328,7 @@ def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
     summary = {
         "tasks": len(rows),
         "quick": args.quick,
-        "resumed_from": str(args.resume) if getattr(args, "resume", None) else None,
+        "resumed_from": str(args.resume) if args.resume else None,
         "harness": harness,
         "bare": bare,
         "rubric_difference": round(harness["rubric_coverage"] - bare["rubric_coverage"], 3),

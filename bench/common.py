@@ -15,11 +15,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -277,6 +277,18 @@ def bench_parser(doc: str | None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/results)")
     return parser
+
+
+_Row = TypeVar("_Row")
+
+
+def earlier_results(path: Path, key: str, build: Callable[[dict[str, Any]], _Row]) -> list[_Row]:
+    """The rows under ``key`` of a results file this benchmark wrote, each made by ``build`` (``--resume``)."""
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))[key]
+        return [build(row) for row in rows]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"--resume {path}: not a results file of this benchmark ({exc})") from exc
 
 
 def write_results(

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from engine import prompts
-from engine.checks.text import FENCE_BLOCK, code_blocks
+from engine.checks.text import FENCE_BLOCK, code_blocks, without_closed_code
 from engine.contracts import Contract, contract_for
 from engine.injection import quote_as_data
 from engine.memory import FactMemory
@@ -278,11 +278,11 @@ def plain_prompt(job: SlotJob, max_chars: int = 6000) -> Prompt:
     return Prompt(messages, answer, cuts)
 
 
-def _outside_code(text: str, edit: Callable[[str], str], code: str | None = None) -> str:
-    """``text`` with ``edit`` applied to everything but its fenced code blocks (replaced by ``code`` if given)."""
+def _outside_code(text: str, edit: Callable[[str], str]) -> str:
+    """``text`` with ``edit`` applied to everything but its fenced code blocks."""
     parts, at = [], 0
     for m in FENCE_BLOCK.finditer(text):
-        parts += [edit(text[at : m.start()]), m.group(0) if code is None else code]
+        parts += [edit(text[at : m.start()]), m.group(0)]
         at = m.end()
     return "".join([*parts, edit(text[at:])])
 
@@ -290,7 +290,7 @@ def _outside_code(text: str, edit: Callable[[str], str], code: str | None = None
 def _prose_body(text: str) -> str:
     """A plain prose answer as the body of one part (:func:`wrap_plain`)."""
     text = text.strip()
-    levels = [len(m.group(1)) for m in _HEADING.finditer(_outside_code(text, lambda t: t, code=""))]
+    levels = [len(m.group(1)) for m in _HEADING.finditer(without_closed_code(text))]
     top = min(levels, default=3)
 
     def under_section(t: str) -> str:
@@ -298,6 +298,11 @@ def _prose_body(text: str) -> str:
         return _PLACEHOLDER.sub(r"{{ASSIST:user:\1}}", t)
 
     return _outside_code(text, under_section)
+
+
+def _one_part(title: str, body: str) -> str:
+    """An answer of one part, ``title``, in the contract's shape."""
+    return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n"
 
 
 def plain_result(text: str, contract: Contract, title: str, *, slot_id: str, expert: str, attempts: int) -> SlotResult:
@@ -314,7 +319,7 @@ def plain_result(text: str, contract: Contract, title: str, *, slot_id: str, exp
     return SlotResult(
         slot_id=slot_id,
         expert=expert,
-        raw=f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n",
+        raw=_one_part(title, body),
         outline=[OutlineItem(label="1", title=title, level=1)],
         sections=[Section(label="1", title=title, level=1, body=body)],
         compliant=True,
@@ -340,7 +345,7 @@ def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
     """
     if not contract.code_first:
         body = _prose_body(text)
-        return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n" if body else text
+        return _one_part(title, body) if body else text
     language = contract.language or "text"
     tags = {"", language, *_LANGUAGE_TAGS.get(language, ())}
     blocks = [code.rstrip() for tag, code in code_blocks(text) if tag in tags and code.strip()]
@@ -352,4 +357,4 @@ def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
     code = max(blocks, key=len)
     named = _DEFINED.search(code)
     title = contract.function or (named.group(1) if named else "Code")
-    return f"## Outline\n1. {title}\n\n## 1. {title}\n```{language}\n{code}\n```\n"
+    return _one_part(title, f"```{language}\n{code}\n```")
