@@ -16,12 +16,13 @@ the node that collects it turns that into Passport updates, so nothing here touc
 4. **Two prompts.** A slot that is the whole task also draws *plain* candidates: the task alone, as the person
    wrote it (no persona, no contract, no grammar: the prompt the bare model would get), put in the contract's
    shape with its words kept (a code slot keeps its code block; prose, a plan or a table is the one section).
-   For code the kinds alternate, each greedy once, then sampled; for prose, plans and tables a plain answer is
-   drawn only once a contract answer loops (the contract's prompt alone carries the uncertainty protocol, and a
-   plain answer invents what it does not know), then the kinds alternate. A task that hands over one function to
-   complete draws the plain candidate first: measured on HumanEval, the bare prompt's greedy answer is the better
-   first try, and the contract's prompt is then a second, different greedy try instead of a sample
-   (``docs/decisions.md``).
+   The first plain answer is greedy (temperature 0, whatever the expert's temperature): it is the answer the bare
+   model would give. For code the kinds alternate, each drawn once at its first temperature, then sampled; for
+   prose, plans and tables a plain answer is drawn only once a contract answer loops (the contract's prompt alone
+   carries the uncertainty protocol, and a plain answer invents what it does not know), then the kinds alternate.
+   A task that hands over one function to complete draws the plain candidate first: measured on HumanEval, the bare
+   prompt's greedy answer is the better first try, and the contract's prompt is then a second, different greedy
+   try instead of a sample (``docs/decisions.md``).
 5. **More candidates only when needed.** An answer that breaks the output contract gets fresh-prompt retries
    (``max_outline_retries``): the original prompt plus what was wrong, never the failed answer itself, at a
    higher temperature. A compliant answer that fails a hard check (code that does not run or fails the task's
@@ -314,7 +315,8 @@ def run_slot(
         if settings.calculate and job.whole_task and calculable(job.task, job.expert):  # a plan's part: maybe no number
             calculation = _calculation(job, backend, limits, ledger, emit)
             slot_t0 = time.perf_counter()  # the candidates' time bound counts the candidates' time only
-        first = draw("first", backend, own_model, job.temperature, None, plain=plain_turn())
+        plain = plain_turn()
+        first = draw("first", backend, own_model, 0.0 if plain else job.temperature, None, plain=plain)
         first_seconds = first.record.seconds
         time_factor = settings.candidate_time_factor
         if settings.best_of > 1 and contract.language == "python" and extract_examples(job.task).count:
@@ -337,8 +339,8 @@ def run_slot(
                 retries_left -= 1
             plain = plain_turn()
             same_kind = sum(1 for d in draws if (d.record.prompt == "plain") == plain)
-            if two_prompts and same_kind == 0:  # each prompt's first draw is greedy: a new prompt is diversity enough
-                temperature = job.temperature
+            if two_prompts and same_kind == 0:  # each prompt's first draw: a new prompt is diversity enough
+                temperature = 0.0 if plain else job.temperature  # the plain one is the bare model's own answer
             else:
                 sampled = len(draws) - 2 if two_prompts else len(draws) - 1
                 temperature = max(job.temperature, SAMPLE_TEMPERATURES[sampled % len(SAMPLE_TEMPERATURES)])

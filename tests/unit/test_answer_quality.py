@@ -662,6 +662,16 @@ def test_a_looping_prose_answer_draws_the_plain_prompt_and_keeps_its_words_as_th
     )  # the model's words, its heading one level under the section's, its placeholder an assist (not the link)
 
 
+def test_the_first_plain_answer_is_greedy_whatever_the_experts_temperature() -> None:
+    """It is the bare model's own answer (review set, gen-email: a plain answer sampled at the expert's 0.2 said
+    "As an AI language model, I ..." where the bare greedy reply was a usable email)."""
+    backend = Scripted([LOOPING, LOOPING, PLAIN_PROSE])
+    job = replace(prose_job("Explain to a patient why antibiotics do not help a common cold."), temperature=0.2)
+    run_slot(job, backend, settings(), emit=lambda _: None)
+    assert [r.messages[0].role for r in backend.requests][:2] == ["system", "user"]  # contract, then plain
+    assert [r.temperature for r in backend.requests][:2] == [0.2, 0.0]
+
+
 def test_a_plain_plan_kept_as_one_part_follows_the_contract() -> None:
     """A plan's contract asks for 2-7 steps; the plain answer is the one part by design (review set: a clean
     list of steps was kept with a caveat, "outline has 1 top-level item", after four attempts)."""
