@@ -12,8 +12,9 @@ deliverable:
   with ``FROM``.
 * **data**: the block parses as its language.
 * The text beside code or data (the usage note) must not repeat itself either.
-* **prose** and **plan** (:mod:`.prose`): no degenerate repetition (a sentence three times, a line repeated in a
-  run, a phrase looping); hedges are counted as a signal.
+* **prose**, **plan** and **table** (:mod:`.prose`): no degenerate repetition (a sentence three times, a line
+  repeated in a run, a phrase looping); the answer does not speak as an AI model ("As an AI language model, I
+  ...") instead of doing the work; hedges are counted as a signal.
 * **table**: it holds a Markdown table.
 
 Generated code only ever runs in :mod:`engine.sandbox`. A hard check failing means the answer is wrong or unusable

@@ -7,7 +7,7 @@ import re
 from engine.checks.code import code_checks
 from engine.checks.context import CheckContext
 from engine.checks.contract import contract_checks, copied_share
-from engine.checks.prose import repetition_check, table_check
+from engine.checks.prose import repetition_check, speaks_as_ai_check, table_check
 from engine.checks.text import WORD, norm, prose_unfenced, split_sentences, without_closed_code
 from state.quality import CheckResult
 from state.result import SlotResult
@@ -29,6 +29,7 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
         checks.append(table_check(result))
     if kind in ("prose", "plan", "table"):
         checks.append(repetition_check(prose_unfenced(result.body_text())))
+        checks.append(speaks_as_ai_check(without_closed_code(result.body_text())))
     else:  # the note beside the code is read too: a looping note is as degenerate as looping prose
         checks.append(repetition_check(without_closed_code(result.body_text())))
     return checks, signals_of(result, ctx)

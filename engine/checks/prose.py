@@ -1,4 +1,4 @@
-"""Checks of the text itself: degenerate repetition, an ending that breaks off, a table that is there."""
+"""Checks of the text itself: repetition, an ending that breaks off, a table, an answer that speaks as an AI."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def ending_check(raw: str, severity: Severity = "hard") -> CheckResult:
 def _unfinished(raw: str) -> str | None:
     """The end of the answer's last line of text when it stops mid-sentence (None: it ends properly).
 
-    Code blocks, tables, list items and headings may end without punctuation; a line of prose may not. A last
+    Code blocks, tables, list items and headings may end without punctuation; a line of prose may not, except a
+    letter's signature (a name of a few words under a closing that ends with a comma: "Best regards,"). A last
     line of any kind that ends with a colon announces what never came ("... with the following data:").
     """
     lines = [ln.rstrip() for ln in FENCE_BLOCK.sub("```", raw).splitlines() if ln.strip()]
@@ -37,6 +38,8 @@ def _unfinished(raw: str) -> str | None:
         return None
     if re.search(r"[.!?:;)\]\"'`*_}>\u2026\u201d\u2019]$", last) or last.endswith("}}"):
         return None
+    if len(lines) > 1 and lines[-2].endswith(",") and len(lines[-2].split()) <= 4 and len(last.split()) <= 5:
+        return None  # a signature under its closing
     return last[-40:]
 
 
@@ -94,6 +97,29 @@ def repetition_found(text: str, *, sentence_times: int = 3, line_run: int = 3, p
     if looping:
         return f"a phrase loops ({' '.join(looping[0])!r} {phrase_times} times)"
     return None
+
+
+_AI = r"(?:ai|artificial intelligence)(?: language model| model| assistant)?|(?:large )?language model"
+SPEAKS_AS_AI = re.compile(
+    rf"\bas an? (?:{_AI})(?=,| i\b)|\bi(?: am|'m) an? (?:{_AI})(?=[,.;:!]| and\b| developed\b| trained\b| created\b)",
+    re.I,
+)
+"""The model speaking of itself, not a topic: "As an AI language model, I", "I am an AI and"; "as an AI research
+lab" or "I am an AI researcher" do not match."""
+
+
+def speaks_as_ai_check(text: str) -> CheckResult:
+    """``prose.speaks_as_ai``: the answer talks about itself as an AI model ("As an AI language model, I ...").
+
+    A document the person asked for (an email, a guide) never does; the review set's email to a landlord did,
+    in place of the request it was meant to make.
+    """
+    found = SPEAKS_AS_AI.search(text)
+    return CheckResult(
+        name="prose.speaks_as_ai",
+        passed=found is None,
+        detail=f"the answer speaks as an AI model ({found.group(0)!r}) instead of doing the work" if found else "",
+    )
 
 
 def table_check(result: SlotResult) -> CheckResult:

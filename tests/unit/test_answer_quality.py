@@ -13,6 +13,7 @@ import pytest
 from engine.arithmetic import compute
 from engine.artifacts import code_artifacts
 from engine.checks import CheckContext, check_answer, cut_unfinished_end, extract_examples
+from engine.checks.prose import speaks_as_ai_check
 from engine.contracts import contract_for, contract_of, infer_deliverable
 from engine.selection import best, score
 from engine.slot_prompt import SlotJob, build_messages, fit_prompt, plain_result, wrap_plain
@@ -438,8 +439,18 @@ def test_only_the_unfinished_end_of_the_last_line_of_text_goes() -> None:
     assert cut_unfinished_end("Done. It then sorts the rows by the") == ("Done.\n", "It then sorts the rows by the")
     assert cut_unfinished_end("```sql\nSELECT 1;\n```\nExplanation:") == ("```sql\nSELECT 1;\n```\n", "Explanation:")
     assert cut_unfinished_end("no sentence ends here") == ("\n", "no sentence ends here")
-    for kept in ("It ends.", "```python\ndef f(:\n    return", "| a | b |", "- a list item"):
-        assert cut_unfinished_end(kept) == (kept, None)  # finished, in an unclosed code block, or not prose
+    for kept in (
+        "It ends.",
+        "```python\ndef f(:\n    return",
+        "| a | b |",
+        "- a list item",
+        "Thanks.\n\nBest regards,\nSam Lee",
+    ):
+        assert cut_unfinished_end(kept) == (kept, None)  # finished, in an unclosed code block, not prose, a signature
+    assert cut_unfinished_end("Thanks.\nI will fix it, and then the tap") == (
+        "Thanks.\n",
+        "I will fix it, and then the tap",
+    )
 
 
 def test_a_code_answers_note_that_breaks_off_loses_its_unfinished_end() -> None:
@@ -670,6 +681,43 @@ def test_the_first_plain_answer_is_greedy_whatever_the_experts_temperature() -> 
     run_slot(job, backend, settings(), emit=lambda _: None)
     assert [r.messages[0].role for r in backend.requests][:2] == ["system", "user"]  # contract, then plain
     assert [r.temperature for r in backend.requests][:2] == [0.2, 0.0]
+
+
+AS_AN_AI = (
+    "Dear Landlord,\n\nAs an AI language model, I am committed to providing assistance. However, I cannot provide "
+    "advice on politics.\n\nBest regards,\nSam\n"
+)
+EMAIL = "Dear Landlord,\n\nThe kitchen tap leaks. Could you fix it this week?\n\nBest regards,\nSam\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "speaks"),
+    [
+        ("As an AI language model, I am committed to helping.", True),
+        ("As an AI, I cannot give advice.", True),
+        ("I'm an AI assistant.", True),
+        ("I am an AI developed by a lab.", True),
+        ("She works as an AI research lead.", False),
+        ("I am an AI researcher at a lab.", False),
+        ("Language models such as these are an AI topic.", False),
+    ],
+)
+def test_an_answer_that_speaks_as_an_ai_model_fails(text: str, speaks: bool) -> None:
+    check = speaks_as_ai_check(text)
+    assert check.name == "prose.speaks_as_ai" and check.severity == "hard"
+    assert check.passed is not speaks
+
+
+def test_a_plain_answer_that_speaks_as_an_ai_model_loses_to_one_that_does_the_work() -> None:
+    """The review set's email to a landlord: the greedy plain answer spoke as an AI model and was kept."""
+    task = "Write a polite email asking my landlord to fix a leaking kitchen tap this week."
+    backend = Scripted([LOOPING, AS_AN_AI, LOOPING, EMAIL])
+    outcome = run_slot(prose_job(task), backend, settings(best_of=4), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    quality = outcome.result.quality
+    assert [c.prompt for c in quality.candidates] == ["contract", "plain", "contract", "plain"]
+    assert quality.chosen == "c4" and quality.passed
+    assert "The kitchen tap leaks." in outcome.result.raw and "As an AI" not in outcome.result.raw
 
 
 def test_a_plain_plan_kept_as_one_part_follows_the_contract() -> None:
