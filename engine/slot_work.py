@@ -16,13 +16,13 @@ the node that collects it turns that into Passport updates, so nothing here touc
 4. **Two prompts.** A slot that is the whole task also draws *plain* candidates: the task alone, as the person
    wrote it (no persona, no contract, no grammar: the prompt the bare model would get), put in the contract's
    shape with its words kept (a code slot keeps its code block; prose, a plan or a table is the one section).
-   The first plain answer is greedy (temperature 0, whatever the expert's temperature): it is the answer the bare
-   model would give. For code the kinds alternate, each drawn once at its first temperature, then sampled; for
-   prose, plans and tables a plain answer is drawn only once a contract answer loops (the contract's prompt alone
-   carries the uncertainty protocol, and a plain answer invents what it does not know), then the kinds alternate.
-   A task that hands over one function to complete draws the plain candidate first: measured on HumanEval, the bare
-   prompt's greedy answer is the better first try, and the contract's prompt is then a second, different greedy
-   try instead of a sample (``docs/decisions.md``).
+   The first plain answer is greedy (temperature 0, whatever the expert's temperature): the bare model's answer
+   (under the prose repeat penalty). For code the kinds alternate, each drawn once at its first temperature, then
+   sampled; for prose, plans and tables a plain answer is drawn only once a contract answer loops (the contract's
+   prompt alone carries the uncertainty protocol, and a plain answer invents what it does not know), then the
+   kinds alternate. A task that hands over one function to complete draws the plain candidate first: measured on
+   HumanEval, the bare prompt's greedy answer is the better first try, and the contract's prompt is then a
+   second, different greedy try instead of a sample (``docs/decisions.md``).
 5. **More candidates only when needed.** An answer that breaks the output contract gets fresh-prompt retries
    (``max_outline_retries``): the original prompt plus what was wrong, never the failed answer itself, at a
    higher temperature. A compliant answer that fails a hard check (code that does not run or fails the task's
