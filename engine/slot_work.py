@@ -311,12 +311,18 @@ def run_slot(
         looped = next((i for i, d in enumerate(draws) if d.record.prompt == "contract" and _loops(d)), None)
         return looped is not None and (len(draws) - looped) % 2 == 1
 
+    def temperature_of(plain: bool) -> float:  # the next draw's
+        if not any((d.record.prompt == "plain") == plain for d in draws):  # a prompt's first draw: no sampling
+            return 0.0 if plain else job.temperature  # the plain one is the bare model's own answer: greedy
+        sampled = len(draws) - 2 if two_prompts else len(draws) - 1
+        return max(job.temperature, SAMPLE_TEMPERATURES[sampled % len(SAMPLE_TEMPERATURES)])
+
     try:
         if settings.calculate and job.whole_task and calculable(job.task, job.expert):  # a plan's part: maybe no number
             calculation = _calculation(job, backend, limits, ledger, emit)
             slot_t0 = time.perf_counter()  # the candidates' time bound counts the candidates' time only
         plain = plain_turn()
-        first = draw("first", backend, own_model, 0.0 if plain else job.temperature, None, plain=plain)
+        first = draw("first", backend, own_model, temperature_of(plain), None, plain=plain)
         first_seconds = first.record.seconds
         time_factor = settings.candidate_time_factor
         if settings.best_of > 1 and contract.language == "python" and extract_examples(job.task).count:
@@ -338,14 +344,8 @@ def run_slot(
             else:
                 retries_left -= 1
             plain = plain_turn()
-            same_kind = sum(1 for d in draws if (d.record.prompt == "plain") == plain)
-            if two_prompts and same_kind == 0:  # each prompt's first draw: a new prompt is diversity enough
-                temperature = 0.0 if plain else job.temperature  # the plain one is the bare model's own answer
-            else:
-                sampled = len(draws) - 2 if two_prompts else len(draws) - 1
-                temperature = max(job.temperature, SAMPLE_TEMPERATURES[sampled % len(SAMPLE_TEMPERATURES)])
             emit(_retry_event(slot_id, draws))
-            draw(origin, backend, own_model, temperature, None if plain else _feedback(leader), plain=plain)
+            draw(origin, backend, own_model, temperature_of(plain), None if plain else _feedback(leader), plain=plain)
         leader = max(draws, key=lambda d: d.record.score)
         if not leader.passes and leader.result.compliant and job.escalation is not None and settings.escalate:
             name, bigger = job.escalation

@@ -27,11 +27,12 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
         checks += code_checks(result, ctx)
     elif kind == "table":
         checks.append(table_check(result))
+    body = result.body_text()
     if kind in ("prose", "plan", "table"):
-        checks.append(repetition_check(prose_unfenced(result.body_text())))
-        checks.append(speaks_as_ai_check(without_closed_code(result.body_text())))
+        checks.append(repetition_check(prose_unfenced(body)))
+        checks.append(speaks_as_ai_check(without_closed_code(body)))
     else:  # the note beside the code is read too: a looping note is as degenerate as looping prose
-        checks.append(repetition_check(without_closed_code(result.body_text())))
+        checks.append(repetition_check(without_closed_code(body)))
     return checks, signals_of(result, ctx)
 
 

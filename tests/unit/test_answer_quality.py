@@ -674,8 +674,7 @@ def test_a_looping_prose_answer_draws_the_plain_prompt_and_keeps_its_words_as_th
 
 
 def test_the_first_plain_answer_is_greedy_whatever_the_experts_temperature() -> None:
-    """It is the bare model's own answer (review set, gen-email: a plain answer sampled at the expert's 0.2 said
-    "As an AI language model, I ..." where the bare greedy reply was a usable email)."""
+    """It is the bare model's own answer, not a sample at the expert's temperature (0.2 here)."""
     backend = Scripted([LOOPING, LOOPING, PLAIN_PROSE])
     job = replace(prose_job("Explain to a patient why antibiotics do not help a common cold."), temperature=0.2)
     run_slot(job, backend, settings(), emit=lambda _: None)
