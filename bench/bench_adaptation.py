@@ -5,7 +5,7 @@ Run: ``python -m bench.bench_adaptation [--tasks N]`` (``--quick``: two tasks on
 
 Tasks: the first N non-trivial tasks of ``bench/data/template_tasks.yaml`` taken round-robin over the
 template families (so the set is varied). For each: the best template by search, then
-:func:`engine.adaptation.adapt` with the llama.cpp backend and the planner model (``--model``; grammar on).
+:func:`engine.planning.adaptation.adapt` with the llama.cpp backend and the planner model (``--model``; grammar on).
 Reported: share of frameworks valid without fallback, share that needed a retry, share that fell back (to the
 seed, to one slot), operations per plan, mean and max seconds per adaptation, and whether every framework that
 would reach execution passes validation (it must: 100%).
@@ -23,10 +23,10 @@ from typing import Any
 import yaml
 
 from bench.common import bench_parser, write_results
-from engine.adaptation import adapt
+from engine.planning.adaptation import adapt
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.models.pool import get_backend
+from experts.pool.pooled import get_backend
 from experts.routing.templates import load_or_build
 from state.context import resolve_settings
 from state.framework import validation_errors

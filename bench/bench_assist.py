@@ -34,9 +34,9 @@ import yaml
 
 from bench.common import RESULTS_DIR as RESULTS
 from bench.common import bench_parser, md_table, percentile, write_results
-from engine.assist import AssistResolver
+from engine.assists.resolver import AssistResolver
+from experts.backends.fake import FakeBackend, FakeRule, FakeScript
 from experts.knowledge import KnowledgeBase, add_documents, load_kb
-from experts.models.fake import FakeBackend, FakeRule, FakeScript
 from state.assist import scan_assists
 from state.context import resolve_settings
 from state.outline import parse_output
@@ -289,11 +289,11 @@ MODEL_TASKS = [
 
 
 def model_emission(max_tokens: int, limit: int) -> dict[str, Any]:
-    from engine.slot_prompt import SlotJob, build_messages
+    from engine.slots.prompt import SlotJob, build_messages
+    from experts.backends.grammar import OUTLINE_GRAMMAR
+    from experts.backends.protocol import GenerationRequest
     from experts.catalog import load_catalog
-    from experts.models.grammar import OUTLINE_GRAMMAR
-    from experts.models.pool import get_backend
-    from experts.models.protocol import GenerationRequest
+    from experts.pool.pooled import get_backend
     from state.framework import SlotSpec
 
     settings = resolve_settings({"max_tokens": max_tokens})  # COE_N_THREADS etc. from the environment

@@ -1,13 +1,13 @@
 """Episodic memory's line: does an earlier run bear on the same request asked again, and not on another one?
 
-``engine/memory.py`` prefers a template whose plan worked for a *similar* task, and passes over one that failed,
+``memory/store.py`` prefers a template whose plan worked for a *similar* task, and passes over one that failed,
 when the earlier run's task is at least ``SIMILAR_TASK_LINE`` similar to the new one (set by hand at 0.85). This
 bench measures that line on ``bench/data/episodes.yaml``: 30 tasks, each with the same request in other words
 (the earlier run should count) and a different request of the same kind (it should not: "the water cycle" lesson
 is not the "photosynthesis" lesson, even when both fit one template).
 
-Through the real code path: each task's run is recorded in an :class:`engine.memory.EpisodeMemory` on an
-in-memory Store, then :meth:`~engine.memory.EpisodeMemory.similar` is asked with the paraphrase and with the
+Through the real code path: each task's run is recorded in an :class:`memory.store.EpisodeMemory` on an
+in-memory Store, then :meth:`~memory.store.EpisodeMemory.similar` is asked with the paraphrase and with the
 other request. Reported at the shipped line: how often the paraphrase finds its run (goal: high) and how often
 the other request finds a run (goal: 0), and the same for a sweep of lines, to show where the line sits.
 
@@ -24,8 +24,8 @@ import yaml
 from langgraph.store.memory import InMemoryStore
 
 from bench.common import bench_parser, md_table, write_results
-from engine.memory import SIMILAR_TASK_LINE, Episode, EpisodeMemory
 from experts.embedding import get_embedder
+from memory.store import SIMILAR_TASK_LINE, Episode, EpisodeMemory
 
 DATA = Path(__file__).resolve().parent / "data" / "episodes.yaml"
 SWEEP = (0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.95)

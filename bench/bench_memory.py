@@ -3,13 +3,13 @@
 Run: ``python -m bench.bench_memory``. Writes ``bench/results/memory.{json,md}``. ``--quick``: 6 facts, 4 threads.
 
 1. **Facts** (``bench/data/memory_facts.yaml``: 30 facts, 30 lookup requests each answered by one of them, 30
-   that none answers, several on a fact's topic). Each fact is remembered (:class:`engine.memory.FactMemory`, an
+   that none answers, several on a fact's topic). Each fact is remembered (:class:`memory.store.FactMemory`, an
    in-process store, the bundled embedder); each request is searched. A request is filled when its best fact
    reaches the line. The line is calibrated on the even-numbered requests (the middle of the widest interval of
    lines with the fewest errors there, a wrong fill counting as two misses) and reported on the odd-numbered
    ones (held out) and on all: the share of answerable requests filled with their fact (goal >= 95%), and of
    requests filled with a fact that does not answer them (goal <= 5%). Twice: the line alone, and the line with
-   the check model (``Settings.memory_check_model``, :func:`engine.memory.fact_answers`) asked about every
+   the check model (``Settings.memory_check_model``, :func:`memory.store.fact_answers`) asked about every
    request's best fact, a fact filling only on its yes (the line calibrated again that way). Not in ``--quick``.
 2. **Follow-up turns** (the fake backend, 30 threads): turn 1's answer carries a marker; turn 2 is a follow-up;
    turn 3 is unrelated to turn 1. Reported: how often turn 1's answer reaches every prompt of turn 2 (goal >= 95%)
@@ -30,12 +30,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from bench.common import bench_parser, md_table, write_results
-from engine.memory import FactMemory, fact_answers
 from experts.catalog import resolve_binding
 from experts.embedding import get_embedder
-from experts.models import get_backend
+from experts.pool import get_backend
 from graph import build_graph
 from graph.persistence import serializer
+from memory.store import FactMemory, fact_answers
 from state.context import resolve_settings
 from state.io import RunInput
 

@@ -162,7 +162,7 @@ def timed_backends(calls: list[dict[str, Any]]) -> Iterator[None]:
     """Make the harness see timing proxies around its backends (patched in this process only)."""
     # ``nodes.execute_slots`` as an attribute is the node function (re-exported by ``nodes``), not the
     # module: patch the module object itself.
-    modules = [importlib.import_module("experts.models.pool"), importlib.import_module("nodes.execute_slots")]
+    modules = [importlib.import_module("experts.pool.pooled"), importlib.import_module("nodes.execute_slots")]
     original = modules[0].__dict__["get_backend"]
     lock = threading.Lock()
 
@@ -198,10 +198,10 @@ def prepare_real(ctx: dict[str, Any]) -> tuple[Any | None, str | None, dict[str,
     except ImportError as exc:
         return None, f"llama_cpp is not importable ({exc}); install with: pip install -e '.[llama]'", {}
     try:
-        import experts.models.llama  # noqa: F401
+        import experts.backends.llama  # noqa: F401
     except ImportError as exc:
-        return None, f"experts.models.llama is not importable ({exc})", {}
-    from experts.models.pool import get_backend
+        return None, f"experts.backends.llama is not importable ({exc})", {}
+    from experts.pool.pooled import get_backend
     from state.context import resolve_settings
 
     info: dict[str, Any] = {}

@@ -9,8 +9,8 @@ without the planner (``<name>_sweep.{json,md}``).
 
 The set is ``bench/data/planning_set.yaml`` (61 tasks: trivial, single, multi; traps where a domain word only
 describes the data). For each task, the pipeline of the graph: scope (:func:`experts.routing.classify`), then
-the plan (one slot, a template fitted and edited by :func:`engine.planning.plan_from_template`, or one slot per
-aspect by :func:`engine.planning.plan_from_aspects`), then routing of every slot the plan does not pin.
+the plan (one slot, a template fitted and edited by :func:`engine.planning.planner.plan_from_template`, or one slot per
+aspect by :func:`engine.planning.planner.plan_from_aspects`), then routing of every slot the plan does not pin.
 
 Reported:
 - scope accuracy (trivial / single / multi as labelled; an unclear scope taken as single counts as single);
@@ -32,11 +32,11 @@ from typing import Any
 import yaml
 
 from bench.common import bench_parser, md_table, percentile, write_results
-from engine import planning
-from engine.planning import plan_from_aspects, plan_from_template
+from engine.planning import planner as planning
+from engine.planning.planner import plan_from_aspects, plan_from_template
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.models.pool import get_backend
+from experts.pool.pooled import get_backend
 from experts.routing import classify, get_router, library
 from state.context import resolve_settings
 from state.framework import Framework, fallback_framework, slot_text

@@ -18,7 +18,7 @@ Parts:
 * **cold**: per model, three interleaved rounds (medians reported): the file's pages are dropped from the page
   cache (``posix_fadvise(DONTNEED)``; whether that worked is checked by timing a read right after it against a
   warm read), it is read once, dropped again and loaded by the pool (the shipped path, which reads the file
-  ahead of llama.cpp: experts/models/prefetch.py); then loaded again with the file cached (the warm load: llama.cpp's
+  ahead of llama.cpp: experts/backends/prefetch.py); then loaded again with the file cached (the warm load: llama.cpp's
   own work with no disk, a floor for any loader built on it), loaded cold without the prefetch, and its
   vocabulary alone is loaded. Goal: cold load / cold read <= 1.2.
 * **start**: a three-slot chain (general_reasoning on the 0.5B base model -> python_coder on the 1.5B model ->
@@ -46,13 +46,13 @@ from typing import Any
 import yaml
 
 from bench.common import bench_parser, md_table, median, percentile, run_input, write_results
+from experts.backends.llama import LlamaBackend
+from experts.backends.protocol import ChatMessage, GenerationRequest
 from experts.models.bundled import resolve_model_path
 from experts.models.footprint import MIB, estimate
-from experts.models.llama import LlamaBackend
-from experts.models.memory import process_rss_bytes
-from experts.models.pool import clear_backends, get_backend
-from experts.models.protocol import ChatMessage, GenerationRequest
-from experts.models.residency import pool
+from experts.pool.pooled import clear_backends, get_backend
+from experts.pool.process_memory import process_rss_bytes
+from experts.pool.residency import pool
 from state.context import resolve_settings
 
 MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m")

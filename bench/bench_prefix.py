@@ -2,7 +2,7 @@
 
 Run: ``python -m bench.bench_prefix``. Writes ``bench/results/prefix.{json,md}``. ``--quick``: 2 tasks, 1 round.
 
-Real slot prompts (``engine.slot_prompt.fit_prompt``: the expert's persona and the output contract in the system
+Real slot prompts (``engine.slots.prompt.fit_prompt``: the expert's persona and the output contract in the system
 message, the task in the user message) of four prose tasks for one expert, on the bundled default model, each
 generated as its slot's first answer would be (greedy, the contract's grammar, a short answer budget). Two
 backends on the same model file, one with ``prefix_cache`` off (the context reset before each call, as before)
@@ -20,11 +20,11 @@ from dataclasses import replace
 from typing import Any
 
 from bench.common import bench_parser, md_table, write_results
-from engine.slot_prompt import SlotJob, fit_prompt
+from engine.slots.prompt import SlotJob, fit_prompt
+from experts.backends import GenerationRequest
+from experts.backends.llama import LlamaBackend
 from experts.catalog import load_catalog
-from experts.models import GenerationRequest
 from experts.models.bundled import resolve_model_path
-from experts.models.llama import LlamaBackend
 from state.context import resolve_settings
 from state.framework import SlotSpec
 

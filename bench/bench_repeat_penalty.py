@@ -21,7 +21,8 @@ from typing import Any
 
 from bench.bench_review import BARE_MAX_TOKENS, judge, load_tasks
 from bench.common import bench_parser, md_table, write_results
-from experts.models import ChatMessage, GenerationRequest, get_backend
+from experts.backends import ChatMessage, GenerationRequest
+from experts.pool import get_backend
 from state.context import resolve_settings
 
 PROSE_KINDS = ("prose", "plan", "table")

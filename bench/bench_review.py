@@ -11,7 +11,7 @@ Python tasks, tests. For each task:
 
 Both documents are judged the same way:
 
-* **degenerate**: the project's repetition check (:func:`engine.checks.repetition_check`: a sentence three times
+* **degenerate**: the project's repetition check (:func:`engine.slots.checks.repetition_check`: a sentence three times
   or more, a line repeated in a run, a phrase looping, under 75% distinct sentences) finds repetition in what the
   model wrote (:func:`answer_text`: the harness's title, caveats and closing lists left out);
 * **stub sections**: a heading whose section has fewer than three words and no code, or placeholder text
@@ -20,7 +20,7 @@ Both documents are judged the same way:
 * **truncated code**: an unclosed code fence, or a Python block that does not parse;
 * **rubric**: the share of rubric items met by what the model wrote (the same :func:`answer_text`: a caveat that
   names the value a program computed does not meet an item);
-* **tests**: the task's asserts run after the delivered code, in the project's sandbox (:mod:`engine.sandbox`).
+* **tests**: the task's asserts run after the delivered code, in the project's sandbox (:mod:`engine.slots.sandbox`).
 
 Reported: each rate per side, rubric coverage per side and by expert, tests passed, median seconds, and the
 harness's tokens generated and thrown away per kept token.
@@ -50,9 +50,10 @@ import yaml
 
 from bench.common import RESULTS_DIR, bench_parser, earlier_results, md_table, write_results
 from engine.artifacts import code_artifacts
-from engine.checks import STUB, code_blocks, repetition_check
-from engine.sandbox import SandboxLimits, run_python
-from experts.models import ChatMessage, GenerationRequest, get_backend
+from engine.slots.checks import STUB, code_blocks, repetition_check
+from engine.slots.sandbox import SandboxLimits, run_python
+from experts.backends import ChatMessage, GenerationRequest
+from experts.pool import get_backend
 from graph import build_graph, open_checkpointer
 from state import Passport
 from state.context import resolve_settings

@@ -32,10 +32,10 @@ from bench.common import bench_parser, write_results
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing.router import ExpertRouter, get_router
-from experts.routing.scope import MARGIN, MAX_WORDS, NARROW_BAND, SINGLE_MARGIN, classify
+from experts.routing.scoping import MARGIN, MAX_WORDS, NARROW_BAND, SINGLE_MARGIN, classify
 from experts.routing.templates import TemplateIndex, load_or_build
 from state.paths import config_dir
-from state.scope import ScopeDecision
+from state.scope_decision import ScopeDecision
 from state.template import load_library
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -29,7 +29,8 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.common import GRAPH, bench_parser, dev_server, md_table, run_input, write_results
-from experts.models import ChatMessage, GenerationRequest, get_backend
+from experts.backends import ChatMessage, GenerationRequest
+from experts.pool import get_backend
 from graph import build_graph
 from graph.persistence import serializer
 from state.context import resolve_settings

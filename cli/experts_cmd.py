@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.errors import user_errors
+from cli.exit_codes import user_errors
 
 experts_app = typer.Typer(
     help="The expert catalog: scope documents in config/expert_scopes.",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, user_errors
+from cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, user_errors
 
 if TYPE_CHECKING:
     from experts.knowledge import IngestProgress

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_WAITING, user_errors
+from cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN, EXIT_WAITING, user_errors
 from cli.experts_cmd import experts_app, route
 from cli.kb_cmd import kb_app
 from cli.memory_cmd import feedback, memory_app
@@ -331,7 +331,7 @@ def _drive(
 ) -> int:
     from langgraph.types import Command
 
-    from cli.hitl import ask_in_terminal, resume_value
+    from cli.answers import ask_in_terminal, resume_value
     from cli.progress import Progress
     from graph import build_graph, open_checkpointer, open_store
     from graph.lease import thread_lease
@@ -385,7 +385,7 @@ def _drive(
 
 def _settle_models() -> None:
     """Let a preload still loading finish before reporting and exiting (see ``ModelPool.settle``)."""
-    from experts.models.residency import pool
+    from experts.pool.residency import pool
 
     pool().settle()
 
@@ -403,7 +403,7 @@ def _stop_models_on_signal() -> Iterator[None]:
         return
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        from experts.models.residency import pool
+        from experts.pool.residency import pool
 
         pool().shutdown()
         raise KeyboardInterrupt
@@ -417,7 +417,7 @@ def _stop_models_on_signal() -> Iterator[None]:
 
 
 def _waiting(thread_id: str, interrupts: Sequence[Interrupt], as_json: bool) -> int:
-    from cli.hitl import render
+    from cli.answers import render
 
     for intr in interrupts:
         print(render(intr), file=sys.stderr)

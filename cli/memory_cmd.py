@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.errors import user_errors
+from cli.exit_codes import user_errors
 
 if TYPE_CHECKING:
-    from engine.memory import Fact, FactMemory
+    from memory.store import Fact, FactMemory
 
 memory_app = typer.Typer(
     help="What is remembered, per user, beside the runs (--checkpoint): facts (e.g. 'we deploy on PostgreSQL 16') "
@@ -35,9 +35,9 @@ CheckpointOpt = Annotated[
 
 @contextmanager
 def _memory(checkpoint: str | None) -> Iterator[FactMemory]:
-    from engine.memory import FactMemory
     from experts.embedding import get_embedder
     from graph import open_store
+    from memory.store import FactMemory
     from state.paths import LOCAL_USER
 
     with open_store(checkpoint) as store:
@@ -111,7 +111,7 @@ def search(
 @memory_app.command("episodes")
 def episodes(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None:
     """List the after-action records of finished runs (episodic memory), oldest first."""
-    from engine.memory import EpisodeMemory
+    from memory.store import EpisodeMemory
 
     with user_errors(), _memory(checkpoint) as memory:
         found = EpisodeMemory(memory.store, memory.user, memory.embedder).episodes()
@@ -134,8 +134,8 @@ def show(
     checkpoint: CheckpointOpt = None,
 ) -> None:
     """Everything remembered under one id: a fact, a run's after-action record (with feedback) or a routing lesson."""
-    from engine.lessons import RoutingLessons
-    from engine.memory import EpisodeMemory
+    from memory.routing_lessons import RoutingLessons
+    from memory.store import EpisodeMemory
     from state.errors import InputError
 
     with user_errors(), _memory(checkpoint) as memory:
@@ -156,7 +156,7 @@ def show(
 @memory_app.command("lessons")
 def lessons(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None:
     """List the routing lessons given with coe feedback (kept ones train the router; refused ones say why)."""
-    from engine.lessons import RoutingLessons
+    from memory.routing_lessons import RoutingLessons
 
     with user_errors(), _memory(checkpoint) as memory:
         found = RoutingLessons(memory.store, memory.user).records()
@@ -188,8 +188,8 @@ def forget(
             raise InputError("forget", "give a fact id or --run RUN_ID (one of them)")
         with _memory(checkpoint) as memory:
             if run is not None:
-                from engine.lessons import RoutingLessons
-                from engine.memory import EpisodeMemory
+                from memory.routing_lessons import RoutingLessons
+                from memory.store import EpisodeMemory
 
                 gone = memory.forget_run(run)
                 record = EpisodeMemory(memory.store, memory.user, memory.embedder).forget_run(run)
@@ -226,9 +226,9 @@ def feedback(
     EXPERT corrects it. A lesson is kept only if it is plausible and the router still routes its guard set as
     well (coe memory lessons shows what was kept and why not).
     """
-    from engine.feedback import give_feedback
     from graph import build_graph, open_checkpointer
     from graph.persistence import load_run
+    from memory.feedback import give_feedback
     from state.errors import ConfigError
 
     with user_errors():

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.errors import user_errors
+from cli.exit_codes import user_errors
 
 if TYPE_CHECKING:
     from graph.retention import ThreadInfo

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.errors import user_errors
+from cli.exit_codes import user_errors
 
 
 def status(
@@ -28,7 +28,7 @@ def status(
     ] = None,
 ) -> None:
     """Show the memory budget, and the models, reservations and breakers of running coe processes."""
-    from experts.models.status import status_dir
+    from experts.pool.status import status_dir
     from state.context import resolve_settings
 
     with user_errors():

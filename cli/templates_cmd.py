@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.errors import EXIT_USAGE, user_errors
+from cli.exit_codes import EXIT_USAGE, user_errors
 
 if TYPE_CHECKING:
     from state.template import LibraryReport

@@ -1,15 +1,15 @@
-"""What the nodes drive: slot scheduling and work, assist resolution, template adaptation, asking the person.
+"""What the nodes drive: the slot pipeline, its scheduler, assists, planning.
 
 Nothing here imports LangGraph: the nodes (:mod:`nodes`) read the Passport, call into this package, and turn
 what it returns into partial updates; LangGraph's ``interrupt`` is handed in where the person is asked.
 """
 
-from engine.adaptation import adapt, adaptation_messages
-from engine.asking import ask
-from engine.assist import AssistResolver, Resolution
+from engine.assists.asking import ask
+from engine.assists.resolver import AssistResolver, Resolution
+from engine.planning.adaptation import adapt, adaptation_messages
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
-from engine.slot_prompt import SlotJob, build_messages
-from engine.slot_work import SlotOutcome, generation_settings, run_slot
+from engine.slots.prompt import SlotJob, build_messages
+from engine.slots.run import SlotOutcome, generation_settings, run_slot
 
 __all__ = [
     "AssistResolver",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from engine.checks import module_code
+from engine.slots.checks import module_code
 from state.framework import Framework
 from state.result import SlotResult
 

@@ -153,7 +153,7 @@ its unit if it has one). Use only the standard library.
 
 Problem:
 {task}"""
-"""Asks a code model for the program that computes a math slot's result (:mod:`engine.calculation`)."""
+"""Asks a code model for the program that computes a math slot's result (:mod:`engine.slots.program_of_thought`)."""
 
 ADAPT_SYSTEM = """\
 You plan work. You adapt a plan template to a user's task by editing it, and you answer with JSON only.

@@ -323,7 +323,7 @@ def open_store(url: str | None = None) -> Iterator[BaseStore]:
     """Open the long-term memory store that goes with a checkpoint URL (tables are created if needed).
 
     SQLite: the same file as the checkpoints (the store's tables beside them); PostgreSQL: the same database;
-    ``memory``: an in-process store. Facts are kept per user (:mod:`engine.memory`). The in-process store, and the
+    ``memory``: an in-process store. Facts are kept per user (:mod:`memory.store`). The in-process store, and the
     SQLite one where Python's sqlite3 can load sqlite-vec, have a vector index on the bundled embedder
     (:func:`experts.embedding.store_index.store_index`); the PostgreSQL one has none (it would need pgvector),
     and facts are then searched by the project's own scan.

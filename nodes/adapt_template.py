@@ -3,13 +3,13 @@
 Only when a template was retrieved; otherwise (a given framework, a single-expert task, a plan built from the
 task's aspects, templates off) the node passes. In order:
 
-1. the template is fitted to the task (:func:`engine.planning.fit_template`): slots that serve nothing the task
+1. the template is fitted to the task (:func:`engine.planning.planner.fit_template`): slots that serve nothing the task
    asks for are removed, and every deliverable the task names that no slot covers gets a slot;
 2. a template at least :data:`~experts.routing.AS_IS_SIMILARITY` similar to the task is used as it is;
    otherwise the planner model (``Settings.planner_model``, through :func:`experts.catalog.resolve_binding`;
    the base model, with a warning, when it is not installed) writes constrained edit operations within
-   ``plan_seconds`` (:func:`engine.adaptation.adapt`: retries, then the fitted template, then one slot);
-3. the result passes the same relevance and coverage tier again (:func:`engine.planning.fit_plan`), so a slot
+   ``plan_seconds`` (:func:`engine.planning.adaptation.adapt`: retries, then the fitted template, then one slot);
+3. the result passes the same relevance and coverage tier again (:func:`engine.planning.planner.fit_plan`), so a slot
    the planner added that serves nothing, or an aspect it removed, is caught.
 
 The fits, operations, rationale, attempts, fallback and time to the plan are recorded in ``adaptation`` and the
@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.planning import plan_from_template
+from engine.planning.planner import plan_from_template
+from experts.backends import ExpertBackend
 from experts.catalog import load_catalog, resolve_binding
 from experts.embedding import get_embedder
-from experts.models import ExpertBackend, get_backend
+from experts.pool import get_backend
 from state.adaptation import PlanFit
 from state.framework import Framework
 from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
-from state.scope import AppliedDefault
+from state.scope_decision import AppliedDefault
 from state.settings import Settings
 
 NODE = "adapt_template"

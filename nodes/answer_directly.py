@@ -12,9 +12,10 @@ from typing import Any
 from langgraph.config import get_config
 
 from engine import prompts
-from engine.arithmetic import compute
-from engine.streaming import generate_streamed, message_stream
-from experts.models import ChatMessage, GenerationRequest, get_backend
+from engine.slots.inline_arithmetic import compute
+from engine.slots.streaming import generate_streamed, message_stream
+from experts.backends import ChatMessage, GenerationRequest
+from experts.pool import get_backend
 from state.enums import RunStatus
 from state.errors import BackendError, RunFailure, UserError
 from state.framework import title_from_task

@@ -17,13 +17,13 @@ from typing import Any
 
 from langgraph.types import interrupt
 
-from engine.asking import ask
-from engine.planning import prune_slots
+from engine.assists.asking import ask
+from engine.planning.planner import prune_slots
 from state.enums import Mode
 from state.framework import SlotSpec, validate_framework
 from state.hitl import EscalationCategory, EscalationSeverity, InterruptPayload, Question, parse_clarify_answer
 from state.passport import LedgerEntry, PlannedPassport, SlotState, utcnow
-from state.scope import AppliedDefault
+from state.scope_decision import AppliedDefault
 
 NODE = "ask_plan_fit"
 ASKED_RULES = ("irrelevant_slot_removed", "uncovered_aspect_added")

@@ -16,7 +16,7 @@ from typing import Any
 
 from langgraph.types import interrupt
 
-from engine.asking import ask
+from engine.assists.asking import ask
 from state.assist import AssistRecord, AssistSource, unresolved_marker
 from state.enums import SlotStatus
 from state.hitl import (

@@ -13,8 +13,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from engine.memory import Episode, EpisodeMemory, FactMemory
 from experts.embedding import get_embedder
+from memory.store import Episode, EpisodeMemory, FactMemory
 from state.assist import unresolved_markers
 from state.context import RunContext
 from state.enums import RunStatus, SlotStatus

@@ -19,7 +19,7 @@ from typing import Any
 
 from langgraph.types import interrupt
 
-from engine.asking import ask
+from engine.assists.asking import ask
 from experts.catalog import load_catalog
 from state.enums import Mode, RunStatus
 from state.errors import FrameworkError

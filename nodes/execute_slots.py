@@ -17,26 +17,17 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from engine.contracts import contract_for
-from engine.lessons import RoutingLessons
-from engine.memory import FactMemory
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
-from engine.slot_prompt import SlotJob
-from engine.slot_work import ProgressSink, SlotOutcome, generation_settings, run_slot
-from engine.streaming import message_stream
+from engine.slots.contracts import contract_for
+from engine.slots.prompt import SlotJob
+from engine.slots.run import ProgressSink, SlotOutcome, generation_settings, run_slot
+from engine.slots.streaming import message_stream
+from experts.backends import Endpoint, ExpertBackend
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
 from experts.embedding import get_embedder
-from experts.models import (
-    Admission,
-    BreakerPolicy,
-    Endpoint,
-    ExpertBackend,
-    breakers,
-    get_backend,
-    health_checks,
-    preload,
-    trim_heap,
-)
+from experts.pool import Admission, BreakerPolicy, breakers, get_backend, health_checks, preload, trim_heap
+from memory.routing_lessons import RoutingLessons
+from memory.store import FactMemory
 from state.context import RunContext
 from state.enums import SlotStatus
 from state.errors import RunFailure

@@ -16,10 +16,11 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from engine.injection import describe, find_instructions
+from engine.assists.injection import describe, find_instructions
+from experts.backends.fake import load_script
 from experts.catalog import Catalog, load_catalog
-from experts.models import BUNDLED_MODELS, pool, resolve_model_path
-from experts.models.fake import load_script
+from experts.models import BUNDLED_MODELS, resolve_model_path
+from experts.pool import pool
 from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
 from state.errors import ConfigError, FrameworkError, InputError

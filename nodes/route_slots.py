@@ -18,17 +18,17 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from engine.contracts import deliverable_of
-from engine.lessons import RoutingLessons
+from engine.slots.contracts import deliverable_of
 from experts.catalog import Catalog, ExpertScope, load_catalog, resolve_binding
 from experts.routing import RouteResult, RouterParams, get_router
-from experts.routing.lessons import router_with_lessons
-from experts.routing.scope import function_to_complete
+from experts.routing.lesson_check import router_with_lessons
+from experts.routing.scoping import function_to_complete
+from memory.routing_lessons import RoutingLessons
 from state.context import RunContext
 from state.errors import RunFailure
 from state.framework import slot_text
 from state.passport import LedgerEntry, Notice, PlannedPassport, RoutingDecision, SlotState, utcnow
-from state.scope import AppliedDefault
+from state.scope_decision import AppliedDefault
 from state.settings import Settings
 
 NODE = "route_slots"

@@ -16,13 +16,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from engine.asking import ask
-from engine.lessons import RoutingLessons
+from engine.assists.asking import ask
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing import RouterParams, classify, get_router, library
 from experts.routing.aspects import named_deliverables
-from experts.routing.lessons import router_with_lessons
+from experts.routing.lesson_check import router_with_lessons
+from memory.routing_lessons import RoutingLessons
 from state.context import RunContext
 from state.enums import Mode
 from state.hitl import (
@@ -33,7 +33,7 @@ from state.hitl import (
     parse_clarify_answer,
 )
 from state.passport import GuardedPassport, LedgerEntry, utcnow
-from state.scope import AppliedDefault, ScopeDecision
+from state.scope_decision import AppliedDefault, ScopeDecision
 
 NODE = "scope"
 

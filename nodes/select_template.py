@@ -3,8 +3,8 @@
 In order: the framework given in the run options (``--framework FILE``); with ``use_templates`` on (the
 default): for a task that ``scope`` judged a single expert's work, one slot that answers it, and otherwise the
 best template of the library for the task, retrieved by meaning (``adapt_template`` then fits it to the task),
-unless even the best one is under :data:`~engine.planning.TEMPLATE_FIT_LINE`: then the plan is built from the
-deliverables the task names (:func:`engine.planning.aspect_framework`, one slot per aspect; one slot when it
+unless even the best one is under :data:`~engine.planning.planner.TEMPLATE_FIT_LINE`: then the plan is built from the
+deliverables the task names (:func:`engine.planning.planner.aspect_framework`, one slot per aspect; one slot when it
 names only one); with it off, the documented last-resort framework, a single slot that answers the whole task.
 
 A retrieved template is recorded in the Passport (``template``, and ``adaptation`` with its similarity) and its
@@ -17,11 +17,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from engine.memory import EpisodeMemory
-from engine.planning import TEMPLATE_FIT_LINE, plan_from_aspects
+from engine.planning.planner import TEMPLATE_FIT_LINE, plan_from_aspects
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing import library, library_dir
+from memory.store import EpisodeMemory
 from state.adaptation import AdaptationRecord
 from state.context import RunContext
 from state.framework import Framework, fallback_framework, validate_framework

@@ -66,7 +66,7 @@ class AdaptationAttempt(BaseModel):
 
 
 class PlanFit(BaseModel):
-    """How a plan was fitted to its task (:mod:`engine.planning`): the aspects, relevance and coverage."""
+    """How a plan was fitted to its task (:mod:`engine.planning.planner`): the aspects, relevance and coverage."""
 
     aspects: list[str] = Field(default_factory=list)
     """The deliverables the task names (:func:`experts.routing.aspects.task_aspects`)."""

@@ -23,7 +23,7 @@ from state.hitl import Approval
 from state.io import RunInput, RunOptions, RunSummary, SlotSummary
 from state.quality import CandidateRecord, CheckResult, SlotQuality
 from state.result import OutlineItem, Section, SlotResult
-from state.scope import AppliedDefault, ScopeDecision
+from state.scope_decision import AppliedDefault, ScopeDecision
 from state.settings import Settings
 from state.template import Adaptable, Template, TemplateSlot
 from state.turns import Turn, TurnSlot

@@ -102,7 +102,7 @@ def kb_dir(override: str | os.PathLike[str] | None = None) -> Path:
 
 
 LOCAL_USER = "local"
-"""The one user of a server without API keys (``graph.auth``), and of the CLI."""
+"""The one user of a server without API keys (``server.auth``), and of the CLI."""
 
 
 def is_identity(name: str) -> bool:
@@ -129,7 +129,7 @@ def pool_status_dir() -> Path:
 
 
 def cpu_share_dir() -> Path:
-    """The lock files through which this user's processes share the machine's cores (``experts.models.cpu_share``).
+    """The lock files through which this user's processes share the machine's cores (``experts.backends.cpu_share``).
 
     In the system's temporary directory, not the data directory: processes with different ``COE_HOME`` run on the
     same cores.

@@ -65,7 +65,7 @@ class CandidateRecord(BaseModel):
     checks: list[CheckResult] = Field(default_factory=list)
     score: float = 0.0
     """The selection score (higher is better): hard checks passed first, then the share of examples passed,
-    then soft checks; see ``engine.selection``."""
+    then soft checks; see ``engine.slots.selection``."""
     completion_tokens: int = 0
     seconds: float = 0.0
     chosen: bool = False

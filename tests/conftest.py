@@ -20,8 +20,8 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
         if key.startswith("COE_") and key not in ("COE_TEST_POSTGRES_URL", "COE_MODEL_CACHE"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("COE_HOME", str(tmp_path / "coe-home"))
-    from experts.models.breaker import breakers
-    from experts.models.health import health_checks
+    from experts.pool.breaker import breakers
+    from experts.pool.health import health_checks
 
     breakers.reset()  # circuit breakers are process-wide: one test's failures must not trip another's expert
     health_checks.reset()  # and so are the endpoints' health checks

@@ -5,7 +5,7 @@ an expert on it, and template adaptation asks the planner model on it. All four 
 
 * a faux expert (a persona) runs on the base model;
 * a true expert with its own endpoint runs on that server (the binding's model is the endpoint's reference,
-  :class:`experts.models.endpoint.Endpoint`);
+  :class:`experts.backends.endpoint.Endpoint`);
 * a true expert runs on its own model when true experts are on and its model can be loaded; when the model
   is unavailable, its scope's ``fallback`` decides: ``base`` runs it as a persona over the base model (the
   binding says why, for a warning and the ledger), ``error`` makes the binding an error the caller raises;
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from experts.backends.endpoint import Endpoint
 from experts.catalog.scopes import Catalog, ExpertScope
 from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL
-from experts.models.endpoint import Endpoint
-from experts.models.pool import model_unavailable
+from experts.pool.pooled import model_unavailable
 from state.settings import Settings
 
 __all__ = ["Binding", "BindingKind", "escalation_binding", "resolve_binding"]

@@ -3,16 +3,16 @@
 ``expert_chat_model("python_coder")`` is the expert's model (its own, or the base model for a persona, as
 :func:`experts.catalog.binding.resolve_binding` decides) behind the shared model pool, with the expert's persona
 as its system prompt and its generation defaults: it can be invoked, streamed, or put in a LangChain chain or
-LangGraph node, and it keeps the pool's guarantees (:mod:`experts.models.chat_model`).
+LangGraph node, and it keeps the pool's guarantees (:mod:`experts.backends.chat_model`).
 """
 
 from __future__ import annotations
 
+from experts.backends.chat_model import ExpertChatModel
+from experts.backends.protocol import GenerationRequest
 from experts.catalog.binding import resolve_binding
 from experts.catalog.scopes import load_catalog
-from experts.models.chat_model import ExpertChatModel
-from experts.models.pool import get_backend
-from experts.models.protocol import GenerationRequest
+from experts.pool.pooled import get_backend
 from state.errors import ConfigError
 from state.settings import Settings
 

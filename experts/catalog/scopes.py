@@ -53,7 +53,7 @@ def _lines(text: str) -> list[str]:
 
 
 class EndpointSpec(BaseModel):
-    """A true expert's own OpenAI-compatible server (see :mod:`experts.models.endpoint`)."""
+    """A true expert's own OpenAI-compatible server (see :mod:`experts.backends.endpoint`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

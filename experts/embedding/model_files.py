@@ -7,7 +7,7 @@ sentence-transformers directory of a BERT model (safetensors weights, ``tokenize
 bundled package is of unknown authorship: its files are checked against their pinned SHA-256 before use.
 
 Files derived from the weights (the ONNX graph, the static token table) are cached under a key of the weights
-file's :class:`state.integrity.FileStamp` (size, inode, modification and change times, sampled content), so weights
+file's :class:`state.file_stamps.FileStamp` (size, inode, modification and change times, sampled content), so weights
 rewritten in place, even with their size and modification time put back, get new derived files, built from
 weights verified again.
 """
@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from state.errors import ConfigError
-from state.integrity import FileStamp, sha256_file
+from state.file_stamps import FileStamp, sha256_file
 from state.paths import EMBED_MODEL_ENV, embed_model_override
 
 __all__ = [
@@ -110,7 +110,7 @@ def verify_model_files(model_dir: Path, names: tuple[str, ...] = ("model.safeten
 def weights_key(model_dir: Path) -> bytes:
     """What identifies a model directory's weights for files derived from them.
 
-    The path and :class:`~state.integrity.FileStamp` of ``model.safetensors`` and the bytes of ``config.json``:
+    The path and :class:`~state.file_stamps.FileStamp` of ``model.safetensors`` and the bytes of ``config.json``:
     a few milliseconds, and weights rewritten in place get another key even with their size and modification
     time put back (the write changes the file's change time).
 

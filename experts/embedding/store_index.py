@@ -1,7 +1,7 @@
 """The LangGraph Store's vector index on the bundled embedder: the facts' semantic search where a store has one.
 
 A store opened with :func:`store_index` embeds the ``text`` field of the items put with ``index=["text"]`` (the
-facts of :mod:`engine.memory`) and answers ``search(namespace, query=...)`` with a cosine score, the same score
+facts of :mod:`memory.store`) and answers ``search(namespace, query=...)`` with a cosine score, the same score
 the project's own scan computes from the same vectors, so the calibrated line holds on both. Where a store has no
 index (:func:`why_no_index` says why), the facts are searched by that scan. The ``langgraph dev`` server's store
 is configured without one: the server hands the graph a wrapper that does not say whether its store has an index,

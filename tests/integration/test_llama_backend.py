@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from engine.contracts import CONTRACTS
-from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_path, resolve_model_path
-from experts.models.grammar import (
+from engine.slots.contracts import CONTRACTS
+from experts.backends.grammar import (
     OUTLINE_GRAMMAR,
     fixed_outline_grammar,
     follow_outline_bounds,
     outline_grammar,
     sections_grammar,
 )
-from experts.models.llama import LlamaBackend
-from experts.models.prefetch import Prefetch
-from experts.models.protocol import ChatMessage, GenerationRequest
+from experts.backends.llama import LlamaBackend
+from experts.backends.prefetch import Prefetch
+from experts.backends.protocol import ChatMessage, GenerationRequest
+from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_path, resolve_model_path
 from state.errors import BackendError, GenerationStopped, ModelUnavailableError
 from state.settings import Settings
 
@@ -159,7 +159,7 @@ def test_loading_reads_the_file_ahead_of_llama_cpp(model_path: Path, monkeypatch
             super().__init__(path)
             readers.append(self)
 
-    monkeypatch.setattr("experts.models.llama.Prefetch", Recorded)
+    monkeypatch.setattr("experts.backends.llama.Prefetch", Recorded)
     backend = LlamaBackend(model_path, n_ctx=512, n_threads=1)
     backend.load()
     try:
@@ -303,14 +303,17 @@ def test_generation_follows_the_outline_grammar(backend: LlamaBackend, reference
 
 
 def test_a_given_first_title_is_written_for_the_model(backend: LlamaBackend) -> None:
-    """A plan's slot starts with its own title (engine.slot_work), escaped, on the real grammar path."""
+    """A plan's slot starts with its own title (engine.slots.run), escaped, on the real grammar path."""
     grammar = CONTRACTS["prose"].grammar(first_title='Compute the "terminal" value')
     generation = backend.generate(replace(REQUEST, grammar=grammar, max_tokens=24))
     assert generation.text.startswith('## Outline\n1. Compute the "terminal" value\n'), generation.text
 
 
 def test_a_halt_ends_the_answer_where_it_is(backend: LlamaBackend, reference: str) -> None:
-    """What the loop watch does (engine.loops): the caller sets ``halt`` from ``on_token``; the answer so far stays."""
+    """What the loop watch does (engine.slots.loop_watch): the caller sets ``halt`` from ``on_token``.
+
+    The answer so far stays.
+    """
     halt = threading.Event()
     pieces: list[str] = []
 
@@ -376,7 +379,7 @@ def test_the_repeat_penalty_comes_before_the_grammar_mask(backend: LlamaBackend,
 
 LOAD_TWO_AT_ONCE = """
 import threading
-from experts.models.llama import LlamaBackend
+from experts.backends.llama import LlamaBackend
 from experts.models.bundled import resolve_model_path
 
 path = resolve_model_path(None)
@@ -412,7 +415,7 @@ def test_two_models_loading_at_once_keep_the_process_output() -> None:
 
 PRINT_DURING_A_LOAD = """
 import threading, time
-from experts.models.llama import LlamaBackend
+from experts.backends.llama import LlamaBackend
 from experts.models.bundled import resolve_model_path
 
 backend = LlamaBackend(resolve_model_path(None), n_ctx=512)
@@ -457,8 +460,8 @@ def test_a_generation_waits_for_its_share_of_the_cores_and_a_stop_ends_the_wait(
     model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another generation holds the machine's cores (another process, or another model of this one)."""
-    import experts.models.llama as llama_module
-    from experts.models.cpu_share import cpu_share
+    import experts.backends.llama as llama_module
+    from experts.backends.cpu_share import cpu_share
 
     monkeypatch.setattr(llama_module, "cpu_share_dir", lambda: tmp_path)
     backend = LlamaBackend(model_path, n_ctx=512)

@@ -223,9 +223,9 @@ def test_postgres_first_use_by_10_processes_on_a_new_database() -> None:
 @pytest.mark.integration
 @pytest.mark.postgres
 def test_facts_are_remembered_in_postgres_per_user() -> None:
-    from engine.memory import FactMemory
     from experts.embedding import get_embedder
     from graph import open_store
+    from memory.store import FactMemory
 
     user = f"pg-user-{uuid.uuid4()}"
     with open_store(POSTGRES_URL) as store:

@@ -135,9 +135,9 @@ def test_ctrl_c_stops_a_real_generation_at_once_keeps_the_checkpoint_and_the_run
 def test_ten_runs_in_one_process_do_not_grow_memory_beyond_the_loaded_model(tmp_path: Path) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from experts.models.memory import process_rss_bytes
-    from experts.models.pool import clear_backends
-    from experts.models.residency import pool
+    from experts.pool.pooled import clear_backends
+    from experts.pool.process_memory import process_rss_bytes
+    from experts.pool.residency import pool
     from graph import build_graph
     from graph.persistence import serializer
     from state import Passport

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.adaptation import adapt
+from engine.planning.adaptation import adapt
+from experts.backends.llama import LlamaBackend
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.models.llama import LlamaBackend
-from experts.models.pool import get_backend
+from experts.pool.pooled import get_backend
 from experts.routing.templates import load_or_build
 from state.context import resolve_settings
 from state.framework import validation_errors

@@ -28,11 +28,11 @@ import httpx
 import pytest
 import yaml
 
+from experts.backends.endpoint import Endpoint
+from experts.backends.protocol import ChatMessage, GenerationRequest
+from experts.backends.remote import RemoteBackend
 from experts.models.bundled import resolve_model_path
-from experts.models.endpoint import Endpoint
-from experts.models.health import probe
-from experts.models.protocol import ChatMessage, GenerationRequest
-from experts.models.remote import RemoteBackend
+from experts.pool.health import probe
 from tests.integration.cli_proc import coe_run, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]

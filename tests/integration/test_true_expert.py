@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from experts.backends.llama import LlamaBackend
 from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL, resolve_model_path
-from experts.models.llama import LlamaBackend
-from experts.models.pool import clear_backends, get_backend
+from experts.pool.pooled import clear_backends, get_backend
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from experts.models import Generation, GenerationRequest
+from experts.backends import Generation, GenerationRequest
 
 
 @dataclass

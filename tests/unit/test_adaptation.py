@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from engine.adaptation import adapt
+from engine.planning.adaptation import adapt
+from experts.backends.fake import FakeBackend, load_script
 from experts.catalog import load_catalog
-from experts.models.fake import FakeBackend, load_script
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport
@@ -263,7 +263,7 @@ def test_coe_run_templates_flag(tmp_path: Path) -> None:
 
 
 def test_the_planner_model_adapts_templates_and_falls_back_to_the_base_model() -> None:
-    from experts.models.llama import LlamaBackend
+    from experts.backends.llama import LlamaBackend
     from nodes.adapt_template import _planner
     from state.context import resolve_settings
     from state.settings import Settings

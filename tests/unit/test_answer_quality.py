@@ -1,6 +1,6 @@
 """The answer's quality machinery on hand-made outputs: contract rules, checks that run code, best-of-N.
 
-Best-of-N runs :func:`engine.slot_work.run_slot` against a scripted backend that answers each draw with the next
+Best-of-N runs :func:`engine.slots.run.run_slot` against a scripted backend that answers each draw with the next
 text of its script, so every candidate, its score and the choice can be asserted exactly.
 """
 
@@ -10,14 +10,14 @@ from dataclasses import replace
 
 import pytest
 
-from engine.arithmetic import compute
 from engine.artifacts import code_artifacts
-from engine.checks import CheckContext, check_answer, cut_unfinished_end, extract_examples
-from engine.checks.prose import speaks_as_ai_check
-from engine.contracts import contract_for, contract_of, infer_deliverable
-from engine.selection import best, score
-from engine.slot_prompt import SlotJob, build_messages, fit_prompt, plain_result, wrap_plain
-from engine.slot_work import RUNNABLE_EXAMPLES_DRAWS, run_slot
+from engine.slots.checks import CheckContext, check_answer, cut_unfinished_end, extract_examples
+from engine.slots.checks.prose import speaks_as_ai_check
+from engine.slots.contracts import contract_for, contract_of, infer_deliverable
+from engine.slots.inline_arithmetic import compute
+from engine.slots.prompt import SlotJob, build_messages, fit_prompt, plain_result, wrap_plain
+from engine.slots.run import RUNNABLE_EXAMPLES_DRAWS, run_slot
+from engine.slots.selection import best, score
 from state.context import resolve_settings
 from state.framework import Deliverable, Framework, SlotSpec
 from state.outline import parse_output

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.assist import AssistResolver, echoes_question, parse_consult_answer
+from engine.assists.resolver import AssistResolver, echoes_question, parse_consult_answer
+from experts.backends.fake import FakeBackend, FakeRule, FakeScript
 from experts.knowledge import KnowledgeBase, add_documents, load_kb
-from experts.models.fake import FakeBackend, FakeRule, FakeScript
 from state.assist import scan_assists, unresolved_markers
 from state.context import resolve_settings
 from state.enums import Mode

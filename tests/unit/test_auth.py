@@ -1,4 +1,4 @@
-"""The server's API keys and owners (graph/auth.py) and a user's own knowledge base (nodes/guard.py)."""
+"""The server's API keys and owners (server/auth.py) and a user's own knowledge base (nodes/guard.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import yaml
 from langgraph_sdk import Auth
 
-from graph import auth as server_auth
 from nodes.guard import confine_to_user
+from server import auth as server_auth
 from state.context import resolve_settings
 from state.errors import ConfigError
 from state.paths import user_kb_dir

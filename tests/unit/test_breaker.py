@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from experts.models.breaker import BreakerPolicy, BreakerRegistry, BreakerState
+from experts.pool.breaker import BreakerPolicy, BreakerRegistry, BreakerState
 
 POLICY = BreakerPolicy(failures=5, window_s=60.0, cooldown_s=30.0)
 

@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from engine.scheduler import release
 from experts.catalog import GENERAL_EXPERT
-from experts.models.breaker import BreakerPolicy, BreakerState, breakers
+from experts.pool.breaker import BreakerPolicy, BreakerState, breakers
 from graph import build_graph
 from nodes.execute_slots import execute_slots
 from state import Passport, SlotStatus

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from engine.calculation import Calculation, calculable, calculate, printed_values, result_check
-from engine.sandbox import SandboxLimits
-from engine.slot_prompt import SlotJob
-from engine.slot_work import run_slot
+from engine.slots.program_of_thought import Calculation, calculable, calculate, printed_values, result_check
+from engine.slots.prompt import SlotJob
+from engine.slots.run import run_slot
+from engine.slots.sandbox import SandboxLimits
 from state.context import resolve_settings
 from state.framework import SlotSpec
 from tests.unit.scripted import Scripted

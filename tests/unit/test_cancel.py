@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from experts.models.fake import FakeBackend
-from experts.models.protocol import Generation, GenerationRequest
+from experts.backends.fake import FakeBackend
+from experts.backends.protocol import Generation, GenerationRequest
 from graph import build_graph
 from state import Passport, RunStatus
 from state.errors import GenerationStopped

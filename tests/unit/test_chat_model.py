@@ -9,9 +9,9 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 
+from experts.backends import ChatMessage, Generation, GenerationRequest
+from experts.backends.chat_model import ExpertChatModel, generation_of
 from experts.catalog import expert_chat_model
-from experts.models import ChatMessage, Generation, GenerationRequest
-from experts.models.chat_model import ExpertChatModel, generation_of
 from state.context import resolve_settings
 from state.errors import ConfigError
 
@@ -19,7 +19,7 @@ from state.errors import ConfigError
 @pytest.fixture(autouse=True)
 def _fresh_pool() -> Iterator[None]:
     """The backends these tests make leave the process's pool (other tests count its loads)."""
-    from experts.models.pool import clear_backends
+    from experts.pool.pooled import clear_backends
 
     yield
     clear_backends()

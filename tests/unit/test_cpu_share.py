@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experts.models.cpu_share import ShareWaitStopped, cpu_share, shares_for
+from experts.backends.cpu_share import ShareWaitStopped, cpu_share, shares_for
 
 
 def test_shares_fit_the_cores() -> None:
@@ -56,7 +56,7 @@ def test_another_process_share_counts_and_its_death_frees_it(tmp_path: Path) -> 
             sys.executable,
             "-c",
             "import sys, threading, time; from pathlib import Path;"
-            "from experts.models.cpu_share import cpu_share\n"
+            "from experts.backends.cpu_share import cpu_share\n"
             f"with cpu_share(Path({str(tmp_path)!r}), 64, threading.Event()):\n"
             "    print('held', flush=True); time.sleep(60)",
         ],

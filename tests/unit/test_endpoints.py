@@ -14,8 +14,8 @@ import pytest
 import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
+from experts.backends.endpoint import Endpoint
 from experts.catalog import load_catalog, resolve_binding
-from experts.models.endpoint import Endpoint
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport
@@ -34,7 +34,7 @@ ANSWERS = {
 @pytest.fixture(autouse=True)
 def _fresh_pool() -> Iterator[None]:
     """The backends these tests make leave the process's pool (other tests count its loads)."""
-    from experts.models.pool import clear_backends
+    from experts.pool.pooled import clear_backends
 
     yield
     clear_backends()

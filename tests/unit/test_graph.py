@@ -183,7 +183,7 @@ def test_bad_input_is_rejected_with_the_field_named(payload: dict[str, Any], mes
 def test_an_answer_cut_off_by_the_token_limit_says_so_in_the_retry_feedback(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
 
-    from experts.models.protocol import Generation, GenerationRequest
+    from experts.backends.protocol import Generation, GenerationRequest
 
     # nodes/__init__ re-exports the node function under the module's name; patch the module itself.
     execute_module = importlib.import_module("nodes.execute_slots")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from experts.models.endpoint import Endpoint
-from experts.models.health import Health, HealthChecks, probe
+from experts.backends.endpoint import Endpoint
+from experts.pool.health import Health, HealthChecks, probe
 from tests.unit.local_http import answer, serving
 
 

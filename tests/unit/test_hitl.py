@@ -16,10 +16,10 @@ from langgraph.types import Command
 from typer.testing import CliRunner
 
 from cli.main import app
-from engine.memory import FactMemory
 from experts.embedding import get_embedder
 from graph import build_graph
 from graph.persistence import serializer
+from memory.store import FactMemory
 from state import Passport
 from state.enums import RunStatus
 from state.framework import load_framework_file
@@ -167,7 +167,7 @@ def test_interactive_mode_asks_when_the_scope_is_unclear(tmp_path: Path, monkeyp
     from experts.catalog import load_catalog
     from experts.embedding import get_embedder
     from experts.routing.router import get_router
-    from experts.routing.scope import classify
+    from experts.routing.scoping import classify
     from experts.routing.templates import library
 
     task = "Write a Python function that checks whether a string is a palindrome"
@@ -370,7 +370,7 @@ def test_the_terminal_dialogue_re_asks_and_edits_through_a_file(
 ) -> None:
     from langgraph.types import Interrupt
 
-    from cli.hitl import ask_in_terminal
+    from cli.answers import ask_in_terminal
 
     run = Run(tmp_path, "confirm")
     [intr] = run.graph.get_state(run.config).interrupts

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from engine.injection import describe, find_instructions, quote_as_data
+from engine.assists.injection import describe, find_instructions, quote_as_data
 from experts.knowledge import KnowledgeBase, add_documents, load_kb
 from graph import build_graph
 from state import Passport, RunStatus

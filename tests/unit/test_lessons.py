@@ -10,11 +10,11 @@ import yaml
 from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
 
-import experts.routing.lessons as lessons_module
+import experts.routing.lesson_check as lessons_module
 from cli.main import app
-from engine.lessons import RoutingLessons
 from experts.routing import get_router
-from experts.routing.lessons import Lesson, check_lesson, guard_score, router_with_lessons
+from experts.routing.lesson_check import Lesson, check_lesson, guard_score, router_with_lessons
+from memory.routing_lessons import RoutingLessons
 
 MISROUTED = "Explain to the finance team why the report query is now faster."
 """The router sends it to the SQL expert: the words are about a query; the work is an explanation."""
@@ -109,10 +109,10 @@ def test_a_rejected_run_leaves_no_memory() -> None:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command
 
-    from engine.memory import EpisodeMemory, FactMemory
     from experts.embedding import get_embedder
     from graph import build_graph
     from graph.persistence import serializer
+    from memory.store import EpisodeMemory, FactMemory
     from state.io import RunInput
     from tests.conftest import FIXTURES
 
@@ -130,9 +130,9 @@ def test_a_rejected_run_leaves_no_memory() -> None:
 
 
 def test_an_expert_consulted_by_an_assist_is_routed_with_the_persons_lessons() -> None:
-    from engine.slot_prompt import SlotJob
-    from engine.slot_work import run_slot
-    from experts.models import Generation, GenerationRequest
+    from engine.slots.prompt import SlotJob
+    from engine.slots.run import run_slot
+    from experts.backends import Generation, GenerationRequest
     from state.context import resolve_settings
     from state.framework import SlotSpec
 
@@ -192,7 +192,7 @@ def test_a_kept_lesson_is_checked_again_once_after_the_catalog_changes(
     import shutil
 
     from experts.catalog import load_catalog
-    from experts.routing.lessons import lessons_version
+    from experts.routing.lesson_check import lessons_version
 
     store = InMemoryStore()
     alice = RoutingLessons(store, "alice")

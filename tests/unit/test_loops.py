@@ -1,4 +1,5 @@
-"""A looping answer is stopped while it is written (engine.loops), by every backend that streams, and the slot
+"""A looping answer is stopped while it is written (engine.slots.loop_watch), by every backend that streams, and
+the slot
 goes on to its next candidate as if the loop had run to its budget, only sooner."""
 
 from __future__ import annotations
@@ -7,12 +8,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.checks import repetition_check, without_code
-from engine.loops import LoopWatch, cut_loops
-from engine.slot_prompt import SlotJob
-from engine.slot_work import SlotOutcome, run_slot
-from experts.models import ChatMessage, Generation, GenerationRequest
-from experts.models.fake import FakeBackend, FakeResponse, FakeScript
+from engine.slots.checks import repetition_check, without_code
+from engine.slots.loop_watch import LoopWatch, cut_loops
+from engine.slots.prompt import SlotJob
+from engine.slots.run import SlotOutcome, run_slot
+from experts.backends import ChatMessage, Generation, GenerationRequest
+from experts.backends.fake import FakeBackend, FakeResponse, FakeScript
 from state.context import resolve_settings
 from state.framework import Deliverable, SlotSpec
 
@@ -255,7 +256,7 @@ def test_a_looped_table_keeps_each_row_once_and_drops_the_row_it_was_stopped_in(
 def test_the_repeat_penalty_processor_follows_llama_cpps_rule() -> None:
     import numpy as np
 
-    from experts.models.llama_mask import RepeatPenalty
+    from experts.backends.llama_mask import RepeatPenalty
 
     scores = np.array([2.0, -2.0, 1.0, 4.0], dtype=np.single)
     out = RepeatPenalty(2.0)(np.array([0, 1, 1], dtype=np.intc), scores)

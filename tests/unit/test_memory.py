@@ -8,10 +8,10 @@ from pathlib import Path
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from engine.memory import FactMemory
 from experts.embedding import get_embedder
 from graph import build_graph, open_store
 from graph.persistence import serializer
+from memory.store import FactMemory
 from state import Passport
 from state.io import RunInput
 
@@ -104,7 +104,7 @@ def test_coe_memory_commands_keep_facts_beside_the_runs(tmp_path: Path) -> None:
 
 
 def test_a_fact_put_through_the_store_api_is_found_and_forgotten_by_its_key() -> None:
-    from engine.memory import namespace
+    from memory.store import namespace
 
     store = InMemoryStore()
     store.put(namespace("alice"), "k1", {"text": "Payments are processed by Stripe."})  # no vector, no id
@@ -120,7 +120,7 @@ FASTAPI = (
 
 
 def test_every_finished_run_is_recorded_and_a_template_that_failed_for_a_similar_task_is_passed_over() -> None:
-    from engine.memory import Episode, EpisodeMemory
+    from memory.store import Episode, EpisodeMemory
 
     store = InMemoryStore()
     graph = build_graph(InMemorySaver(serde=serializer()), store=store)
@@ -150,7 +150,7 @@ def test_coe_feedback_joins_the_runs_record_and_a_bad_run_no_longer_counts_as_wo
     from typer.testing import CliRunner
 
     from cli.main import app
-    from engine.memory import EpisodeMemory
+    from memory.store import EpisodeMemory
     from tests.conftest import FIXTURES
 
     cp = ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
@@ -200,8 +200,8 @@ def test_a_store_with_a_vector_index_searches_the_facts_itself_with_the_scans_sc
 
 
 def test_facts_written_without_the_index_are_indexed_when_first_searched() -> None:
-    from engine.memory import namespace
     from experts.embedding.store_index import store_index
+    from memory.store import namespace
 
     store = InMemoryStore(index=store_index())  # type: ignore[arg-type]
     store.put(namespace("alice"), "k1", {"text": "Payments are processed by Stripe."}, index=False)  # an old fact

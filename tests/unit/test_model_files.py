@@ -21,7 +21,7 @@ from experts.models import bundled
 from experts.models.bundled import BUNDLED_MODELS, BundledModel, ModelPart, bundled_model_path, resolve_model_path
 from experts.models.footprint import estimate, read_shape
 from state.errors import ConfigError, ModelUnavailableError
-from state.integrity import SAMPLE_BLOCK, FileStamp, sample_ranges
+from state.file_stamps import SAMPLE_BLOCK, FileStamp, sample_ranges
 from tests.unit.gguf_files import META, gguf_bytes, install_distribution, write_gguf
 
 BIG = (("big.weight", (1024, 2048)),)

@@ -11,8 +11,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from engine.adaptation import adapt
-from engine.planning import (
+from engine.planning.adaptation import adapt
+from engine.planning.planner import (
     TEMPLATE_FIT_LINE,
     aspect_framework,
     plan_from_aspects,
@@ -20,10 +20,10 @@ from engine.planning import (
     prune_slots,
     work_phase,
 )
+from experts.backends import GenerationRequest
+from experts.backends.fake import FakeBackend, FakeScript, load_script
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.models import GenerationRequest
-from experts.models.fake import FakeBackend, FakeScript, load_script
 from experts.routing import get_router, library
 from experts.routing.aspects import aspect_title, deliverable_noun, named_deliverables, task_aspects
 from graph import build_graph

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
-from experts.models.pool import clear_backends
-from experts.models.residency import pool
+from experts.pool.pooled import clear_backends
+from experts.pool.residency import pool
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport, SlotStatus

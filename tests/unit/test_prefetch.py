@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experts.models.prefetch import Prefetch
+from experts.backends.prefetch import Prefetch
 
 
 def test_reads_the_whole_file_in_chunks(tmp_path: Path) -> None:
@@ -35,7 +35,7 @@ def test_leaving_the_block_stops_the_reader_and_waits_for_it(tmp_path: Path) -> 
 
 def test_a_missing_file_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "missing.gguf"
-    with caplog.at_level(logging.DEBUG, logger="experts.models.prefetch"), Prefetch(path) as prefetch:
+    with caplog.at_level(logging.DEBUG, logger="experts.backends.prefetch"), Prefetch(path) as prefetch:
         pass
     assert isinstance(prefetch.error, FileNotFoundError)
     assert prefetch.bytes_read == 0

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from experts.models.pool import BACKENDS, clear_backends, get_backend, model_unavailable
-from experts.models.protocol import ChatMessage, GenerationRequest
-from experts.models.remote import RemoteBackend, RemoteBackendError
+from experts.backends.protocol import ChatMessage, GenerationRequest
+from experts.backends.remote import RemoteBackend, RemoteBackendError
+from experts.pool.pooled import BACKENDS, clear_backends, get_backend, model_unavailable
 from state.context import RunContext, resolve_settings
 from state.errors import BackendError, ConfigError, GenerationStopped
 from tests.unit.local_http import serving
@@ -232,7 +232,7 @@ def test_a_halt_ends_the_streamed_answer_where_it_is() -> None:
     halt = threading.Event()
     seen: list[str] = []
 
-    def watch(piece: str) -> None:  # what the loop watch does (engine.loops): it saw enough
+    def watch(piece: str) -> None:  # what the loop watch does (engine.slots.loop_watch): it saw enough
         seen.append(piece)
         if len(seen) == 2:
             halt.set()

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from experts.models.pool import PooledModel
-from experts.models.protocol import ChatMessage, Generation, GenerationRequest
-from experts.models.residency import MIB, ModelPool, PoolEntry
+from experts.backends.protocol import ChatMessage, Generation, GenerationRequest
+from experts.pool.pooled import PooledModel
+from experts.pool.residency import MIB, ModelPool, PoolEntry
 from state.errors import GenerationStopped, MemoryBudgetError
 
 

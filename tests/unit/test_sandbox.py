@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.sandbox import SandboxLimits, run_python
+from engine.slots.sandbox import SandboxLimits, run_python
 
 
 def test_a_program_runs_and_reads_its_own_files() -> None:

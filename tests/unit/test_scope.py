@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing.router import RouteResult, get_router
-from experts.routing.scope import classify, function_asked, function_to_complete
+from experts.routing.scoping import classify, function_asked, function_to_complete
 from experts.routing.templates import load_or_build
 from graph import build_graph
 from graph.persistence import serializer
@@ -20,7 +20,7 @@ from state import Passport
 from state.errors import ConfigError
 from state.io import RunInput
 from state.paths import config_dir
-from state.scope import ScopeDecision
+from state.scope_decision import ScopeDecision
 from state.template import load_library
 
 INDEX = load_or_build(

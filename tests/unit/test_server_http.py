@@ -1,10 +1,10 @@
-"""The server's resume check (graph/server_http.py): a resume that answers nothing is refused with a message."""
+"""The server's resume check (server/http_app.py): a resume that answers nothing is refused with a message."""
 
 from __future__ import annotations
 
 import pytest
 
-from graph.server_http import resume_problem
+from server.http_app import resume_problem
 
 WAITING = ["0123456789abcdef0123456789abcdef"]
 

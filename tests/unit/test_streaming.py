@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 from langgraph.checkpoint.memory import InMemorySaver
 
-from experts.models import ChatMessage, GenerationRequest
-from experts.models.fake import FakeBackend, load_script
-from experts.models.llama_mask import TokenTap
+from experts.backends import ChatMessage, GenerationRequest
+from experts.backends.fake import FakeBackend, load_script
+from experts.backends.llama_mask import TokenTap
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport

@@ -1,0 +1,529 @@
+"""Assist resolution for one slot's answer: lookup, expert consultation, user questions, cycle cuts.
+
+Runs inside the slot's worker (:func:`engine.slots.run.run_slot`), right after outline enforcement, so the
+slots that depend on this one see resolved text; independent slots resolve in parallel in their own workers.
+Nothing here touches graph state: the outcome (new result, records, ledger entries, notices) goes back to
+the ``execute_slots`` node with the slot's outcome.
+
+Every well-formed placeholder of the answer is resolved once (the same request written twice shares one
+outcome) and replaced everywhere it appears (raw text, sections, outline titles):
+
+* **lookup**: the best passage of the knowledge base (:mod:`experts.knowledge`) must reach the calibrated relevance
+  threshold (``Settings.lookup_threshold``); the value is then the passage's best-matching sentence, quoted
+  verbatim, with its file, page/section, line range and score. Below the threshold it stays unresolved and
+  says how close the best passage came.
+* **expert**: the domain and description are routed by the router; the chosen expert is consulted in a brief
+  format (one ``ANSWER:`` line or ``UNKNOWN``, a grammar on backends that honour one). An answer that asks
+  back into the domain of an expert already in the chain, or that would take the chain past depth
+  :data:`MAX_CONSULT_DEPTH`, cuts the cycle: lookup is tried, then it stays unresolved ("circular
+  reference"). An expert that does not know, answers out of format or needs something that cannot be
+  resolved also falls back to lookup, then stays unresolved with the reason.
+* **user**: stays unresolved ("needs user input"). In interactive mode the record is flagged
+  ``awaiting_user``: ``execute_slots`` then holds the slot (``awaiting_user``) and :mod:`nodes.ask_user` asks
+  the person through an interrupt (worker threads cannot); nothing is filled until the person answers.
+
+A value is only ever text from a source (a document's sentence, a consulted expert's answer); anything else
+leaves the honest ``{{UNRESOLVED:...}}`` marker.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import engine.prompts as prompts
+from engine.assists.injection import describe, find_instructions
+from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
+from experts.backends.grammar import CONSULT_ANSWER_CHARS, CONSULT_GRAMMAR
+from experts.catalog import Catalog, load_catalog, resolve_binding
+from experts.knowledge import KnowledgeBase, load_kb
+from experts.pool import get_backend
+from experts.routing import ExpertRouter, RouterParams, get_router
+from experts.routing.lesson_check import Lesson, router_with_lessons
+from memory.store import FactMemory, fact_answers
+from state.assist import (
+    AssistRecord,
+    AssistSource,
+    Placeholder,
+    replace_assists,
+    scan_assists,
+    unresolved_marker,
+)
+from state.enums import Mode
+from state.errors import CoeError
+from state.passport import LedgerEntry, Notice
+from state.paths import kb_dir
+from state.result import SlotResult
+from state.settings import Settings
+
+__all__ = [
+    "CONSULT_MAX_TOKENS",
+    "MAX_CONSULT_DEPTH",
+    "NEEDS_USER",
+    "AssistResolver",
+    "Resolution",
+    "echoes_question",
+    "parse_consult_answer",
+]
+
+MAX_CONSULT_DEPTH = 2
+"""A consulted expert may consult one more; a third level is cut as a cycle (seed §13.7)."""
+CONSULT_MAX_TOKENS = 120
+NEEDS_USER = "needs user input"
+CIRCULAR = "circular reference"
+
+ProgressSink = Callable[[dict[str, object]], None]
+
+_COPIED = "\x00"
+"""Where a copied example placeholder stood, until the text around it is tidied."""
+_AFTER_COPIED = re.compile(r"\x00[ \t]*:?[ \t]*")
+
+_ANSWER = re.compile(r"^\s*(?:\*\*)?ANSWER(?:\*\*)?\s*:\s*(?:\*\*)?\s*(?P<text>.*)", re.IGNORECASE | re.DOTALL)
+_UNKNOWN = re.compile(r"^\s*\**UNKNOWN\b", re.IGNORECASE)
+_HEDGE = re.compile(
+    r"\b(?:i\s+(?:do\s+not|don't|am\s+not\s+sure|cannot|can't)\s+(?:know|say|be\s+sure|determine)|not\s+sure|"
+    r"unknown|no\s+information|cannot\s+be\s+determined)\b",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def parse_consult_answer(text: str) -> tuple[str | None, str]:
+    """``(answer, problem)`` of a consulted expert's reply held to the brief format.
+
+    The answer is the ``ANSWER:`` line (at most two sentences, :data:`CONSULT_ANSWER_CHARS` characters); None
+    with the problem when the expert said it does not know, hedged, or did not use the format.
+    """
+    if _UNKNOWN.match(text):
+        return None, "answered UNKNOWN"
+    m = _ANSWER.match(text)
+    if m is None:
+        return None, "did not answer in the brief format"
+    body = m.group("text").strip().split("\n\n", 1)[0]
+    body = " ".join(body.split())
+    sentences = [s for s in _SENTENCE.split(body) if s]
+    body = " ".join(sentences[:2])
+    if not body:
+        return None, "gave an empty answer"
+    if len(body) > CONSULT_ANSWER_CHARS:
+        return None, f"gave an answer of {len(body)} characters (at most {CONSULT_ANSWER_CHARS})"
+    if _HEDGE.search(_strip_placeholders(body)):
+        return None, "said it was not sure"
+    return body, ""
+
+
+def echoes_question(answer: str, question: str) -> bool:
+    """The answer only repeats the question's words: it names the fact without giving it.
+
+    ``"Billing database person on call"`` for ``billing_database_person_on_call`` is such an answer.
+    """
+    words = {w for w in re.findall(r"[a-z0-9]+", answer.lower().replace("_", " ")) if len(w) > 2}
+    asked = set(re.findall(r"[a-z0-9]+", question.lower().replace("_", " ")))
+    return not words - asked - _FILLER
+
+
+_FILLER = {"the", "and", "for", "this", "that", "our", "your", "are", "was", "with", "who", "what", "which"}
+
+
+def _strip_placeholders(text: str) -> str:
+    return replace_assists(text, lambda _ph: "")
+
+
+@dataclass
+class Resolution:
+    """What resolving one slot's answer produced."""
+
+    result: SlotResult
+    records: list[AssistRecord]
+    ledger: list[LedgerEntry]
+    notices: list[Notice]
+
+
+@dataclass
+class _Outcome:
+    """How one request ended (before it becomes an :class:`AssistRecord`)."""
+
+    value: str | None = None
+    reason: str | None = None
+    sources: list[AssistSource] = field(default_factory=list)
+    depth: int = 0
+    chain: list[str] = field(default_factory=list)
+    trail: list[str] = field(default_factory=list)
+    awaiting_user: bool = False
+    flagged: list[str] = field(default_factory=list)
+    """Instruction-like text met on the way (a passage, a consult answer), never used: a warning each."""
+
+
+@dataclass
+class AssistResolver:
+    """Resolves the placeholders of slot answers. Thread-safe for use by parallel slot workers.
+
+    The knowledge base, router, catalog and consult backends are looked up lazily (a slot without
+    placeholders costs nothing); tests and benchmarks pass their own.
+    """
+
+    settings: Settings
+    mode: Mode = Mode.AUTONOMOUS
+    kb: Callable[[], KnowledgeBase] | None = None
+    router: Callable[[], ExpertRouter] | None = None
+    catalog: Catalog | None = None
+    backend_for: Callable[[str], ExpertBackend] | None = None
+    """The backend a consulted expert runs on, by expert id (default: its own model when it is a true expert
+    and the model is available, else the base model; as ``route_slots`` decides)."""
+    emit: ProgressSink | None = None
+    cancel: threading.Event | None = None
+    """The run's cancel signal: a consultation in progress stops when it is set."""
+    facts: FactMemory | None = None
+    """The person's remembered facts (:mod:`memory.store`), searched before the knowledge base."""
+    lessons: tuple[Lesson, ...] = ()
+    """The person's kept routing lessons (``coe feedback --route-to``): consulted experts are routed with them."""
+
+    def resolve(self, result: SlotResult, slot_title: str = "") -> Resolution:
+        """Resolve every placeholder in ``result`` and return the result with values and markers in place."""
+        scan = scan_assists(result.raw)
+        notices = [
+            Notice(level="warning", source="assist", slot_id=result.slot_id, message=m.warning())
+            for m in scan.malformed
+        ]
+        ledger: list[LedgerEntry] = []
+        records: list[AssistRecord] = []
+        replacement: dict[tuple[str, str, str], str] = {}
+        counts: dict[tuple[str, str, str], int] = {}
+        # The protocol's own examples, copied ("{{ASSIST:user:the detail}}" as a heading): they ask for nothing,
+        # so they are taken out, not resolved or listed as unresolved
+        copied = [ph for ph in scan.placeholders if ph.description.casefold() in prompts.EXAMPLE_DESCRIPTIONS]
+        for ph in copied:
+            replacement[ph.key] = _COPIED
+        if copied:
+            ledger.append(
+                LedgerEntry(
+                    agent="assist",
+                    action="assist_example_removed",
+                    slot_id=result.slot_id,
+                    inputs_summary="; ".join(sorted({ph.raw for ph in copied}))[:500],
+                    outputs_summary=f"{len(copied)} copy(ies) of the protocol's example placeholders taken out",
+                )
+            )
+        for ph in scan.placeholders:
+            counts[ph.key] = counts.get(ph.key, 0) + 1
+        for ph in scan.placeholders:
+            if ph.key in replacement:
+                continue
+            record_id = f"{result.slot_id}.a{len(records) + 1}"
+            t0 = time.perf_counter()
+            outcome = self._resolve(ph, result.expert, record_id, ledger)
+            record = _record(record_id, result, ph, outcome, counts[ph.key], time.perf_counter() - t0)
+            records.append(record)
+            notices += [
+                Notice(level="warning", source="assist", slot_id=result.slot_id, message=f"{record_id}: {flag}")
+                for flag in outcome.flagged
+            ]
+            replacement[ph.key] = record.value if record.value is not None else str(record.marker)
+            ledger.append(_ledger_entry(record))
+            if self.emit is not None:
+                self.emit(
+                    {
+                        "event": "assist_done",
+                        "slot": result.slot_id,
+                        "assist": record.id,
+                        "kind": record.kind,
+                        "status": record.status,
+                    }
+                )
+        if not replacement:
+            return Resolution(result, [], ledger, notices)
+
+        def fill(text: str) -> str:
+            filled = replace_assists(text, lambda ph: replacement.get(ph.key))
+            return _AFTER_COPIED.sub("", filled)  # with the colon that followed it ("1.1 {{...}}: The ...")
+
+        resolved = result.model_copy(
+            update={
+                "raw": fill(result.raw),
+                "sections": [
+                    s.model_copy(update={"title": fill(s.title), "body": fill(s.body)}) for s in result.sections
+                ],
+                "outline": [i.model_copy(update={"title": fill(i.title)}) for i in result.outline],
+            }
+        )
+        return Resolution(resolved, records, ledger, notices)
+
+    # --- the three kinds ----------------------------------------------------------------------------------------
+
+    def _resolve(self, ph: Placeholder, asker: str, record_id: str, ledger: list[LedgerEntry]) -> _Outcome:
+        if ph.kind == "lookup":
+            return self._lookup(ph.description, _Outcome(chain=[asker]))
+        if ph.kind == "user":
+            interactive = self.mode == Mode.INTERACTIVE
+            trail = (
+                "interactive mode: kept for the person (the question is asked by the human-in-the-loop step)"
+                if interactive
+                else f"{self.mode.value} mode: the person is not asked"
+            )
+            return _Outcome(reason=NEEDS_USER, chain=[asker], trail=[trail], awaiting_user=interactive)
+        return self._expert(ph, [asker], 1, record_id, ledger)
+
+    def _lookup(self, query: str, outcome: _Outcome) -> _Outcome:
+        """Fill from memory or the knowledge base, or leave ``outcome`` unresolved with the reason (kept if set)."""
+        if self.facts is not None and self._remembered(query, outcome):
+            return outcome
+        try:
+            kb = self._kb()
+            found = kb.best_quote(query)
+        except CoeError as exc:
+            outcome.trail.append(f"lookup: knowledge base unavailable ({exc})")
+            outcome.reason = outcome.reason or f"knowledge base unavailable ({exc})"
+            return outcome
+        threshold = self.settings.lookup_threshold
+        if found is None:
+            outcome.trail.append("lookup: the knowledge base is empty (add documents with coe kb add)")
+            outcome.reason = outcome.reason or "the knowledge base is empty"
+            return outcome
+        hit, quote = found
+        where = hit.chunk.source.replace("\\", "/").rsplit("/", 1)[-1]
+        if quote.score < threshold:
+            outcome.trail.append(f"lookup: best sentence {quote.score:.3f} ({where}) is below threshold {threshold}")
+            outcome.reason = outcome.reason or (
+                f"no passage in the knowledge base is relevant enough (best {quote.score:.2f} < {threshold:.2f})"
+            )
+            return outcome
+        source = kb.source_of(hit, quote)
+        findings = find_instructions(hit.chunk.text)
+        if findings:  # a document speaks to the model: an attack, not a fact (see engine.assists.injection)
+            flag = f"the best passage ({source.cite()}) holds instruction-like text"
+            outcome.trail.append(f"lookup: {flag}: {describe(findings)}; not quoted")
+            outcome.flagged.append(f"{flag}: {describe(findings)}; not quoted")
+            outcome.reason = outcome.reason or f"{flag} ({describe(findings, excerpts=False)}); not quoted"
+            return outcome
+        outcome.trail.append(f"lookup: {source.cite()} (threshold {threshold})")
+        outcome.value = f'"{quote.text}" [source: {source.cite(short=True)}]'
+        outcome.sources.append(source)
+        outcome.reason = None
+        return outcome
+
+    def _remembered(self, query: str, outcome: _Outcome) -> bool:
+        """Fill from the best remembered fact when it reaches the lookup line; say why not in the trail."""
+        assert self.facts is not None
+        try:
+            found = self.facts.search(query, k=1)
+        except Exception as exc:  # a store that cannot be read: the knowledge base is still tried
+            outcome.trail.append(f"memory: unavailable ({type(exc).__name__}: {exc})")
+            return False
+        threshold = self.settings.memory_threshold
+        if not found:
+            outcome.trail.append("memory: no facts remembered")
+            return False
+        fact, score = found[0]
+        if score < threshold:
+            outcome.trail.append(f"memory: best fact {score:.3f} is below threshold {threshold}")
+            return False
+        if not self._fact_answers(query, fact.text, outcome):
+            return False
+        source = AssistSource(kind="memory", memory=fact.cite(), excerpt=fact.text, score=score)
+        outcome.trail.append(f"memory: {source.cite()} (threshold {threshold})")
+        outcome.value = f'"{fact.text}" [source: {fact.cite()}]'
+        outcome.sources.append(source)
+        outcome.reason = None
+        return True
+
+    def _fact_answers(self, query: str, fact: str, outcome: _Outcome) -> bool:
+        """Whether the checking model reads ``fact`` as the answer (yes when no model can check: the line decides)."""
+        binding = resolve_binding(self.settings, model=self.settings.memory_check_model)
+        if not self.settings.memory_check_model or binding.kind != "true" or binding.model is None:
+            why = binding.problem or "no check model set"
+            outcome.trail.append(f"memory: the fact is not checked ({why})")
+            return True
+        try:
+            answers = fact_answers(get_backend(self.settings, binding.model), query, fact)
+        except CoeError as exc:  # the check failed, not the lookup: the line decides, as without a model
+            outcome.trail.append(f"memory: the fact could not be checked ({exc})")
+            return True
+        if answers is False:
+            outcome.trail.append(f"memory: {binding.model} reads the best fact as not answering the request")
+            return False
+        outcome.trail.append(
+            f"memory: {binding.model} reads the best fact as the answer"
+            if answers
+            else "memory: the check gave no yes or no; the line decides"
+        )
+        return True
+
+    def _expert(
+        self, ph: Placeholder, chain: list[str], depth: int, record_id: str, ledger: list[LedgerEntry]
+    ) -> _Outcome:
+        """Consult the expert the router picks for ``ph``; ``chain`` holds the experts already involved."""
+        out = _Outcome(chain=list(chain), depth=depth - 1)
+        try:
+            route = self._router().route(f"{ph.description} ({ph.domain})" if ph.domain else ph.description)
+        except CoeError as exc:
+            out.trail.append(f"routing failed: {exc}")
+            return self._fall_back(ph, out, f"no expert could be chosen ({exc})")
+        target = route.expert
+        out.trail.append(f"routed '{ph.domain}: {ph.description}' to {target} ({route.score:.3f})")
+        if target in chain:
+            asker = chain[-1]
+            out.trail.append(f"cycle cut: {asker} asked into the domain of {target}, already in the chain")
+            return self._fall_back(ph, out, CIRCULAR)
+        if depth > MAX_CONSULT_DEPTH:
+            out.trail.append(f"cycle cut: consulting {target} would pass depth {MAX_CONSULT_DEPTH}")
+            return self._fall_back(ph, out, CIRCULAR)
+        out.chain.append(target)
+        out.depth = depth
+        answer, problem = self._consult(target, chain[-1], ph, record_id, depth, ledger)
+        if answer is not None and (findings := find_instructions(answer)):
+            answer, problem = None, f"answered with instruction-like text ({describe(findings, excerpts=False)})"
+            out.flagged.append(f"consulted expert {target} answered with instruction-like text: {describe(findings)}")
+        if answer is None:
+            out.trail.append(f"consulted {target}: {problem}")
+            return self._fall_back(ph, out, f"consulted expert {target} {problem}")
+        out.trail.append(f"consulted {target}: {answer}")
+        nested_values: dict[tuple[str, str, str], str] = {}
+        for inner in scan_assists(answer).placeholders:
+            if inner.key in nested_values:
+                continue
+            if inner.kind == "user":
+                out.trail.append(f"{target}'s answer needs user input: {inner.description}")
+                return self._fall_back(ph, out, f"consulted expert {target} needs user input ({inner.description})")
+            if inner.kind == "lookup":
+                sub = self._lookup(inner.description, _Outcome())
+            else:
+                sub = self._expert(inner, out.chain, depth + 1, record_id, ledger)
+                out.depth = max(out.depth, sub.depth)
+            out.trail.extend(f"  {t}" for t in sub.trail)
+            out.flagged.extend(sub.flagged)
+            if sub.value is None:
+                reason = CIRCULAR if sub.reason == CIRCULAR else f"consulted expert {target}: {sub.reason}"
+                return self._fall_back(ph, out, reason)
+            nested_values[inner.key] = sub.value
+            out.sources.extend(sub.sources)
+        value = replace_assists(answer, lambda p: nested_values.get(p.key))
+        out.sources.insert(0, AssistSource(kind="expert", expert=target, score=round(route.score, 4), excerpt=answer))
+        out.value = f"{value} [source: consulted expert {target}]"
+        return out
+
+    def _fall_back(self, ph: Placeholder, out: _Outcome, reason: str) -> _Outcome:
+        """The consultation gave nothing usable: try lookup; unresolved with ``reason`` when that fails too."""
+        out.value, out.sources, out.reason = None, [], reason
+        return self._lookup(ph.description, out)
+
+    def _consult(
+        self, target: str, asker: str, ph: Placeholder, record_id: str, depth: int, ledger: list[LedgerEntry]
+    ) -> tuple[str | None, str]:
+        catalog = self._catalog()
+        scope = catalog.get(target)
+        messages = (
+            ChatMessage(
+                "system",
+                prompts.CONSULT_SYSTEM.format(
+                    persona=scope.persona, asker=asker, consult_protocol=prompts.CONSULT_PROTOCOL
+                ),
+            ),
+            ChatMessage("user", prompts.CONSULT_PROMPT.format(domain=ph.domain or target, question=ph.description)),
+        )
+        t0 = time.perf_counter()
+        try:
+            backend = self._backend(target)
+            gen = backend.generate(
+                GenerationRequest(
+                    messages=messages,
+                    max_tokens=CONSULT_MAX_TOKENS,
+                    temperature=0.0,
+                    grammar=CONSULT_GRAMMAR if self.settings.use_grammar and backend.supports_grammar() else None,
+                    slot_id=f"{record_id}@{target}",
+                    slot_title=f"consult {target}: {ph.description}",
+                    cancel=self.cancel,
+                )
+            )
+        except CoeError as exc:
+            return None, f"could not be consulted ({exc})"
+        except Exception as exc:  # a backend's own error type is unknown: the consult failed, the slot goes on
+            return None, f"could not be consulted ({type(exc).__name__}: {exc})"
+        answer, problem = parse_consult_answer(gen.text)
+        if answer is not None and echoes_question(answer, ph.description):
+            answer, problem = None, "only repeated the question"
+        ledger.append(
+            LedgerEntry(
+                agent=target,
+                action="consult",
+                slot_id=record_id.rsplit(".", 1)[0],
+                inputs_summary=f"{record_id}, depth {depth}, asked by {asker}: {ph.description}"[:500],
+                outputs_summary=(answer if answer is not None else f"{problem}: {gen.text.strip()[:200]}")[:500],
+                duration_ms=int((time.perf_counter() - t0) * 1000),
+                prompt_tokens=gen.prompt_tokens,
+                completion_tokens=gen.completion_tokens,
+            )
+        )
+        return answer, problem
+
+    # --- collaborators, created on first use (a slot without placeholders loads nothing) -----------------------
+
+    def _kb(self) -> KnowledgeBase:
+        if self.kb is not None:
+            return self.kb()
+        return load_kb(kb_dir(self.settings.kb_path))
+
+    def _router(self) -> ExpertRouter:
+        if self.router is not None:
+            router = self.router()
+        else:
+            router = get_router(RouterParams.from_settings(self.settings), self._catalog())
+        return router_with_lessons(router, list(self.lessons))  # the router itself when there are none
+
+    def _catalog(self) -> Catalog:
+        if self.catalog is None:
+            self.catalog = load_catalog()
+        return self.catalog
+
+    def _backend(self, expert: str) -> ExpertBackend:
+        if self.backend_for is not None:
+            return self.backend_for(expert)
+        binding = resolve_binding(self.settings, self._catalog().get(expert))
+        return get_backend(self.settings, binding.model)
+
+
+def _record(
+    record_id: str, result: SlotResult, ph: Placeholder, outcome: _Outcome, occurrences: int, seconds: float
+) -> AssistRecord:
+    resolved = outcome.value is not None and bool(outcome.sources)
+    reason = None if resolved else (outcome.reason or "no source was found")
+    return AssistRecord(
+        id=record_id,
+        slot_id=result.slot_id,
+        asker=result.expert,
+        kind=ph.kind,
+        domain=ph.domain,
+        description=ph.description,
+        placeholder=ph.raw,
+        status="resolved" if resolved else "unresolved",
+        value=outcome.value if resolved else None,
+        marker=None if resolved else unresolved_marker(ph.kind, ph.domain, ph.description, str(reason)),
+        reason=reason,
+        sources=outcome.sources if resolved else [],
+        depth=outcome.depth,
+        chain=outcome.chain or [result.expert],
+        trail=outcome.trail,
+        awaiting_user=outcome.awaiting_user,
+        occurrences=occurrences,
+        duration_ms=int(seconds * 1000),
+    )
+
+
+def _ledger_entry(record: AssistRecord) -> LedgerEntry:
+    if record.status == "resolved":
+        summary = "resolved from " + "; ".join(s.cite() for s in record.sources)
+        scores = [s.score for s in record.sources if s.kind == "document" and s.score is not None]
+        confidence = max(0.0, min(1.0, scores[0])) if scores else None
+    else:
+        summary, confidence = f"unresolved: {record.reason}", None
+    return LedgerEntry(
+        agent="assist",
+        action=f"assist_{record.kind}",
+        slot_id=record.slot_id,
+        inputs_summary=f"{record.id}: {record.placeholder}"[:500],
+        outputs_summary=summary[:500],
+        duration_ms=record.duration_ms,
+        confidence=confidence,
+    )

@@ -1,0 +1,51 @@
+"""Automated checks of a slot's answer, by what it delivers (the seed's "automated rewards").
+
+Every answer gets the contract checks (:mod:`.contract`): it follows the output structure, it was not cut off, no
+section is a stub, a duplicate or a copy of the task's title, it does not leak the prompt (its delimiters, its
+example placeholders) and it does not copy the slots it references instead of doing its own part. Then, by
+deliverable:
+
+* **code** (:mod:`.code`) in Python: it parses; no function is a stub; it defines the functions the task names; it
+  imports (runs) in the sandbox; the task's examples (:mod:`.examples`: ``>>>`` doctests, ``f(x) == y`` lines)
+  pass. Soft: the doctests in its own docstrings and its own tests pass, and ``ruff`` finds no error. SQL parses
+  with sqlglot in the task's dialect; YAML and JSON load; a shell script passes ``bash -n``; a Dockerfile starts
+  with ``FROM``.
+* **data**: the block parses as its language.
+* The text beside code or data (the usage note) must not repeat itself either.
+* **prose**, **plan** and **table** (:mod:`.prose`): no degenerate repetition (a sentence three times, a line
+  repeated in a run, a phrase looping); the answer does not speak as an AI model ("As an AI language model, I
+  ...") instead of doing the work; hedges are counted as a signal.
+* **table**: it holds a Markdown table.
+
+Generated code only ever runs in :mod:`engine.slots.sandbox`. A hard check failing means the answer is wrong or unusable
+as delivered; a soft one that it could be better. :func:`check_answer` (:mod:`.answer`) returns the checks and the
+measured signals; :mod:`engine.slots.selection` turns them into a score.
+"""
+
+from engine.slots.checks.answer import check_answer, signals_of
+from engine.slots.checks.check_context import CheckContext
+from engine.slots.checks.code import module_code
+from engine.slots.checks.contract import STUB, copies_task, duplicates_check, repeated_sections
+from engine.slots.checks.examples import Examples, extract_examples
+from engine.slots.checks.prose import cut_unfinished_end, ending_check, repetition_check, repetition_found
+from engine.slots.checks.text import code_blocks, sentence_key, without_code
+
+__all__ = [
+    "STUB",
+    "CheckContext",
+    "Examples",
+    "check_answer",
+    "code_blocks",
+    "copies_task",
+    "cut_unfinished_end",
+    "duplicates_check",
+    "ending_check",
+    "extract_examples",
+    "module_code",
+    "repeated_sections",
+    "repetition_check",
+    "repetition_found",
+    "sentence_key",
+    "signals_of",
+    "without_code",
+]

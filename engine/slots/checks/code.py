@@ -1,0 +1,423 @@
+"""Checks of code and data: Python runs in the sandbox against the task's examples; the other languages parse.
+
+SQL parses with sqlglot in the task's dialect; YAML and JSON load; CSV rows are even; a shell script passes
+``bash -n``; a Dockerfile starts with ``FROM``.
+
+Python: it parses; no function is a stub; it defines the functions the task names; it imports (runs) in the
+sandbox (:mod:`engine.slots.sandbox`); the task's examples pass. Soft: the doctests in its own docstrings and its own
+tests (a tests section, which must not redefine the module's functions) pass, and ``ruff`` finds no error (pyflakes
+rules). A small model's own tests are often wrong where its code is right, so they rank candidates but never reject
+one.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import yaml
+
+from engine.slots.checks.check_context import CheckContext
+from engine.slots.checks.contract import STUB
+from engine.slots.checks.examples import extract_examples
+from engine.slots.checks.text import code_blocks
+from engine.slots.sandbox import run_python
+from state.quality import CheckResult
+from state.result import SlotResult
+
+_DIALECTS = (
+    ("postgres", re.compile(r"\b(postgres|postgresql|psql)\b", re.I)),
+    ("mysql", re.compile(r"\b(mysql|mariadb)\b", re.I)),
+    ("sqlite", re.compile(r"\bsqlite\b", re.I)),
+    ("tsql", re.compile(r"\b(sql server|t-sql|tsql|mssql)\b", re.I)),
+    ("oracle", re.compile(r"\boracle\b", re.I)),
+    ("bigquery", re.compile(r"\bbigquery\b", re.I)),
+    ("snowflake", re.compile(r"\bsnowflake\b", re.I)),
+)
+
+
+def module_code(result: SlotResult) -> tuple[str | None, str | None]:
+    """The answer's module (section 1's code block, else the first block) and its tests (later blocks), if any."""
+    sections = [s for s in result.sections if s.level == 1]
+    blocks: list[str] = []
+    first = code_blocks(sections[0].body) if sections else []
+    if first:
+        blocks.append(first[0][1])
+    later = [code for s in sections[1:] for _, code in code_blocks(s.body)]
+    if not blocks:
+        everything = code_blocks(result.raw)
+        if not everything:
+            return None, None
+        blocks.append(everything[0][1])
+        later = [code for _, code in everything[1:]]
+    tests = [code for code in later if re.search(r"^\s*(assert\b|def test_)", code, re.M)]
+    return blocks[0], ("\n\n".join(tests) if tests else None)
+
+
+ASKS_FOR_TESTS = re.compile(
+    r"\b(?:write|add|include|create|generate|with)\b[^.\n]{0,40}\b(?:pytest|unit ?tests?|tests)\b"
+    r"(?!\s+(?:whether|if|that)\b)",
+    re.I,
+)
+"""A task that asks for tests ("now add pytest tests for it"); "a function that tests whether" does not."""
+
+
+_PY_RUNNER = r"""
+import contextlib, doctest, inspect, io, json, sys
+
+def short(exc):
+    return (type(exc).__name__ + ": " + str(exc))[:300]
+
+spec = json.load(open("checks.json"))
+out = {"import": None, "examples": [], "own_doctests": None, "tests": None}
+try:
+    with contextlib.redirect_stdout(io.StringIO()):
+        import solution
+except BaseException as exc:
+    line = getattr(exc, "lineno", None)
+    out["import"] = short(exc) + (" (line %s)" % line if line else "")
+    print("COE-CHECKS " + json.dumps(out))
+    sys.exit(0)
+module_globals = dict(vars(solution))
+flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+def run_doctest(text, name):
+    test = doctest.DocTestParser().get_doctest(text, dict(module_globals), name, "task", 0)
+    report = []
+    runner = doctest.DocTestRunner(optionflags=flags)
+    with contextlib.redirect_stdout(io.StringIO()):
+        runner.run(test, out=report.append)
+    lines = [ln for ln in "".join(report).splitlines() if ln.strip() and not ln.startswith("*****")]
+    return runner.failures == 0, " | ".join(lines[-6:])[-300:]
+
+for text in spec["doctests"]:
+    try:
+        ok, detail = run_doctest(text, "example")
+    except BaseException as exc:
+        ok, detail = False, short(exc)
+    out["examples"].append({"ok": ok, "source": text.splitlines()[0][:120], "detail": detail if not ok else ""})
+for call, value in spec["asserts"]:
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            got = eval(call, dict(module_globals))
+        ok = got == eval(value, {})
+        detail = "" if ok else "%s returned %r, expected %s" % (call, got, value)
+    except BaseException as exc:
+        ok, detail = False, short(exc)
+    out["examples"].append({"ok": ok, "source": call[:120], "detail": detail[:300]})
+finder = doctest.DocTestFinder(exclude_empty=True)
+own = [t for t in finder.find(solution, "solution", globs=dict(module_globals)) if t.examples]
+if own:
+    failed = 0
+    details = []
+    for test in own:
+        runner = doctest.DocTestRunner(optionflags=flags)
+        report = []
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                runner.run(test, out=report.append)
+        except BaseException as exc:
+            report.append(short(exc))
+            failed += 1
+        failed += runner.failures
+        if runner.failures:
+            details.append(" ".join(report)[-200:])
+    total = sum(len(t.examples) for t in own)
+    out["own_doctests"] = {"failed": failed, "total": total, "detail": " ".join(details)[:300]}
+if spec["tests"]:
+    namespace = dict(module_globals)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(spec["tests"], "tests.py", "exec"), namespace)
+            for name, value in list(namespace.items()):
+                if name.startswith("test_") and callable(value) and name not in module_globals:
+                    try:
+                        needs = [p for p in inspect.signature(value).parameters.values() if p.default is p.empty]
+                    except (TypeError, ValueError):
+                        needs = []
+                    if not needs:  # a parametrised test needs pytest to fill its arguments; it is not run
+                        value()
+        out["tests"] = "ok"
+    except BaseException as exc:
+        out["tests"] = short(exc)
+print("COE-CHECKS " + json.dumps(out))
+"""
+
+
+def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
+    """The checks of a code or data answer's module, by its language (the ones without a checker: a soft pass)."""
+    language = (ctx.contract.language or "").lower()
+    code, tests = module_code(result)
+    if code is None or not code.strip():
+        return [CheckResult(name="code.present", passed=False, detail="no code block in the answer")]
+    if language in ("python", "py", "python3"):
+        return _python_checks(code, tests, ctx)
+    if language == "sql":
+        return [_sql_check(code, ctx.task)]
+    if language in ("yaml", "yml"):
+        return [_load_check("yaml.parses", lambda: list(yaml.safe_load_all(code)))]
+    if language == "json":
+        return [_load_check("json.parses", lambda: json.loads(code))]
+    if language == "csv":
+        return [_csv_check(code)]
+    if language in ("bash", "sh", "shell"):
+        return [_bash_check(code)]
+    if language == "dockerfile":
+        first = next((ln.strip() for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+        ok = first.upper().startswith(("FROM", "ARG"))
+        return [CheckResult(name="dockerfile.from", passed=ok, detail="" if ok else f"starts with {first[:40]!r}")]
+    return [CheckResult(name="code.checked", passed=True, severity="soft", detail=f"no checker for {language!r}")]
+
+
+def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[CheckResult]:
+    checks: list[CheckResult] = []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return [CheckResult(name="python.parses", passed=False, detail=f"line {exc.lineno}: {exc.msg}")]
+    checks.append(CheckResult(name="python.parses", passed=True))
+    stubs = _stub_functions(tree)
+    checks.append(
+        CheckResult(
+            name="python.complete",
+            passed=not stubs and not STUB.search(code),
+            detail=(f"function {stubs[0]} has no body" if stubs else "placeholder text in the code")
+            if stubs or STUB.search(code)
+            else "",
+        )
+    )
+    examples = extract_examples(ctx.task)
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    missing = [f for f in examples.functions if f not in defined]
+    if examples.functions:
+        checks.append(
+            CheckResult(
+                name="python.defines",
+                passed=not missing,
+                detail=f"the task's function {missing[0]} is not defined" if missing else "",
+            )
+        )
+    if tests is not None:
+        redefined = _redefined(tests, defined)
+        checks.append(
+            CheckResult(
+                name="python.tests_use_module",
+                passed=not redefined,
+                detail=f"the tests define {redefined[0]} again instead of using section 1's" if redefined else "",
+            )
+        )
+    if ASKS_FOR_TESTS.search(ctx.task):
+        given = tests is not None or bool(re.search(r"^\s*(?:def test_\w+|assert\b)", code, re.M))
+        checks.append(
+            CheckResult(
+                name="python.tests_given",
+                passed=given,
+                detail="" if given else "the task asks for tests and the answer has none (write them: def test_...)",
+            )
+        )
+    spec = {
+        "doctests": list(examples.doctests),
+        "asserts": [list(pair) for pair in examples.asserts],
+        "tests": tests or "",
+    }
+    files = {"solution.py": code, "checks.json": json.dumps(spec), "run_checks.py": _PY_RUNNER}
+    ran = run_python(files, "run_checks.py", limits=ctx.limits)
+    report = _report(ran.stdout)
+    if report is None:
+        why = "timed out" if ran.timed_out else (ran.violations[0] if ran.violations else ran.stderr.strip()[-200:])
+        checks.append(CheckResult(name="python.runs", passed=False, detail=f"the checks could not run: {why}"))
+        return checks + [_lint_check(code)]
+    checks.append(
+        CheckResult(
+            name="python.runs",
+            passed=report["import"] is None and not ran.violations,
+            detail=report["import"] or (f"refused: {ran.violations[0]}" if ran.violations else ""),
+        )
+    )
+    results = report["examples"]
+    if results:
+        passed = sum(1 for r in results if r["ok"])
+        first_bad = next((r for r in results if not r["ok"]), None)
+        checks.append(
+            CheckResult(
+                name="python.examples",
+                passed=passed == len(results),
+                score=passed / len(results),
+                detail=f"{passed} of {len(results)} examples pass"
+                + (f"; {first_bad['source']}: {first_bad['detail']}" if first_bad else ""),
+            )
+        )
+    own = report["own_doctests"]
+    if own:
+        checks.append(
+            CheckResult(
+                name="python.own_doctests",
+                severity="soft",
+                passed=own["failed"] == 0,
+                score=max(0.0, 1 - own["failed"] / max(own["total"], 1)),
+                detail="" if own["failed"] == 0 else f"{own['failed']} of {own['total']} fail: {own['detail']}",
+            )
+        )
+    if tests is not None:
+        checks.append(
+            CheckResult(
+                name="python.tests",
+                severity="soft",
+                passed=report["tests"] == "ok",
+                detail="" if report["tests"] == "ok" else str(report["tests"]),
+            )
+        )
+    checks.append(_lint_check(code))
+    return checks
+
+
+def _report(stdout: str) -> dict[str, Any] | None:
+    for line in stdout.splitlines():
+        if line.startswith("COE-CHECKS "):
+            try:
+                data = json.loads(line[len("COE-CHECKS ") :])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def _stub_functions(tree: ast.Module) -> list[str]:
+    """Functions whose body is only a docstring, ``pass``, ``...`` or ``raise NotImplementedError``."""
+    stubs = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = list(node.body)
+        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+            body = body[1:]
+        trivial = all(
+            isinstance(s, ast.Pass)
+            or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and s.value.value is Ellipsis)
+            or (isinstance(s, ast.Raise) and "NotImplementedError" in ast.unparse(s))
+            for s in body
+        )
+        if trivial:
+            stubs.append(node.name)
+    return stubs
+
+
+def _redefined(tests: str, defined: set[str]) -> list[str]:
+    try:
+        tree = ast.parse(tests)
+    except SyntaxError:
+        return []
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name in defined
+    ]
+
+
+def _lint_check(code: str) -> CheckResult:
+    """``ruff check`` with the pyflakes rules (undefined names, unused imports...); soft."""
+    if shutil.which("ruff") is None and not _ruff_module():
+        return CheckResult(name="python.lint", passed=True, severity="soft", detail="ruff is not installed")
+    try:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ruff",
+                "check",
+                "--select",
+                "F,E9",
+                "--output-format",
+                "json",
+                "--no-cache",
+                "--stdin-filename",
+                "solution.py",
+                "-",
+            ],
+            input=code,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        found = json.loads(out.stdout or "[]")
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return CheckResult(name="python.lint", passed=True, severity="soft", detail=f"ruff did not run: {exc}")
+    if not found:
+        return CheckResult(name="python.lint", passed=True, severity="soft")
+    first = found[0]
+    where = first.get("location", {}).get("row", "?")
+    return CheckResult(
+        name="python.lint",
+        passed=False,
+        severity="soft",
+        detail=f"{len(found)} finding(s); line {where}: {first.get('code')} {first.get('message')}",
+    )
+
+
+def _ruff_module() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ruff") is not None
+
+
+def _sql_check(code: str, task: str) -> CheckResult:
+    try:
+        import sqlglot
+        from sqlglot.errors import ParseError
+    except ImportError:
+        return CheckResult(name="sql.parses", passed=True, severity="soft", detail="sqlglot is not installed")
+    dialect = next((name for name, pattern in _DIALECTS if pattern.search(task)), None)
+    try:
+        statements = [s for s in sqlglot.parse(code, read=dialect) if s is not None]
+    except (ParseError, ValueError) as exc:
+        return CheckResult(name="sql.parses", passed=False, detail=f"{dialect or 'generic'} SQL: {_parse_error(exc)}")
+    if not statements:
+        return CheckResult(name="sql.parses", passed=False, detail="no SQL statement")
+    return CheckResult(name="sql.parses", passed=True, detail=f"{len(statements)} statement(s), {dialect or 'generic'}")
+
+
+def _parse_error(exc: Exception) -> str:
+    """The parser's error in one line of plain text (sqlglot's message underlines with terminal codes)."""
+    errors = getattr(exc, "errors", None)
+    if errors:
+        first = errors[0]
+        near = f" (near {first['highlight']!r})" if first.get("highlight") else ""
+        return f"{first.get('description')} at line {first.get('line')}, column {first.get('col')}{near}"[:200]
+    return " ".join(_ANSI.sub("", str(exc)).split())[:200]
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _load_check(name: str, load: object) -> CheckResult:
+    try:
+        load()  # type: ignore[operator]
+    except Exception as exc:  # any parser error is the check's finding
+        return CheckResult(name=name, passed=False, detail=str(exc)[:200])
+    return CheckResult(name=name, passed=True)
+
+
+def _csv_check(code: str) -> CheckResult:
+    rows = [r for r in csv.reader(io.StringIO(code.strip())) if r]
+    widths = {len(r) for r in rows}
+    ok = len(rows) >= 2 and len(widths) == 1
+    detail = "" if ok else f"{len(rows)} rows with {sorted(widths)} columns"
+    return CheckResult(name="csv.parses", passed=ok, detail=detail)
+
+
+def _bash_check(code: str) -> CheckResult:
+    bash = shutil.which("bash")
+    if bash is None:
+        return CheckResult(name="bash.parses", passed=True, severity="soft", detail="bash is not installed")
+    try:
+        out = subprocess.run([bash, "-n"], input=code, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return CheckResult(name="bash.parses", passed=True, severity="soft", detail=f"bash -n did not run: {exc}")
+    return CheckResult(name="bash.parses", passed=out.returncode == 0, detail=out.stderr.strip()[:200])

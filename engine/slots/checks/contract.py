@@ -1,0 +1,235 @@
+"""The contract checks, for every deliverable.
+
+The answer follows the output structure and was not cut off; no section is a stub, a duplicate or a copy of the
+task's title; it does not ask the person for what the task gave, leak the prompt (its delimiters, its feedback's
+wording, the persona's lines, the protocol's example placeholders) or copy the slots it references instead of doing
+its own part.
+"""
+
+from __future__ import annotations
+
+import re
+
+from engine.prompts import EXAMPLE_DESCRIPTIONS
+from engine.slots.checks.check_context import CheckContext
+from engine.slots.checks.prose import ending_check
+from engine.slots.checks.text import FENCE_BLOCK, WORD, norm, similar, split_sentences, without_closed_code
+from state.quality import CheckResult, Severity
+from state.result import SlotResult
+
+LEAKS = (
+    "--- end of",
+    "(whole) ---",
+    "(outline only) ---",
+    "<reference part=",
+    "</reference>",
+    "<candidate id=",
+    "keep it if it is right",
+    "if a problem above concerns it",
+    "an earlier answer to this was rejected",
+    "does not have these problems",
+)
+"""The harness' own delimiters and its retry feedback's wording, which must never come back in an answer
+(quoting the instructions' wording is harmless and common; copying a delimiter means a reference or a
+candidate was pasted in, and the feedback's sentences in an answer are the prompt talking, not the expert: seen
+on the review set, "The outline was (keep it if it is right, fix it if a problem above concerns it):")."""
+_CHECK_NAME = re.compile(
+    r"\b(?:contract\.(?:answers|complete|duplicates|ends|leaks|own_work|placeholders|structure|stubs|titles)"
+    r"|prose\.repetition|python\.(?:complete|defines|examples|lint|own_doctests|parses|runs|tests|tests_given"
+    r"|tests_use_module))\b"
+)
+"""The checks' own names, which the retry feedback quotes: in an answer they are the feedback talking (a real
+checklist wrote "a prioritized order for each item: contract.duplicates, contract.placeholders, and
+prose.repetition")."""
+PERSONA_LINE_WORDS = 6
+"""A persona line this long repeated word for word is a copy ("You are a security architect." is five words and
+may be said in passing)."""
+COPIED_SECTION_SHARE = 0.8
+"""A section whose sentences are this much word for word a referenced slot's says nothing the document does not
+already say (a real password-policy run's checklist began with a copy of the policy's controls)."""
+_INSTRUCTION_TITLE = re.compile(r"#|^\W*outline\W*$|code block holding|every import", re.I)
+"""A title that copies the output structure's instructions ("`## Outline`", "`## 1. ` code block holding the
+complete code") instead of naming the part."""
+_EXAMPLE_PLACEHOLDER = re.compile(
+    r"\{\{\s*ASSIST\s*:[^{}]*?:\s*(?:" + "|".join(map(re.escape, sorted(EXAMPLE_DESCRIPTIONS))) + r")\s*\}\}", re.I
+)
+"""The uncertainty protocol's own example placeholders (whatever domain a copy names): they ask for nothing."""
+ASKS_BACK = re.compile(
+    r"\b(?:(?:please|could you|can you|would you|kindly)\s+(?:please\s+)?(?:provide|share|give|tell|specify|"
+    r"clarify|send|describe)|i (?:would )?need (?:more|some|additional) (?:information|details|context)|"
+    r"(?:provide|share) (?:me )?(?:with )?(?:more |some |the )?(?:details|information|context))\b",
+    re.I,
+)
+"""An answer that asks the person for what the task already gave, instead of doing it ("Please provide me with
+the details of the endpoint you would like to analyze")."""
+ASKS_BACK_WORDS = 60
+"""Only a short answer counts as asking back: a long one that ends with "tell me if you need more" did the work."""
+STUB = re.compile(
+    r"(\bTODO\b|\bTBD\b|lorem ipsum|\[insert\b|<insert\b|to be (added|completed|written|determined)\b|"
+    r"^\s*\.\.\.\s*$|your code here|implementation goes here|fill in)",
+    re.I | re.M,
+)
+MIN_SECTION_WORDS = {"prose": 8, "plan": 4, "table": 0, "code": 0, "data": 0}
+
+
+def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
+    """The checks every answer gets, whatever it delivers."""
+    # For code, the deliverable is the module: a note after it that was cut short is a blemish, not a failure
+    # (a module that was itself cut off fails to parse, or has no closed code block, which are hard checks).
+    ending: Severity = "soft" if ctx.contract.code_first else "hard"
+    checks = [
+        CheckResult(
+            name="contract.structure",
+            passed=result.compliant,
+            detail="" if result.compliant else "; ".join(result.problems[:3]),
+        ),
+        CheckResult(
+            name="contract.complete",
+            severity=ending,
+            passed=not ctx.truncated,
+            detail="the answer was cut off at its token limit" if ctx.truncated else "",
+        ),
+    ]
+    checks.append(ending_check(result.raw, ending))
+    copied = [i.title for i in result.outline if copies_task(i.title, ctx.task)]
+    instructions = [i.title for i in result.outline if _INSTRUCTION_TITLE.search(i.title)]
+    checks.append(
+        CheckResult(
+            name="contract.titles",
+            passed=not copied and not instructions,
+            detail=f"an outline item repeats the task as its title ({copied[0]!r})"
+            if copied
+            else f"an outline item's title is the output structure's own wording ({instructions[0]!r})"
+            if instructions
+            else "",
+        )
+    )
+    body = without_closed_code(result.body_text())
+    asks = ASKS_BACK.search(body) if len(WORD.findall(body)) < ASKS_BACK_WORDS else None
+    checks.append(
+        CheckResult(
+            name="contract.answers",
+            passed=asks is None,
+            detail=f"it asks the person for details instead of answering ({asks.group(0)!r}); answer with what the "
+            "task gives, and write {{ASSIST:user:...}} for what only the person knows"
+            if asks
+            else "",
+        )
+    )
+    minimum = MIN_SECTION_WORDS[ctx.contract.deliverable]
+    stubs: list[str] = []
+    for s in result.sections:
+        text = without_closed_code(s.body)
+        if not s.body.strip() and result.has_subsections(s.label):
+            continue
+        if not s.body.strip() or (minimum and not FENCE_BLOCK.search(s.body) and len(WORD.findall(text)) < minimum):
+            stubs.append(f"section {s.label} {s.title!r} is empty or only {len(WORD.findall(text))} words")
+        elif STUB.search(s.body):
+            stubs.append(f"section {s.label} {s.title!r} holds placeholder text ({STUB.search(s.body).group(0)!r})")  # type: ignore[union-attr]
+    checks.append(CheckResult(name="contract.stubs", passed=not stubs, detail="; ".join(stubs[:2])))
+    checks.append(duplicates_check(result, ctx.task))
+    lowered = result.raw.lower()
+    leaked = [leak for leak in LEAKS if leak in lowered] + _persona_lines(result.raw, ctx.persona)
+    leaked += _CHECK_NAME.findall(without_closed_code(result.raw))
+    checks.append(
+        CheckResult(
+            name="contract.leaks",
+            passed=not leaked,
+            detail=f"the answer repeats the prompt's own text ({leaked[0]!r})" if leaked else "",
+        )
+    )
+    example = _EXAMPLE_PLACEHOLDER.search(result.raw)
+    checks.append(
+        CheckResult(
+            name="contract.placeholders",
+            passed=example is None,
+            detail=f"the answer copies the protocol's example placeholder ({example.group(0)!r}); name the fact "
+            "that is missing, or leave the placeholder out"
+            if example
+            else "",
+        )
+    )
+    share = copied_share(result.body_text(), ctx.references)
+    checks.append(
+        CheckResult(
+            name="contract.own_work",
+            passed=share < 0.5,
+            detail=f"{share:.0%} of its sentences are copied from the slots it references" if share >= 0.5 else "",
+        )
+    )
+    return checks
+
+
+def _persona_lines(text: str, persona: str) -> list[str]:
+    """Lines of the ``persona`` (of :data:`PERSONA_LINE_WORDS` words or more) that ``text`` repeats word for word.
+
+    A real password-policy answer titled two of its sections with the persona's "You MAY" lines ("Review designs
+    and code snippets for vulnerabilities and propose mitigations"): the prompt talking, not the expert.
+    """
+    said = f" {norm(text)} "
+    lines = (norm(line.lstrip("-* ")) for line in persona.splitlines())
+    return [line for line in lines if len(line.split()) >= PERSONA_LINE_WORDS and f" {line} " in said]
+
+
+def copies_task(title: str, task: str) -> bool:
+    """Whether an outline item's ``title`` repeats the task's first line (``contract.titles`` fails it)."""
+    first = norm(task.strip().splitlines()[0] if task.strip() else "")
+    return bool(first) and similar(norm(title), first, 0.8)
+
+
+def repeated_sections(
+    result: SlotResult, task: str, references: tuple[str, ...] = (), others: tuple[str, ...] = ()
+) -> list[tuple[str, str]]:
+    """Each section that repeats an earlier one, the task or a referenced slot, or is another slot's part.
+
+    ``(label, why)``, in order. A copy of a referenced slot is a section most of whose sentences are in it word for word
+    (:data:`COPIED_SECTION_SHARE`). Another slot's part is a top-level section titled as one of ``others`` (the
+    titles of the plan's other slots): that slot writes it.
+    """
+    found: list[tuple[str, str]] = []
+    theirs = {norm(t): t for t in others if norm(t)}
+    for section in result.sections:
+        if section.level == 1 and (title := theirs.get(norm(section.title))) is not None:
+            found.append((section.label, f"section {section.label} is the part {title!r} of another slot"))
+    taken = {label for label, _ in found}
+    bodies = [(s, norm(s.body)) for s in result.sections if len(s.body) > 40 and s.label not in taken]
+    pool = _sentence_pool(references)
+    for i, (a, na) in enumerate(bodies):
+        if similar(na, norm(task), 0.9):
+            found.append((a.label, f"section {a.label} repeats the task"))
+            continue
+        earlier = next((b for b, nb in bodies[:i] if similar(nb, na, 0.85)), None)
+        if earlier is not None:
+            found.append((a.label, f"sections {earlier.label} and {a.label} say the same"))
+            continue
+        mine = _long_sentences(a.body) if pool else []
+        if len(mine) >= 2 and sum(1 for s in mine if s in pool) >= COPIED_SECTION_SHARE * len(mine):
+            found.append((a.label, f"section {a.label} copies a slot it references"))
+    return found
+
+
+def duplicates_check(result: SlotResult, task: str) -> CheckResult:
+    """``contract.duplicates``: no two sections say the same, and none repeats the task."""
+    found = [why for _, why in repeated_sections(result, task)]
+    return CheckResult(name="contract.duplicates", passed=not found, detail="; ".join(found[:2]))
+
+
+def _long_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` of six words or more, normalised (what a copy is counted in)."""
+    return [norm(s) for s in split_sentences(text) if len(s.split()) >= 6]
+
+
+def _sentence_pool(references: tuple[str, ...]) -> set[str]:
+    """The referenced slots' long sentences (what a copy is looked up in)."""
+    return {s for ref in references for s in _long_sentences(ref)}
+
+
+def copied_share(text: str, references: tuple[str, ...]) -> float:
+    """The share of the answer's sentences (of 6+ words) that appear word for word in a referenced slot."""
+    if not references:
+        return 0.0
+    pool = _sentence_pool(references)
+    mine = _long_sentences(text)
+    if len(mine) < 3:
+        return 0.0
+    return sum(1 for s in mine if s in pool) / len(mine)

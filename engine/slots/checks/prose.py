@@ -1,0 +1,132 @@
+"""Checks of the text itself: repetition, an ending that breaks off, a table, an answer that speaks as an AI."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from engine.slots.checks.text import FENCE_BLOCK, WORD, norm, split_sentences, without_closed_code
+from state.quality import CheckResult, Severity
+from state.result import SlotResult
+
+
+def ending_check(raw: str, severity: Severity = "hard") -> CheckResult:
+    """``contract.ends`` of a text alone: its last line of prose ends a sentence."""
+    unfinished = _unfinished(raw)
+    return CheckResult(
+        name="contract.ends",
+        severity=severity,
+        passed=unfinished is None,
+        detail=f"the answer stops mid-sentence ({unfinished!r})" if unfinished else "",
+    )
+
+
+def _unfinished(raw: str) -> str | None:
+    """The end of the answer's last line of text when it stops mid-sentence (None: it ends properly).
+
+    Code blocks, tables, list items and headings may end without punctuation; a line of prose may not, except a
+    letter's signature (a name of a few words under a closing that ends with a comma: "Best regards,"). A last
+    line of any kind that ends with a colon announces what never came ("... with the following data:").
+    """
+    lines = [ln.rstrip() for ln in FENCE_BLOCK.sub("```", raw).splitlines() if ln.strip()]
+    if not lines:
+        return None
+    last = lines[-1].strip()
+    if last.endswith(":") and not last.startswith("```"):
+        return last[-40:]
+    if last.startswith(("```", "|", "#", "-", "*", "+", ">")) or re.match(r"^\d+[.)]\s", last):
+        return None
+    if re.search(r"[.!?:;)\]\"'`*_}>\u2026\u201d\u2019]$", last) or last.endswith("}}"):
+        return None
+    if len(lines) > 1 and lines[-2].endswith(",") and len(lines[-2].split()) <= 4 and len(last.split()) <= 5:
+        return None  # a signature under its closing
+    return last[-40:]
+
+
+def cut_unfinished_end(text: str) -> tuple[str, str | None]:
+    """``text`` without the unfinished end of its last line of prose, and what went (None: nothing went).
+
+    A last line that announces what never came ("... reverse. Explanation:") or breaks off mid-sentence is cut back
+    to its last full sentence, or goes when it has none. Nothing is reworded, and nothing inside a code block is
+    touched: a text whose last line is in an unclosed block is left as it is.
+    """
+    if _unfinished(text) is None:
+        return text, None
+    lines = text.rstrip().split("\n")
+    last = len(lines) - 1
+    fences = sum(1 for line in lines[:last] if line.lstrip().startswith(("```", "~~~")))
+    if fences % 2 or lines[last].lstrip().startswith(("```", "~~~")):
+        return text, None
+    line = lines[last]
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)", line)]
+    kept = line[: ends[-1]] if ends else ""
+    out = [*lines[:last], kept] if kept.strip() else lines[:last]
+    return "\n".join(out).rstrip() + "\n", line[len(kept) :].strip()
+
+
+def repetition_check(text: str) -> CheckResult:
+    """Degenerate repetition: a sentence three times or more, a run of repeated lines, a phrase looping."""
+    found = repetition_found(text)
+    if found is None:
+        sentences = [norm(s) for s in split_sentences(text) if len(s.split()) >= 5]
+        distinct = len(set(sentences)) / len(sentences) if sentences else 1.0
+        if len(sentences) >= 8 and distinct < 0.75:
+            found = f"only {distinct:.0%} of its sentences are distinct"
+    return CheckResult(name="prose.repetition", passed=found is None, detail=found or "")
+
+
+def repetition_found(text: str, *, sentence_times: int = 3, line_run: int = 3, phrase_times: int = 4) -> str | None:
+    """What repeats in ``text``, or None.
+
+    A sentence of five words or more ``sentence_times`` times, a line of more than ten characters ``line_run``
+    times in a row, or an eight-word phrase ``phrase_times`` times.
+    """
+    sentences = [norm(s) for s in split_sentences(text) if len(s.split()) >= 5]
+    repeated = [(s, n) for s, n in Counter(sentences).most_common(1) if n >= sentence_times]
+    if repeated:
+        return f"a sentence is repeated {repeated[0][1]} times ({repeated[0][0][:60]!r})"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("|", "```", "#"))]
+    run = 1
+    for previous, line in zip(lines, lines[1:], strict=False):
+        run = run + 1 if line == previous and len(line) > 10 else 1
+        if run >= line_run:
+            return f"a line repeats in a run ({line[:60]!r})"
+    words = [w.lower() for w in WORD.findall(without_closed_code(text))]
+    grams = Counter(tuple(words[i : i + 8]) for i in range(max(0, len(words) - 7)))
+    looping = [g for g, n in grams.items() if n >= phrase_times]
+    if looping:
+        return f"a phrase loops ({' '.join(looping[0])!r} {phrase_times} times)"
+    return None
+
+
+_AI = r"(?:ai|artificial intelligence)(?: language model| model| assistant)?|(?:large )?language model"
+SPEAKS_AS_AI = re.compile(
+    rf"\bas an? (?:{_AI})(?=,| i\b)|\bi(?: am|'m) an? (?:{_AI})(?=[,.;:!]| and\b| developed\b| trained\b| created\b)",
+    re.I,
+)
+"""The model speaking of itself, not a topic: "As an AI language model, I", "I am an AI and"; "as an AI research
+lab" or "I am an AI researcher" do not match."""
+
+
+def speaks_as_ai_check(text: str) -> CheckResult:
+    """``prose.speaks_as_ai``: the answer talks about itself as an AI model ("As an AI language model, I ...").
+
+    A document the person asked for (an email, a guide) never does; the review set's email to a landlord did,
+    in place of the request it was meant to make.
+    """
+    found = SPEAKS_AS_AI.search(text)
+    return CheckResult(
+        name="prose.speaks_as_ai",
+        passed=found is None,
+        detail=f"the answer speaks as an AI model ({found.group(0)!r}) instead of doing the work" if found else "",
+    )
+
+
+def table_check(result: SlotResult) -> CheckResult:
+    """``table.present``: the answer holds a Markdown table."""
+    lines = result.body_text().splitlines()
+    separator = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$")
+    found = any(separator.match(line) for line in lines)
+    return CheckResult(
+        name="table.present", passed=found, detail="" if found else "no Markdown table (a | header | row and a ---)"
+    )

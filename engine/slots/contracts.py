@@ -1,0 +1,188 @@
+"""The output contract that fits a slot's deliverable: how many sections, what goes in them, how long it may be.
+
+Every expert answers with ``## Outline``, numbered items, then matching numbered sections, but the structure
+serves the deliverable (:data:`state.framework.Deliverable`), never the reverse:
+
+* ``code``: one or two items. Section 1 is exactly one fenced code block holding the complete module (every
+  import, every function in full); section 2, if any, is a short usage note or tests that use section 1's
+  functions (they run after it) without defining them again. A one-function task is one code section.
+* ``data``: the same with one JSON, YAML or CSV block.
+* ``prose``: one to five parts sized to the work (one for a short piece, several for a long document), each with
+  full paragraphs.
+* ``plan``: two to seven steps or points, each a few lines or bullets.
+* ``table``: one to four parts, each a Markdown table with at most a line of text.
+
+A slot that does not declare its deliverable gets one from its expert and its text (:func:`infer_deliverable`):
+the code experts deliver code in their language (but an explanation for readers who do not read code is prose),
+a slot that asks for a table a table, for steps or a checklist a plan, and everything else prose. The grammar
+(:meth:`Contract.grammar`) enforces the shape on backends that honour one; the parser and the checks
+(:mod:`engine.slots.checks`) judge every answer against it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from experts.backends.grammar import outline_grammar
+from experts.routing.scoping import function_to_complete
+from state.framework import Deliverable, SlotSpec
+
+__all__ = ["CONTRACTS", "Contract", "contract_for", "contract_of", "deliverable_of", "infer_deliverable"]
+
+CODE_EXPERTS = {"python_coder": "python", "sql_specialist": "sql"}
+"""Experts whose work is code, and its language."""
+
+_DEVOPS_LANGUAGES = (
+    (re.compile(r"\bdockerfile\b", re.I), "dockerfile"),
+    (
+        re.compile(
+            r"\b(docker[- ]compose|compose file|kubernetes|k8s|manifest|helm|yaml|github actions|workflow)\b", re.I
+        ),
+        "yaml",
+    ),
+    (re.compile(r"\bterraform\b", re.I), "hcl"),
+    (re.compile(r"\b(bash|shell script|shell|cron ?job|script)\b", re.I), "bash"),
+)
+_TABLE = re.compile(r"\b(table|matrix|side[- ]by[- ]side comparison)\b", re.I)
+_PLAN = re.compile(
+    r"\b(checklist|step[- ]by[- ]step|steps|plan|roadmap|timeline|runbook|procedure|to-?do list|list of|agenda)\b", re.I
+)
+_DATA = re.compile(r"\b(json|yaml|csv)\b", re.I)
+_DATA_VERB = re.compile(r"\b(generate|produce|output|return|write|give me|create)\b[^.]{0,40}\b(json|yaml|csv)\b", re.I)
+_PYTHON = re.compile(r"\b(python|def |function|class|script|module|pytest|unit tests?)\b", re.I)
+_SQL = re.compile(r"\b(sql|query|queries|select|postgres|postgresql|mysql|sqlite|index(es)?|schema)\b", re.I)
+_FOR_READERS = re.compile(
+    r"\b(?:explain|describe|summari[sz]e|present|justify|communicate)\b[^.\n]{0,80}?\b(?:to|for)\s+"
+    r"(?:the\s+|our\s+|your\s+|an?\s+)?(?:non[- ]?technical|finance|business|management|managers?|executives?|"
+    r"stakeholders?|customers?|clients?|board|leadership|sales|marketing|legal|hr|patients?|parents?|beginners?)\b",
+    re.I,
+)
+"""An explanation for readers who do not read code ("explain the change to the finance team")."""
+_MAKES_CODE = re.compile(
+    r"\b(?:write|rewrite|create|implement|build|add|generate|refactor|fix|optimi[sz]e|propose|code)\b", re.I
+)
+
+
+def infer_deliverable(text: str, expert: str | None) -> tuple[Deliverable, str | None]:
+    """What a slot delivers and in which language, from its expert and its text (title, description, outputs).
+
+    Args:
+        text: The slot's title, description and expected outputs (or the whole task of a one-slot run).
+        expert: The expert that runs it, when known.
+
+    Returns:
+        ``(deliverable, language)``; the language is set for code and data only.
+    """
+    if function_to_complete(text) is not None:  # whoever runs it, the deliverable is that function
+        return "code", "python"
+    if _FOR_READERS.search(text) and not _MAKES_CODE.search(text):
+        # a plan's part that explains the work to people who do not read code is prose, whoever writes it (a
+        # slow-query plan's "Explain the change to the finance team" went to the SQL expert, and its paragraphs
+        # came back inside a SQL block, written to a .sql file)
+        return "prose", None
+    if expert in CODE_EXPERTS:
+        language = CODE_EXPERTS[expert]
+        if language == "sql" and _PYTHON.search(text) and not _SQL.search(text):
+            language = "python"
+        return "code", language
+    if expert == "devops_engineer":
+        for pattern, language in _DEVOPS_LANGUAGES:
+            if pattern.search(text):
+                return "code", language
+        return "plan", None
+    data = _DATA_VERB.search(text)
+    if data is not None:
+        return "data", data.group(2).lower()
+    if _TABLE.search(text):
+        return "table", None
+    if _PLAN.search(text) and expert not in ("creative_writer", "legal_drafting"):
+        return "plan", None
+    return "prose", None
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The output structure of one deliverable, and the answer budget that fits it."""
+
+    deliverable: Deliverable
+    language: str | None
+    min_items: int
+    max_items: int
+    max_sub_items: int
+    max_block_lines: int
+    """Most lines (or code blocks) of text under one heading."""
+    max_line_chars: int
+    max_code_lines: int
+    max_tokens: int
+    """The answer budget when neither the person nor the expert's scope sets one."""
+    function: str | None = None
+    """The one function the task hands over to complete (code only): the deliverable is that function."""
+
+    @property
+    def code_first(self) -> bool:
+        """Section 1 is exactly one code block (code and data)."""
+        return self.deliverable in ("code", "data")
+
+    def grammar(self, first_title: str | None = None) -> str:
+        """The GBNF grammar of this contract (follows the outline once written, on backends that can).
+
+        ``first_title``: the title of the answer's first part, written for the model (a plan's slot: its own).
+        """
+        return outline_grammar(
+            first_title=first_title,
+            min_items=self.min_items,
+            max_items=self.max_items,
+            max_sub_items=self.max_sub_items,
+            max_block_lines=self.max_block_lines,
+            max_line_chars=self.max_line_chars,
+            max_code_lines=self.max_code_lines,
+            code_first=(self.language or "text") if self.code_first else None,
+        )
+
+    def with_language(self, language: str | None) -> Contract:
+        """The same contract for another language (code and data)."""
+        return replace(self, language=language)
+
+
+CONTRACTS: dict[Deliverable, Contract] = {
+    "code": Contract("code", "python", 1, 2, 0, 3, 400, 160, 900),
+    "data": Contract("data", "json", 1, 2, 0, 3, 400, 160, 800),
+    "prose": Contract("prose", None, 1, 5, 3, 8, 1500, 40, 900),
+    "plan": Contract("plan", None, 2, 7, 4, 12, 600, 40, 900),
+    "table": Contract("table", None, 1, 4, 0, 16, 600, 40, 800),
+}
+"""The contract of each deliverable (code and data take the slot's language). Lines are long: a model writes a
+paragraph as one line, and a grammar that breaks it mid-sentence invites it to stop there. A plan's step may hold
+a list of sub-steps, each with its command: 12 lines or code blocks under one heading (8 ended a setup guide's
+steps before their commands)."""
+
+
+def deliverable_of(spec: SlotSpec, expert: str | None) -> tuple[Deliverable, str | None]:
+    """A slot's deliverable and language: the ones it declares, else the ones inferred from its expert and text."""
+    text = " ".join([spec.title, spec.description, *spec.expected_outputs])
+    if spec.deliverable is None:
+        return infer_deliverable(text, expert)
+    language = spec.language
+    if language is None and spec.deliverable in ("code", "data"):
+        language = infer_deliverable(text, expert)[1] or CONTRACTS[spec.deliverable].language
+    return spec.deliverable, language
+
+
+def contract_of(deliverable: Deliverable, language: str | None = None) -> Contract:
+    """The contract of a deliverable (code and data in ``language``, else their default language)."""
+    contract = CONTRACTS[deliverable]
+    return contract.with_language(language or contract.language) if contract.code_first else contract
+
+
+def contract_for(spec: SlotSpec, expert: str | None) -> Contract:
+    """The contract of a slot: its declared deliverable and language, else the ones inferred from its text.
+
+    A Python slot whose text hands over one function to complete gets one item only: the completed code, no
+    note (the person asked for that function, nothing more).
+    """
+    contract = contract_of(*deliverable_of(spec, expert))
+    name = function_to_complete(spec.description) if contract.language == "python" else None
+    if contract.deliverable == "code" and name is not None:
+        return replace(contract, max_items=1, function=name)
+    return contract

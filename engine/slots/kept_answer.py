@@ -1,0 +1,147 @@
+"""Edits of a slot's kept answer, none of which rewords it.
+
+Each cuts what the person should not read twice, or computes what the model only wrote out:
+
+* :func:`without_loops`: when every candidate looped, the kept one's repeated sentences go
+  (:func:`engine.slots.loop_watch.cut_loops`).
+* :func:`without_unfinished_end`: a code answer's note that breaks off is cut back to its last full sentence.
+* :func:`without_repeated_sections`: a section that repeats an earlier one, the task or a referenced slot, or that
+  is another slot's part, goes, and the rest are numbered again.
+* :func:`computed`: a math answer's arithmetic is computed (:mod:`engine.slots.inline_arithmetic`).
+
+Each edit adds a ledger entry naming what changed, and the kept checks it affects are read again, so the caveat
+speaks of the text delivered; the candidates' own records keep what each candidate was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.slots.checks import cut_unfinished_end, duplicates_check, ending_check, repeated_sections, repetition_check
+from engine.slots.inline_arithmetic import compute
+from engine.slots.loop_watch import cut_loops
+from state.passport import LedgerEntry
+from state.quality import CheckResult
+from state.result import SlotResult, render_section
+
+__all__ = ["computed", "without_loops", "without_repeated_sections", "without_unfinished_end"]
+
+
+def without_loops(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> SlotResult:
+    """The result without the sentences it repeats (:func:`engine.slots.loop_watch.cut_loops`), and a ledger entry."""
+    raw, removed = cut_loops(result.raw)
+    if not removed:
+        return result
+    seen: set[str] = set()
+    sections = [s.model_copy(update={"body": cut_loops(s.body, seen)[0]}) for s in result.sections]
+    cut = result.model_copy(update={"raw": raw, "sections": sections})
+    left = repetition_check(cut.body_text())
+    said = f"it looped while written: {removed} repeated sentence(s) were cut, nothing reworded"
+    looped = CheckResult(
+        name="prose.repetition", passed=False, detail=f"{said}; {left.detail}" if not left.passed else said
+    )
+    # the caveat speaks of the text delivered, not of the loop that was cut out of it
+    # (sections alike only by the sentences cut no longer repeat each other)
+    again: dict[str, Callable[[CheckResult], CheckResult]] = {
+        looped.name: lambda _: looped,
+        "contract.ends": lambda c: ending_check(raw, c.severity),
+        "contract.duplicates": lambda _: duplicates_check(cut, task),
+    }
+    cut = _rechecked(cut, again)
+    summary = f"the kept answer looped: {removed} repeated sentence(s) removed, nothing reworded"
+    _record(ledger, result, "cut_repeats", summary)
+    return cut
+
+
+def without_unfinished_end(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
+    """The result without the unfinished end of its last line of text (:func:`engine.slots.checks.cut_unfinished_end`).
+
+    A code answer's note may end "Explanation:" or break off mid-sentence at its grammar's line bound: a blemish
+    the checks let pass (the code is the deliverable), which the person would read as the answer breaking off.
+    """
+    raw, gone = cut_unfinished_end(result.raw)
+    if gone is None or not result.sections:
+        return result
+    *before, last = result.sections
+    body, _ = cut_unfinished_end(last.body)
+    cut = result.model_copy(
+        update={"raw": raw, "sections": [*before, last.model_copy(update={"body": body.rstrip("\n")})]}
+    )
+    cut = _rechecked(cut, {"contract.ends": lambda c: ending_check(raw, c.severity)})
+    summary = f"the answer's last line broke off: {gone[:200]!r} removed, nothing reworded"
+    _record(ledger, result, "cut_unfinished_end", summary)
+    return cut
+
+
+def _rechecked(result: SlotResult, again: dict[str, Callable[[CheckResult], CheckResult]]) -> SlotResult:
+    """``result`` whose kept checks named in ``again`` are replaced by what each function makes of the old one.
+
+    After an edit of the kept answer (a loop or a repeated section cut), the checks it changed speak of the text
+    delivered; the candidates' own records keep what each candidate was.
+    """
+    if result.quality is None:
+        return result
+    checks = [again[c.name](c) if c.name in again else c for c in result.quality.checks]
+    return result.model_copy(update={"quality": result.quality.model_copy(update={"checks": checks})})
+
+
+def without_repeated_sections(
+    result: SlotResult,
+    task: str,
+    references: tuple[str, ...],
+    ledger: list[LedgerEntry],
+    others: tuple[str, ...] = (),
+) -> SlotResult:
+    """The result without its sections that repeat something, are another slot's part, or are empty.
+
+    Repeated: an earlier section, the task or a referenced slot (whose text is in the document already). Another
+    slot's part: a section titled as one of ``others`` (that slot writes it). Nothing is reworded: such a section
+    goes with its sub-sections, the rest keep their order and are numbered again, and a ledger entry names what
+    went. A result whose every section would go is kept as it is (its caveat says why).
+    """
+    repeated = repeated_sections(result, task, references, others) + [
+        (s.label, f"section {s.label} is empty")  # e.g. every sentence of it was a repeat, cut with the loop
+        for s in result.sections
+        if not s.body.strip() and not result.has_subsections(s.label)
+    ]
+    if not repeated:
+        return result
+    gone = {label for label, _ in repeated}
+
+    def cut(label: str) -> bool:
+        return any(label == g or label.startswith(g + ".") for g in gone)
+
+    kept = [s for s in result.sections if not cut(s.label)]
+    if not kept:
+        return result
+    tops: dict[str, str] = {}
+    for section in kept:
+        tops.setdefault(section.label.split(".")[0], str(len(tops) + 1))
+
+    def renumbered(label: str) -> str:
+        top, *rest = label.split(".")
+        return ".".join([tops.get(top, top), *rest])
+
+    sections = [s.model_copy(update={"label": renumbered(s.label)}) for s in kept]
+    outline = [o.model_copy(update={"label": renumbered(o.label)}) for o in result.outline if not cut(o.label)]
+    items = "\n".join(f"{o.label}. {o.title}" if o.level == 1 else f"   {o.label} {o.title}" for o in outline)
+    raw = f"## Outline\n{items}\n\n" + "\n\n".join(render_section(s) for s in sections) + "\n"
+    cleaned = result.model_copy(update={"raw": raw, "sections": sections, "outline": outline})
+    cleaned = _rechecked(cleaned, {"contract.duplicates": lambda _: duplicates_check(cleaned, task)})
+    _record(ledger, result, "cut_sections", "; ".join(why for _, why in repeated)[:400] + ": removed, nothing reworded")
+    return cleaned
+
+
+def computed(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
+    """The result with its calculations computed, and a ledger entry naming each change."""
+    raw, changes = compute(result.raw)
+    if not changes:
+        return result
+    sections = [s.model_copy(update={"body": compute(s.body)[0]}) for s in result.sections]
+    _record(ledger, result, "compute", "; ".join(changes)[:500])
+    return result.model_copy(update={"raw": raw, "sections": sections})
+
+
+def _record(ledger: list[LedgerEntry], result: SlotResult, action: str, summary: str) -> None:
+    """The ledger entry of one edit of ``result`` by the harness."""
+    ledger.append(LedgerEntry(agent="harness", action=action, slot_id=result.slot_id, outputs_summary=summary))

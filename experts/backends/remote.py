@@ -1,0 +1,372 @@
+"""The remote expert backend: a slot sent to any OpenAI-compatible chat completions server, through langchain-openai.
+
+Works with llama-server (llama.cpp), llama-cpp-python's ``python -m llama_cpp.server``, vLLM and Ollama.
+``base_url`` is the server's OpenAI base URL, the part before ``/chat/completions``: usually it ends in
+``/v1`` (``http://127.0.0.1:8000/v1``; Ollama: ``http://127.0.0.1:11434/v1``).
+
+The client is langchain-openai's ``ChatOpenAI`` (``base_url``, ``timeout``, ``max_retries``, ``extra_body``) over
+the openai SDK. A generation that someone watches (``GenerationRequest.on_token``), that may be cancelled or that
+has a time limit is streamed: each piece reaches ``on_token`` as the server writes it, a cancelled run stops
+reading (:class:`~state.errors.GenerationStopped`), and a time limit ends the answer where it is ("time"), as a
+``halt`` does ("halted"); other generations are one request. The request carries ``model``, ``messages``,
+``temperature``, ``seed``, and, in ``extra_body``, ``max_tokens`` (``ChatOpenAI`` would send OpenAI's newer
+``max_completion_tokens``, which llama.cpp's servers do not read), the grammar, and llama.cpp's ``repeat_penalty``
+when a request sets one.
+
+Retries are the openai SDK's: connection errors, 408, 409, 429 and 5xx answers, ``max_retries`` times with
+exponential backoff from 0.5 s (a ``Retry-After`` header is honoured). A read timeout is not retried (resending a
+generation that timed out would only double the wait), nor is any other 4xx answer. Every failure raises
+:class:`RemoteBackendError`, a :class:`~state.errors.BackendError` naming the URL and the status, so the slot
+records a readable error.
+
+Model names. A true expert's own model binding (a bundled name such as ``qwen2.5-coder-1.5b``), or the model its
+endpoint names, is sent as ``model``; the base model sends ``remote_model`` (else ``model_path``; with neither,
+``default``). llama-server and llama-cpp-python answer every name with their loaded model; vLLM and Ollama need
+the name to be one they serve.
+
+Grammars. llama-server and llama-cpp-python's server accept a GBNF ``grammar`` field. With
+``grammar="auto"`` (the default) the grammar is sent; a server that rejects the field (a 400/422 answer that
+mentions ``grammar``, as OpenAI's API does) gets the request again without it, and the backend stops sending
+grammars (``supports_grammar()`` then returns False). Servers that silently ignore unknown fields (vLLM,
+Ollama) cannot be detected: their output is unconstrained and the outline check and its retries catch it.
+
+The API key comes only from the environment (``$COE_REMOTE_API_KEY``, or the variable an expert's endpoint
+names), read when the backend is created, and is sent as ``Authorization: Bearer``; it is never part of the run's
+settings, so it never reaches a checkpoint. Without a key no Authorization header is sent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
+
+import httpx
+import openai
+from langchain_core.messages import AIMessageChunk
+from langchain_openai import ChatOpenAI
+
+from experts.backends.protocol import Generation, GenerationRequest
+from state.errors import BackendError, ConfigError, GenerationStopped
+from state.settings import Settings, process_env
+
+__all__ = ["API_KEY_ENV", "DEFAULT_MODEL_NAME", "GrammarPolicy", "RemoteBackend", "RemoteBackendError"]
+
+logger = logging.getLogger(__name__)
+
+API_KEY_ENV = "COE_REMOTE_API_KEY"
+"""Environment variable holding the remote server's API key (never recorded in the Passport)."""
+DEFAULT_MODEL_NAME = "default"
+"""The ``model`` sent when no name is configured (llama.cpp's servers answer any name with their model)."""
+
+GrammarPolicy = Literal["auto", "always", "never"]
+
+_NO_KEY = "coe-no-api-key"
+"""The openai SDK needs a key; this one is taken off the request before it is sent."""
+
+
+class RemoteBackendError(BackendError):
+    """A remote server could not be reached, answered with an error, or sent an unreadable answer."""
+
+    def __init__(self, url: str, message: str, *, status: int | None = None, slot_id: str | None = None) -> None:
+        self.url = url
+        self.status = status
+        super().__init__(message, slot_id=slot_id)
+
+
+class _TimedOut(openai.OpenAIError):
+    """A read, write or pool timeout, raised past the SDK's retry loop (it retries only what is not an OpenAIError)."""
+
+
+class _Transport(httpx.BaseTransport):
+    """The HTTP transport under the SDK: no placeholder key on the wire, and timeouts other than connect not retried."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request``."""
+        if request.headers.get("authorization") == f"Bearer {_NO_KEY}":
+            del request.headers["authorization"]
+        try:
+            return self.inner.handle_request(request)
+        except httpx.TimeoutException as exc:
+            if isinstance(exc, httpx.ConnectTimeout):
+                raise
+            raise _TimedOut(f"{type(exc).__name__}") from exc
+
+    def close(self) -> None:
+        """Close the connections."""
+        self.inner.close()
+
+
+class RemoteBackend:
+    """An expert backend that sends each generation to an OpenAI-compatible server.
+
+    ``generate`` is blocking and thread-safe (one shared client; the server queues or batches).
+    """
+
+    name = "remote"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 300.0,
+        connect_timeout: float = 10.0,
+        retries: int = 2,
+        grammar: GrammarPolicy = "auto",
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """Prepare a backend for one server; nothing is sent until the first ``generate``.
+
+        Args:
+            base_url: The OpenAI base URL (``http://host:port/v1``); ``/chat/completions`` is appended.
+            model: The ``model`` name sent with each request; None sends :data:`DEFAULT_MODEL_NAME`.
+            api_key: Sent as ``Authorization: Bearer``; None sends no header.
+            timeout: Seconds to wait for an answer (read/write/pool); a generation must finish within it.
+            connect_timeout: Seconds to wait for the connection itself.
+            retries: Extra attempts after a connection error, a 408/409/429 or a 5xx answer.
+            grammar: ``auto`` (send; stop if the server rejects the field), ``always`` or ``never``.
+            transport: An httpx transport (tests use ``httpx.MockTransport``).
+        """
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError("settings", f"{base_url!r} is not an http(s) URL", field="remote_url")
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.model = model
+        self.retries = retries
+        self.grammar: GrammarPolicy = grammar
+        self.timeout = timeout
+        limits = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
+        self._http = httpx.Client(timeout=limits, transport=_Transport(transport or httpx.HTTPTransport()))
+        self.chat = ChatOpenAI(
+            base_url=self.base_url,
+            api_key=api_key or _NO_KEY,
+            model=model or DEFAULT_MODEL_NAME,
+            timeout=limits,
+            max_retries=retries,
+            http_client=self._http,
+            stream_usage=False,  # stream_options is not accepted by every server; tokens are counted as they come
+        )
+        self._grammar_rejected = threading.Event()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, model: str | None = None, key_env: str = API_KEY_ENV) -> RemoteBackend:
+        """Create the backend for a run's settings (``remote_url``, ``remote_model``, timeout, retries).
+
+        Args:
+            settings: The run's effective settings.
+            model: A true expert's own model binding, sent as the model name; None for the base model.
+            key_env: The environment variable that holds the server's API key.
+
+        Raises:
+            ConfigError: If ``remote_url`` is unset or not an http(s) URL.
+        """
+        if not settings.remote_url:
+            raise ConfigError(
+                "settings",
+                "the remote backend needs the server's OpenAI base URL (e.g. http://127.0.0.1:8000/v1): "
+                "set COE_REMOTE_URL or the run context field remote_url",
+                field="remote_url",
+            )
+        name = model if model is not None else (settings.remote_model or settings.model_path)
+        return cls(
+            settings.remote_url,
+            model=name,
+            api_key=process_env(key_env, named_by=None if key_env == API_KEY_ENV else "an expert's endpoint"),
+            timeout=settings.remote_timeout,
+            retries=settings.remote_retries,
+        )
+
+    def supports_grammar(self) -> bool:
+        """Whether a GBNF grammar is sent: unless the policy is ``never`` or the server rejected the field.
+
+        A server that accepts the field but ignores it (vLLM, Ollama) still counts as supporting it.
+        """
+        return self.grammar != "never" and not (self.grammar == "auto" and self._grammar_rejected.is_set())
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._http.close()
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        """Ask the server for one chat completion and wait for it (blocking; thread-safe).
+
+        Args:
+            request: Messages, limits, sampling settings and an optional GBNF grammar.
+
+        Returns:
+            The completion text, token counts, wall time and finish reason.
+
+        Raises:
+            RemoteBackendError: Naming the URL (and status) when the server cannot be reached, times out,
+                answers with an error after the retries, or sends an answer without a completion.
+            GenerationStopped: When the request's run is cancelled while its answer streams.
+        """
+        grammar = request.grammar if request.grammar is not None and self.supports_grammar() else None
+        try:
+            return _alone(self._ask, request, grammar)
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            if grammar is None or self.grammar != "auto" or not _rejects_grammar(exc.response):
+                raise self._failure(exc, request.slot_id) from exc
+            logger.warning("%s rejects the grammar field; sending requests without grammars", self.url)
+            self._grammar_rejected.set()
+        except (openai.OpenAIError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise self._failure(exc, request.slot_id) from exc
+        try:
+            return _alone(self._ask, request, None)
+        except (openai.OpenAIError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise self._failure(exc, request.slot_id) from exc
+
+    # --- internals ------------------------------------------------------------------------------------
+
+    def _ask(self, request: GenerationRequest, grammar: str | None) -> Generation:
+        extra: dict[str, Any] = {"max_tokens": request.max_tokens}
+        if grammar is not None:
+            extra["grammar"] = grammar
+        if request.repeat_penalty != 1.0:  # llama.cpp's servers read it
+            extra["repeat_penalty"] = request.repeat_penalty
+        messages = [(m.role, m.content) for m in request.messages]
+        options: dict[str, Any] = {"temperature": request.temperature, "seed": request.seed, "extra_body": extra}
+        started = time.perf_counter()
+        if request.on_token is None and request.cancel is None and request.time_limit is None and request.halt is None:
+            message = self.chat.invoke(messages, **options)
+            seconds = time.perf_counter() - started
+            if not isinstance(message.content, str) or "finish_reason" not in message.response_metadata:
+                raise ValueError(f"no chat completion in {message.response_metadata!r}")
+            usage = message.response_metadata.get("token_usage") or {}
+            return self._generation(
+                message.content,
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+                seconds,
+                message.response_metadata.get("finish_reason") or "stop",
+                message.response_metadata.get("model_name"),
+            )
+        pieces: list[str] = []
+        finish, served = "stop", None
+        stream: Iterator[AIMessageChunk] = self.chat.stream(messages, **options)
+        try:
+            for chunk in stream:
+                if request.cancel is not None and request.cancel.is_set():
+                    raise GenerationStopped(
+                        f"{self.url}: generation stopped, its run was cancelled", "cancelled", slot_id=request.slot_id
+                    )
+                piece = chunk.content if isinstance(chunk.content, str) else ""
+                finish = chunk.response_metadata.get("finish_reason") or finish
+                served = chunk.response_metadata.get("model_name") or served
+                if piece:
+                    pieces.append(piece)
+                    if request.on_token is not None:
+                        request.on_token(piece)
+                    if request.time_limit is not None and time.perf_counter() - started > request.time_limit:
+                        finish = "time"
+                        break
+                    if request.halt is not None and request.halt.is_set():
+                        finish = "halted"
+                        break
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # stops reading the server's answer (a cancelled or timed-out generation)
+        seconds = time.perf_counter() - started
+        # Streamed chunks carry no usage (stream_options is not sent): llama.cpp's servers send one token a chunk.
+        return self._generation("".join(pieces), 0, len(pieces), seconds, finish, served)
+
+    def _generation(
+        self, text: str, prompt: int, completion: int, seconds: float, finish: str, served: str | None
+    ) -> Generation:
+        return Generation(
+            text=text,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            seconds=seconds,
+            finish_reason=finish,
+            model=str(served or self.model or ""),
+            extra={"tokens_per_second": completion / seconds if seconds > 0 else 0.0},
+        )
+
+    def _failure(self, exc: Exception, slot_id: str | None) -> RemoteBackendError:
+        if isinstance(exc, _TimedOut | openai.APITimeoutError):
+            return RemoteBackendError(
+                self.url,
+                f"remote server {self.url} did not answer within {self.timeout:g} s ({exc}); "
+                "raise remote_timeout (COE_REMOTE_TIMEOUT) or lower max_tokens",
+                slot_id=slot_id,
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return RemoteBackendError(
+                self.url,
+                f"cannot reach remote server {self.url} after {self.retries + 1} attempt(s): "
+                f"{type(cause).__name__}: {cause}",
+                slot_id=slot_id,
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return self._status_error(exc.response, slot_id)
+        return RemoteBackendError(
+            self.url, f"remote server {self.url} sent no chat completion ({type(exc).__name__}: {exc})", slot_id=slot_id
+        )
+
+    def _status_error(self, response: Any, slot_id: str | None) -> RemoteBackendError:
+        status = response.status_code
+        detail = _error_detail(response)
+        hint = ""
+        if status in (401, 403):
+            hint = f"; check the API key in ${API_KEY_ENV} (or the variable the expert's endpoint names)"
+        elif status == 404:
+            hint = (
+                f"; does the URL end in /v1, and does the server serve the model {self.model!r}? "
+                "(remote_model / COE_REMOTE_MODEL, or the expert's endpoint model)"
+            )
+        elif status in (408, 409, 429) or status >= 500:
+            hint = f" (after {self.retries} retries)"
+        return RemoteBackendError(
+            self.url,
+            f"remote server {self.url} answered {status} {response.reason_phrase}: {detail}{hint}",
+            status=status,
+            slot_id=slot_id,
+        )
+
+
+def _alone(ask: Callable[[GenerationRequest, str | None], Generation], *args: Any) -> Generation:
+    """Run ``ask`` outside the caller's context: the chat model must not report to a LangGraph run's callbacks.
+
+    The slot's tokens reach ``stream_mode="messages"`` once, through ``on_token`` (:mod:`engine.slots.streaming`), as
+    every backend's do; ChatOpenAI would otherwise also report them to the callbacks it finds in the context.
+    """
+    return contextvars.Context().run(ask, *args)
+
+
+def _error_detail(response: Any) -> str:
+    """The server's error message: OpenAI's ``{"error": {"message": ...}}``, FastAPI's ``detail``, or text."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text[:300] or "(empty body)"
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+        if error:
+            return str(error)[:300]
+        if payload.get("detail"):
+            return str(payload["detail"])[:300]
+    return str(payload)[:300]
+
+
+_UNKNOWN_FIELD = ("unrecognized", "unknown", "not permitted", "extra", "unsupported", "not supported")
+
+
+def _rejects_grammar(response: Any) -> bool:
+    """Whether a 400/422 answer says the ``grammar`` field itself is not accepted (not that it is invalid)."""
+    if response.status_code not in (400, 422):
+        return False
+    text = response.text.lower()
+    return "grammar" in text and any(word in text for word in _UNKNOWN_FIELD)

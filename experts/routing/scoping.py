@@ -1,0 +1,192 @@
+"""Scoping a task: trivial (no experts, no plan), single (one expert, one slot) or multi (a multi-slot plan).
+
+A task is *trivial* when it is short (at most :data:`MAX_WORDS` words) and at least as close (within
+:data:`MARGIN`) to the trivial-request prototypes of ``config/trivial_prototypes.yaml`` as to any template of the
+library and to any expert's capabilities (cosine similarity, same embedder as routing and retrieval): "what is a
+mutex?" is trivial, "write a Python function that reverses a linked list" is a coder's work.
+
+A task that hands over one function to complete (a ``def`` whose body is only a docstring, ``pass`` or ``...``,
+as in "Complete the following Python function: ...") is *single*: the deliverable is that function. So is a task
+that asks for one function by its name and parameters ("Write a Python function dedupe(items) that ...").
+
+A task whose instructions name its deliverables (:func:`experts.routing.aspects.named_deliverables`) is
+*single* when they name exactly one ("Write the opening scene of a mystery novel set on a night train") and
+*multi* when they name several ("Diagnose the causes, propose indexes, rewrite the query and explain the
+change"), whatever the similarities say.
+
+Otherwise it is *single* when it reads more like one expert's capability (the router's score for the whole
+task) than like any template of the library: ``expert - template >= SINGLE_MARGIN``. Within
+:data:`NARROW_BAND` below that line the scope is unclear, and the autonomous default "unclear scope ->
+narrower" makes it single too (recorded as the decision's ``rule``). Below the band it is *multi*: a template is
+retrieved and adapted.
+
+All numbers come from the calibration in ``bench/bench_scope.py``; the decision records the similarities it
+was made on.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from experts.embedding.encoder import Embedder
+from experts.embedding.vectors import Vectors, check_vectors
+from experts.routing.aspects import named_deliverables
+from experts.routing.router import ExpertRouter
+from experts.routing.templates import TemplateIndex
+from state.errors import ConfigError
+from state.paths import config_dir
+from state.scope_decision import DefaultRule, ScopeDecision, ScopeKind
+
+__all__ = [
+    "MARGIN",
+    "MAX_WORDS",
+    "NARROW_BAND",
+    "SINGLE_MARGIN",
+    "classify",
+    "function_asked",
+    "function_to_complete",
+    "prototypes_path",
+]
+
+MAX_WORDS = 10
+MARGIN = -0.05
+SINGLE_MARGIN = 0.04
+NARROW_BAND = 0.02
+
+_cache: dict[tuple[str, str], Vectors] = {}
+_lock = threading.Lock()
+
+
+def prototypes_path() -> Path:
+    """The prototype file (``config/trivial_prototypes.yaml``)."""
+    return config_dir() / "trivial_prototypes.yaml"
+
+
+def _prototype_vectors(embedder: Embedder, path: Path) -> Vectors:
+    key = (str(path), embedder.model_id)
+    with _lock:
+        cached = _cache.get(key)
+        if cached is None:
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError) as exc:
+                raise ConfigError(str(path), f"cannot read the trivial-request prototypes: {exc}") from exc
+            lines = data.get("prototypes") if isinstance(data, dict) else None
+            if not isinstance(lines, list) or not lines or not all(isinstance(x, str) and x.strip() for x in lines):
+                raise ConfigError(str(path), "must have a non-empty list of strings", field="prototypes")
+            cached = check_vectors(embedder.encode([str(x) for x in lines]), embedder.dim, f"{path} prototypes")
+            _cache[key] = cached
+        return cached
+
+
+_CODE = re.compile(r"```[\w+-]*\n(.*?)```", re.S)
+_ASKED_FUNCTION = re.compile(r"\b(?:function|method)\s+`?([A-Za-z_]\w*)\s*\([^()]*\)", re.I)
+
+
+def function_asked(task: str) -> str | None:
+    """The name of the one function a task asks for by name and parameters, or None (none, or several).
+
+    "Write a Python function dedupe(items) that ..." asks for ``dedupe``.
+    """
+    names = set(_ASKED_FUNCTION.findall(task))
+    return names.pop() if len(names) == 1 else None
+
+
+def function_to_complete(task: str) -> str | None:
+    """The name of the one function the task hands over to complete, or None.
+
+    That function's body is only a docstring, ``pass`` or ``...``; other functions given in full are helpers.
+    The code is the task's first fenced block, else the task from its first ``def`` or ``import`` line.
+    """
+    block = _CODE.search(task)
+    if block is not None:
+        code = block.group(1)
+    else:
+        start = re.search(r"^(from \w|import \w|def \w)", task, re.M)
+        if start is None:
+            return None
+        code = task[start.start() :]
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    stubs = [f.name for f in functions if all(_empty(statement) for statement in f.body)]
+    return stubs[0] if len(stubs) == 1 else None
+
+
+def _empty(statement: ast.stmt) -> bool:
+    """A statement that does nothing: a docstring or other bare constant (``...``), or ``pass``."""
+    return isinstance(statement, ast.Pass) or (
+        isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+    )
+
+
+def classify(
+    task: str,
+    embedder: Embedder,
+    templates: TemplateIndex | None,
+    router: ExpertRouter,
+    *,
+    max_words: int = MAX_WORDS,
+    margin: float = MARGIN,
+    single_margin: float = SINGLE_MARGIN,
+    narrow_band: float = NARROW_BAND,
+    path: Path | None = None,
+) -> ScopeDecision:
+    """Decide how much planning ``task`` needs; the decision says on which similarities."""
+    words = len(task.split())
+    vector = embedder.encode([task])
+    trivial = float(np.max(_prototype_vectors(embedder, path or prototypes_path()) @ vector[0]))
+    template = templates.search_vectors(vector, 1)[0][0].similarity if templates is not None else 0.0
+    best = router.route_vectors(vector, [task])[0]
+    expert, fit = best.raw_best, best.scores[best.raw_best]
+    rule: DefaultRule | None = None
+    kind: ScopeKind
+    stub = function_to_complete(task)
+    asked = function_asked(task)
+    if stub is not None:
+        kind, reason = "single", f"the task hands over one function to complete ({stub}): one expert's work"
+    elif asked is not None:
+        kind, reason = "single", f"the task asks for one function ({asked}): one expert's work"
+    elif words <= max_words and trivial >= max(template, fit) + margin:
+        kind = "trivial"
+        reason = (
+            f"closer to a trivial request ({trivial:.3f}) than to any template ({template:.3f}) "
+            f"or expert ({expert} {fit:.3f})"
+        )
+    elif fit - template >= single_margin:
+        kind, reason = "single", f"one expert's work: {expert} fits at {fit:.3f}, the best template at {template:.3f}"
+    elif fit - template >= single_margin - narrow_band:
+        kind, rule = "single", "unclear_scope_narrower"
+        reason = (
+            f"unclear scope ({expert} fits at {fit:.3f}, the best template at {template:.3f}): "
+            "the narrower reading, one expert"
+        )
+    else:
+        kind = "multi"
+        reason = f"a plan: the best template fits at {template:.3f}, the best single expert ({expert}) at {fit:.3f}"
+    named = named_deliverables(task) if stub is None and asked is None and kind != "trivial" else []
+    if len(named) == 1 and kind == "multi":
+        kind, rule = "single", None
+        reason = f"the task names one deliverable ({named[0].text!r}): one expert's work (similarity: {reason})"
+    elif len(named) >= 2 and kind == "single":
+        kind, rule = "multi", None
+        listed = "; ".join(a.text for a in named)
+        reason = f"the task names {len(named)} deliverables ({listed}): a plan (similarity: {reason})"
+    return ScopeDecision(
+        kind=kind,
+        words=words,
+        trivial_similarity=round(trivial, 4),
+        template_similarity=template,
+        expert_similarity=round(fit, 4),
+        expert=expert,
+        rule=rule,
+        reason=reason,
+    )

@@ -1,0 +1,1 @@
+"""What ``langgraph dev`` serves besides the graph: API-key users (``auth``) and our own HTTP routes."""
