@@ -19,7 +19,7 @@ from langgraph.runtime import Runtime
 
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
 from engine.slots.contracts import contract_for
-from engine.slots.prompt import SlotJob
+from engine.slots.job import SlotJob
 from engine.slots.run import ProgressSink, SlotOutcome, generation_settings, run_slot
 from engine.slots.streaming import message_stream
 from experts.backends import Endpoint, ExpertBackend
