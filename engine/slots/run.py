@@ -136,8 +136,8 @@ def _calculation(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) -> Cal
     it printed, or why it gives no check.
     """
     job = slot.job
-    if not (slot.settings.calculate and job.whole_task and calculable(job.task, job.expert)):
-        return None  # a plan's part: maybe no number
+    if not (slot.settings.calculate and job.whole_task and calculable(job.task, job.expert)):  # a part: maybe no number
+        return None
     model, owner = job.escalation if job.escalation is not None else (job.model, backend)
     t0 = time.perf_counter()
     calc: Calculation | None = None
@@ -233,7 +233,8 @@ def _draw_candidates(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) ->
         if slot.draws:
             emit(_retry_event(job.spec.id, slot.draws))
         feedback = None if plan.feedback_from is None else _feedback(slot.draws[plan.feedback_from])
-        model, owner = job.escalation if plan.model == "escalation" and job.escalation else (job.model, backend)
+        bigger = job.escalation if plan.model == "escalation" else None
+        model, owner = bigger if bigger is not None else (job.model, backend)
         try:
             slot.draw(plan, owner, model, feedback)
         except _DrawFailed as exc:
@@ -273,8 +274,9 @@ class _Slot:
         )
         self._report_cuts(prompt)
         watch = LoopWatch()
+        request = self._request(prompt, plan, owner, attempt, watch)
         t0 = time.perf_counter()
-        gen = self._generate(owner, self._request(prompt, plan, owner, attempt, watch), plan, model, attempt)
+        gen = self._generate(owner, request, plan, model, attempt)
         seconds = time.perf_counter() - t0
         result = self._parse(gen, plain, attempt, prompt.max_tokens)
         checks, signals = self._check(result, gen, watch)
@@ -309,6 +311,7 @@ class _Slot:
     def _request(
         self, prompt: Prompt, plan: NextDraw, owner: ExpertBackend, attempt: int, watch: LoopWatch
     ) -> GenerationRequest:
+        """The request of one draw: a grammar for the contract's prompt, a loop watch on every token."""
         job, settings, contract = self.job, self.settings, self.contract
         grammar_on = settings.use_grammar and owner.supports_grammar() and plan.prompt != "plain"
         return GenerationRequest(
