@@ -8,7 +8,8 @@ from engine.assists.asking import ask
 from engine.assists.resolver import AssistResolver, Resolution
 from engine.planning.adaptation import adapt, adaptation_messages
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
-from engine.slots.prompt import SlotJob, build_messages
+from engine.slots.job import SlotJob
+from engine.slots.prompt import build_messages
 from engine.slots.run import SlotOutcome, generation_settings, run_slot
 
 __all__ = [

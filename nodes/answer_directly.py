@@ -9,11 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from langgraph.config import get_config
-
 from engine import prompts
 from engine.slots.inline_arithmetic import compute
-from engine.slots.streaming import generate_streamed, message_stream
+from engine.slots.streaming import generate_streamed, node_stream
 from experts.backends import ChatMessage, GenerationRequest
 from experts.pool import get_backend
 from state.enums import RunStatus
@@ -38,7 +36,7 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
         last = state.turns[-1]
         earlier = last.document if len(last.document) <= EARLIER_CHARS else last.document[:EARLIER_CHARS] + " [...]"
         messages = (messages[0], ChatMessage("user", last.task), ChatMessage("assistant", earlier), messages[1])
-    stream = message_stream(_node_config())  # its tokens on stream_mode="messages", before arithmetic is computed
+    stream = node_stream()  # its tokens on stream_mode="messages", before arithmetic is computed
     meta = {"slot_id": NODE, "expert": "base", "model": "base model", "attempt": 1}
     request = GenerationRequest(
         messages=messages, max_tokens=MAX_TOKENS, temperature=0.0, slot_id=NODE, slot_title="Direct answer"
@@ -81,11 +79,3 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
             )
         ],
     }
-
-
-def _node_config() -> dict[str, Any]:
-    """The running node's config (empty when the node is called outside a graph run, as unit tests do)."""
-    try:
-        return dict(get_config())
-    except RuntimeError:
-        return {}

@@ -14,24 +14,25 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.types import StreamWriter
 
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
 from engine.slots.contracts import contract_for
-from engine.slots.prompt import SlotJob
+from engine.slots.job import SlotJob
 from engine.slots.run import ProgressSink, SlotOutcome, generation_settings, run_slot
-from engine.slots.streaming import message_stream
-from experts.backends import Endpoint, ExpertBackend
+from engine.slots.streaming import Listeners, node_stream
+from experts.backends import ExpertBackend
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
 from experts.embedding import get_embedder
-from experts.pool import Admission, BreakerPolicy, breakers, get_backend, health_checks, preload, trim_heap
+from experts.pool import Admitted, BreakerPolicy, admit, get_backend, preload, trim_heap
+from experts.routing.lesson_check import Lesson
 from memory.routing_lessons import RoutingLessons
 from memory.store import FactMemory
 from state.context import RunContext
 from state.enums import SlotStatus
 from state.errors import RunFailure
-from state.framework import Framework, ancestors, descendants
+from state.framework import Framework, SlotSpec, ancestors, descendants
 from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
 from state.result import SlotResult
 from state.settings import Settings
@@ -99,89 +100,134 @@ def _finish(rnd: _Round, finished: list[Finished]) -> dict[str, Any]:
 def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
     """Block what cannot run, dispatch every ready slot (and those a dead process left running)."""
     fw = state.framework
-    settings = state.settings
     statuses = {sid: st.model_copy() for sid, st in state.slot_states.items()}
     for spec in fw.slots:
         statuses.setdefault(spec.id, SlotState())
-    sched = scheduler_for(state.run.run_id, settings.max_parallel)
-    rnd = _Round(state, statuses, sched)
-    changed, ledger, notices = rnd.changed, rnd.ledger, rnd.notices
-
-    _block_dependents(fw, statuses, changed, ledger)
-
-    write = runtime.stream_writer
-    config = _node_config()
-    stream = message_stream(config)  # each candidate's tokens on stream_mode="messages"
-    memory = _memory(state)
-    facts = FactMemory(runtime.store, state.run.user, get_embedder) if runtime.store is not None else None
-    lessons = tuple(RoutingLessons(runtime.store, state.run.user).kept()) if runtime.store is not None else ()
-    catalog = load_catalog()
-    backends: dict[str | None, ExpertBackend] = {}
-    policy = BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s)
+    rnd = _Round(state, statuses, scheduler_for(state.run.run_id, state.settings.max_parallel))
+    _block_dependents(fw, statuses, rnd.changed, rnd.ledger)
+    shared = _Shared.of(state, runtime)
     for spec in fw.slots:
-        st = statuses[spec.id]
-        deps_done = all(statuses[d].status == SlotStatus.DONE for d in spec.deps)
-        stale = st.status == SlotStatus.IN_PROGRESS and not sched.known(spec.id)
-        if not ((st.status == SlotStatus.PENDING and deps_done) or stale):
-            continue
-        if stale:
-            ledger.append(
-                LedgerEntry(
-                    agent="harness",
-                    action="requeue",
-                    slot_id=spec.id,
-                    inputs_summary="slot was running when the previous process stopped; running it again",
-                )
-            )
-        decision = state.routing.get(spec.id)
-        routed = decision.expert if decision is not None else st.expert or GENERAL_EXPERT
-        # the model route_slots bound before any slot ran, else the expert's binding now
-        routed_model = decision.model if decision is not None else resolve_binding(settings, catalog.get(routed)).model
-        expert, key, admission = _admit(spec.id, routed, routed_model, settings, catalog, policy, ledger, notices)
-        if expert == routed:
-            model = routed_model
-        else:  # the breaker sent the slot to the generalist
-            model = resolve_binding(settings, catalog.get(expert)).model
-        if model not in backends:
-            backends[model] = get_backend(settings, model)
-        scope = catalog.get(expert)
-        if decision is not None and decision.deliverable is not None and decision.expert == expert:
-            declared = spec.model_copy(update={"deliverable": decision.deliverable, "language": decision.language})
-            contract = contract_for(declared, expert)  # the deliverable route_slots recorded
-        else:  # not routed, or the breaker gave it to another expert: its declared deliverable, else the runner's
-            contract = contract_for(spec, expert)
-        max_tokens, temperature = generation_settings(scope, settings)
-        if "max_tokens" not in settings.explicit:
-            max_tokens = max(max_tokens, contract.max_tokens)  # the budget fits the deliverable
-        job = SlotJob(
-            spec=spec,
-            task=state.mission.task,
-            constraints=tuple(state.mission.constraints),
-            expert=expert,
-            persona=scope.persona,
-            references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
-            others=tuple(s.title for s in fw.slots if s.id != spec.id and s.title != spec.title),
-            max_tokens=max_tokens,
-            temperature=temperature,
-            mode=state.mission.mode,
-            contract=contract,
-            n_ctx=settings.n_ctx,
-            escalation=_escalation(settings, catalog, model, backends),
-            model=model or "base model",
-            cancel=sched.cancelled,
-            stream=stream,
-            memory=memory,
-            earlier_task=state.turns[-1].task if state.turns else "",
-            facts=facts,
-            lessons=lessons,
-        )
-        sched.submit(spec.id, partial(_run_guarded, job, backends[model], settings, policy, key, admission.trial))
-        new = st.model_copy(update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()})
-        statuses[spec.id] = changed[spec.id] = new
-        write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
-
-    _preload_next(fw, statuses, state, settings)
+        if _ready(spec, rnd):
+            _submit(spec, rnd, shared, runtime.stream_writer)
+    _preload_next(fw, statuses, state, state.settings)
     return rnd
+
+
+@dataclass
+class _Shared:
+    """What every slot dispatched in one round shares: the run's listeners, memory, lessons, catalog, backends."""
+
+    stream: Listeners | None
+    """Where each candidate's tokens go (``stream_mode="messages"``)."""
+    memory: dict[str, tuple[str, SlotResult]]
+    facts: FactMemory | None
+    lessons: tuple[Lesson, ...]
+    catalog: Catalog
+    policy: BreakerPolicy
+    backends: dict[str | None, ExpertBackend] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, state: PlannedPassport, runtime: Runtime[RunContext]) -> _Shared:
+        """The round's shared parts, from the run's state and runtime."""
+        settings, store, user = state.settings, runtime.store, state.run.user
+        return cls(
+            stream=node_stream(),
+            memory=_memory(state),
+            facts=FactMemory(store, user, get_embedder) if store is not None else None,
+            lessons=tuple(RoutingLessons(store, user).kept()) if store is not None else (),
+            catalog=load_catalog(),
+            policy=BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s),
+        )
+
+    def backend(self, settings: Settings, model: str | None) -> ExpertBackend:
+        """The backend of ``model``, one per model in a round."""
+        if model not in self.backends:
+            self.backends[model] = get_backend(settings, model)
+        return self.backends[model]
+
+
+def _ready(spec: SlotSpec, rnd: _Round) -> bool:
+    """Whether a slot is dispatched now: pending with its dependencies done, or left running by a dead process."""
+    st = rnd.statuses[spec.id]
+    deps_done = all(rnd.statuses[d].status == SlotStatus.DONE for d in spec.deps)
+    stale = st.status == SlotStatus.IN_PROGRESS and not rnd.sched.known(spec.id)
+    if stale:
+        rnd.ledger.append(
+            LedgerEntry(
+                agent="harness",
+                action="requeue",
+                slot_id=spec.id,
+                inputs_summary="slot was running when the previous process stopped; running it again",
+            )
+        )
+    return (st.status == SlotStatus.PENDING and deps_done) or stale
+
+
+def _submit(spec: SlotSpec, rnd: _Round, shared: _Shared, write: StreamWriter) -> None:
+    """Admit one slot to an expert and hand it to the scheduler."""
+    state, settings, catalog = rnd.state, rnd.state.settings, shared.catalog
+    decision = state.routing.get(spec.id)
+    routed = decision.expert if decision is not None else rnd.statuses[spec.id].expert or GENERAL_EXPERT
+    # the model route_slots bound before any slot ran, else the expert's binding now
+    routed_model = decision.model if decision is not None else resolve_binding(settings, catalog.get(routed)).model
+    generalist = partial(_model_of, settings, catalog, GENERAL_EXPERT)
+    admitted = admit(spec.id, routed, routed_model, settings, shared.policy, GENERAL_EXPERT, generalist)
+    rnd.ledger.extend(admitted.ledger)
+    if admitted.warning is not None:
+        rnd.notices.append(Notice(level="warning", source=NODE, slot_id=spec.id, message=admitted.warning))
+    expert = admitted.expert
+    # the breaker may have sent the slot to the generalist
+    model = routed_model if expert == routed else _model_of(settings, catalog, expert)
+    backend = shared.backend(settings, model)
+    job = _job(spec, expert, model, rnd, shared)
+    rnd.sched.submit(spec.id, partial(_run_guarded, job, backend, settings, admitted))
+    new = rnd.statuses[spec.id].model_copy(
+        update={"status": SlotStatus.IN_PROGRESS, "expert": expert, "started_at": utcnow()}
+    )
+    rnd.statuses[spec.id] = rnd.changed[spec.id] = new
+    write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
+
+
+def _model_of(settings: Settings, catalog: Catalog, expert: str) -> str | None:
+    """The model ``expert`` is bound to now."""
+    return resolve_binding(settings, catalog.get(expert)).model
+
+
+def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _Shared) -> SlotJob:
+    """Everything the slot's prompt may contain, and the expert, model and budget it runs with."""
+    state, settings, fw = rnd.state, rnd.state.settings, rnd.state.framework
+    scope = shared.catalog.get(expert)
+    decision = state.routing.get(spec.id)
+    if decision is not None and decision.deliverable is not None and decision.expert == expert:
+        declared = spec.model_copy(update={"deliverable": decision.deliverable, "language": decision.language})
+        contract = contract_for(declared, expert)  # the deliverable route_slots recorded
+    else:  # not routed, or the breaker gave it to another expert: its declared deliverable, else the runner's
+        contract = contract_for(spec, expert)
+    max_tokens, temperature = generation_settings(scope, settings)
+    if "max_tokens" not in settings.explicit:
+        max_tokens = max(max_tokens, contract.max_tokens)  # the budget fits the deliverable
+    return SlotJob(
+        spec=spec,
+        task=state.mission.task,
+        constraints=tuple(state.mission.constraints),
+        expert=expert,
+        persona=scope.persona,
+        references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
+        others=tuple(s.title for s in fw.slots if s.id != spec.id and s.title != spec.title),
+        max_tokens=max_tokens,
+        temperature=temperature,
+        mode=state.mission.mode,
+        contract=contract,
+        n_ctx=settings.n_ctx,
+        escalation=_escalation(settings, shared, model),
+        model=model or "base model",
+        cancel=rnd.sched.cancelled,
+        stream=shared.stream,
+        memory=shared.memory,
+        earlier_task=state.turns[-1].task if state.turns else "",
+        facts=shared.facts,
+        lessons=shared.lessons,
+    )
 
 
 def _memory(state: PlannedPassport) -> dict[str, tuple[str, SlotResult]]:
@@ -222,16 +268,12 @@ def _update(rnd: _Round) -> dict[str, Any]:
     return update
 
 
-def _escalation(
-    settings: Settings, catalog: Catalog, model: str | None, backends: dict[str | None, ExpertBackend]
-) -> tuple[str, ExpertBackend] | None:
+def _escalation(settings: Settings, shared: _Shared, model: str | None) -> tuple[str, ExpertBackend] | None:
     """The bigger model a slot on ``model`` may draw its last candidate from (None: none is installed)."""
-    bigger = escalation_binding(settings, catalog, model)
+    bigger = escalation_binding(settings, shared.catalog, model)
     if bigger is None or bigger.model is None:
         return None
-    if bigger.model not in backends:
-        backends[bigger.model] = get_backend(settings, bigger.model)
-    return bigger.model, backends[bigger.model]
+    return bigger.model, shared.backend(settings, bigger.model)
 
 
 def _preload_next(fw: Framework, statuses: dict[str, SlotState], state: PlannedPassport, settings: Settings) -> None:
@@ -257,115 +299,14 @@ def _preload_next(fw: Framework, statuses: dict[str, SlotState], state: PlannedP
             logger.info("preloading %s for the next slots", model or "the base model")
 
 
-def breaker_key(expert: str, model: str | None) -> str:
-    """The circuit breaker a slot of ``expert`` on ``model`` answers to: its server's when it has its own, else its own.
-
-    Every expert on one server shares that server's breaker (``endpoint <url>``): a dead server is one fault,
-    and the fallback, the generalist on the base model, runs elsewhere.
-    """
-    endpoint = Endpoint.parse(model)
-    return f"endpoint {endpoint.url}" if endpoint is not None else expert
-
-
-def _admit(
-    slot_id: str,
-    expert: str,
-    model: str | None,
-    settings: Settings,
-    catalog: Catalog,
-    policy: BreakerPolicy,
-    ledger: list[LedgerEntry],
-    notices: list[Notice],
-) -> tuple[str, str, Admission]:
-    """Ask the slot's circuit breaker; when it is open, the slot goes to the generalist (recorded).
-
-    Returns the expert that runs the slot, the key of its breaker and the admission. A slot on an expert's own
-    server checks the server's health first when a check is due (:func:`_check_health`). The routing decision
-    stays the router's choice; the slot's state names the expert that really runs it. The generalist runs even
-    when its own breaker is open (there is nothing to fall back to), also recorded.
-    """
-    key = breaker_key(expert, model)
-    _check_health(slot_id, key, model, settings, policy, ledger)
-    admission = breakers.admit(key, policy)
-    if admission.allowed:
-        return expert, key, admission
-    whose = f"{expert}'s server ({key.removeprefix('endpoint ')})" if key != expert else expert
-    detail = f"{whose}'s circuit breaker is {admission.state} ({admission.failures} failures in {policy.window_s:g} s)"
-    if expert != GENERAL_EXPERT:
-        general_key = breaker_key(GENERAL_EXPERT, resolve_binding(settings, catalog.get(GENERAL_EXPERT)).model)
-        general = breakers.admit(general_key, policy)
-        message = f"{detail}; the slot runs on {GENERAL_EXPERT}"
-        if not general.allowed:
-            message += f" although its breaker is {general.state} too ({general.failures} failures)"
-        action, runs, key, admission = "breaker_fallback", GENERAL_EXPERT, general_key, general
-    else:
-        message = f"{detail}; it runs anyway: there is no other expert to fall back to"
-        action, runs = "breaker_ignored", expert
-    logger.warning("slot %s: %s", slot_id, message)
-    ledger.append(
-        LedgerEntry(
-            agent="harness", action=action, slot_id=slot_id, inputs_summary=expert, outputs_summary=message[:500]
-        )
-    )
-    notices.append(Notice(level="warning", source=NODE, slot_id=slot_id, message=message))
-    return runs, key, admission
-
-
-def _check_health(
-    slot_id: str, key: str, model: str | None, settings: Settings, policy: BreakerPolicy, ledger: list[LedgerEntry]
-) -> None:
-    """Check an expert's own server when a check is due; the result opens or closes its breaker.
-
-    A check that finds the server down, or that closes a breaker, goes to the ledger (``health_check``).
-    """
-    endpoint = Endpoint.parse(model)
-    if endpoint is None:
-        return
-    health = health_checks.check(endpoint, settings.endpoint_health_s)
-    if health is None or not health.fresh:
-        return
-    before, after = breakers.record_health(key, policy, up=health.up, detail=health.detail)
-    if health.up and before == after:
-        return
-    summary = f"{endpoint.label} is {'up' if health.up else 'down'} ({health.detail}); breaker {before} -> {after}"
-    if not health.up:
-        logger.warning("slot %s: %s", slot_id, summary)
-    ledger.append(
-        LedgerEntry(
-            agent="harness", action="health_check", slot_id=slot_id, inputs_summary=key, outputs_summary=summary[:500]
-        )
-    )
-
-
 def _run_guarded(
-    job: SlotJob,
-    backend: ExpertBackend,
-    settings: Settings,
-    policy: BreakerPolicy,
-    key: str,
-    trial: bool,
-    emit: ProgressSink,
+    job: SlotJob, backend: ExpertBackend, settings: Settings, admitted: Admitted, emit: ProgressSink
 ) -> SlotOutcome:
-    """Run a slot (in a worker thread) and tell its breaker (``key``: the expert's, or its server's) how it went.
-
-    A backend failure (an error outcome) counts against the expert; an answer, compliant or not, is a success.
-    A harness error (an exception) says nothing about the expert: a trial slot just frees the trial.
-    """
-    verdict = False
-    try:
+    """Run a slot (in a worker thread) and tell its breaker how it went (:meth:`~experts.pool.Admitted.report`)."""
+    with admitted.guard():
         outcome = run_slot(job, backend, settings, emit)
-        if outcome.requeue:
-            pass  # stopped for memory, not the expert's fault: the slot runs again
-        elif outcome.result is None:
-            if breakers.record_failure(key, policy, outcome.error or "", trial=trial):
-                logger.warning("%s: circuit breaker opened after: %s", key, outcome.error)
-        else:
-            breakers.record_success(key, trial=trial)
-        verdict = True
+        admitted.report(answered=outcome.result is not None, error=outcome.error, requeued=bool(outcome.requeue))
         return outcome
-    finally:
-        if trial and not verdict:
-            breakers.release_trial(key)
 
 
 def _record(
@@ -458,11 +399,3 @@ def _block_dependents(
                 outputs_summary="blocked by " + ", ".join(direct),
             )
         )
-
-
-def _node_config() -> dict[str, Any]:
-    """The running node's config (empty when the node is called outside a graph run, as unit tests do)."""
-    try:
-        return dict(get_config())
-    except RuntimeError:
-        return {}

@@ -10,12 +10,13 @@ used unmodified, and if even that fails validation, the one-slot framework. Ever
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import engine.prompts as prompts
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from experts.backends.grammar import adaptation_grammar
 from experts.routing import AS_IS_SIMILARITY
-from state.adaptation import AdaptationAttempt, AdaptationRecord, apply_operations, parse_plan
+from state.adaptation import AdaptationAttempt, AdaptationRecord, Plan, apply_operations, parse_plan
 from state.framework import Framework, fallback_framework, validation_errors
 from state.template import Template
 
@@ -86,65 +87,90 @@ def adapt(
     attempts: list[AdaptationAttempt] = []
     started = time.perf_counter()
     for attempt in range(1, max_retries + 2):
-        t0 = time.perf_counter()
-        left = None if time_budget is None else time_budget - (t0 - started)
+        left = None if time_budget is None else time_budget - (time.perf_counter() - started)
         if left is not None and left < MIN_ATTEMPT_SECONDS:
             break
-        try:
-            gen = backend.generate(
-                GenerationRequest(
-                    messages=tuple(messages),
-                    max_tokens=max_tokens,
-                    temperature=0.0 if attempt == 1 else RETRY_TEMPERATURE,
-                    grammar=grammar,
-                    seed=attempt,
-                    slot_id=SLOT_ID,
-                    slot_title="Adapt the template",
-                    attempt=attempt,
-                    time_limit=left,
-                )
-            )
-        except Exception as exc:  # a backend failure ends adaptation; the fallbacks still give a framework
-            attempts.append(AdaptationAttempt(attempt=attempt, errors=[f"{type(exc).__name__}: {exc}"]))
-            break
-        plan, errors = parse_plan(gen.text)
-        left_out: list[str] = []
-        if plan is not None and as_written:
-            kept = [op for op in plan.operations if not (op.op in ("MODIFY", "REMOVE") and op.slot in as_written)]
-            left_out = [f"{op.op} {op.slot}" for op in plan.operations if op not in kept]
-            plan = plan.model_copy(update={"operations": kept})
-        if gen.finish_reason == "time":
-            errors = [f"the planner's time ({time_budget:g} s) ran out before the plan was finished"]
-            plan = None
-        elif gen.finish_reason == "length":
-            errors = [f"the answer was cut off at {max_tokens} tokens; use fewer, shorter operations", *errors]
-            plan = None
-        framework = None
-        if plan is not None:
-            framework, errors = apply_operations(template, plan, experts)
-        attempts.append(
-            AdaptationAttempt(
-                attempt=attempt,
-                raw=gen.text[:2000],
-                plan=plan,
-                errors=errors,
-                seconds=round(time.perf_counter() - t0, 3),
-            )
+        request = GenerationRequest(
+            messages=tuple(messages),
+            max_tokens=max_tokens,
+            temperature=0.0 if attempt == 1 else RETRY_TEMPERATURE,
+            grammar=grammar,
+            seed=attempt,
+            slot_id=SLOT_ID,
+            slot_title="Adapt the template",
+            attempt=attempt,
+            time_limit=left,
         )
-        if framework is not None and plan is not None:
-            return framework, record.model_copy(
-                update={
-                    "operations": plan.operations,
-                    "rationale": plan.rationale,
-                    "attempts": attempts,
-                    "reason": f"adapted in {attempt} attempt(s)"
-                    + (f"; left out the edits of the task's own slots ({', '.join(left_out)})" if left_out else ""),
-                }
-            )
+        tried = _attempt(template, experts, backend, request, time_budget, as_written)
+        attempts.append(tried.record)
+        if tried.framework is not None and tried.plan is not None:
+            reason = f"adapted in {attempt} attempt(s)"
+            if tried.left_out:
+                reason += f"; left out the edits of the task's own slots ({', '.join(tried.left_out)})"
+            update = {"operations": tried.plan.operations, "rationale": tried.plan.rationale, "reason": reason}
+            return tried.framework, record.model_copy(update={**update, "attempts": attempts})
+        if tried.text is None:  # a backend failure ends adaptation; the fallbacks still give a framework
+            break
         messages += [
-            ChatMessage("assistant", gen.text),
-            ChatMessage("user", prompts.ADAPT_RETRY.format(errors="\n".join(f"- {e}" for e in errors[:8]))),
+            ChatMessage("assistant", tried.text),
+            ChatMessage(
+                "user", prompts.ADAPT_RETRY.format(errors="\n".join(f"- {e}" for e in tried.record.errors[:8]))
+            ),
         ]
+    return _fallback(template, task, record, attempts)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One attempt: its record, and the framework its plan gave (None: it failed)."""
+
+    record: AdaptationAttempt
+    text: str | None = None
+    """What the planner wrote (None: the backend failed)."""
+    plan: Plan | None = None
+    framework: Framework | None = None
+    left_out: tuple[str, ...] = ()
+    """The edits of the task's own slots that were left out."""
+
+
+def _attempt(
+    template: Template,
+    experts: list[str],
+    backend: ExpertBackend,
+    request: GenerationRequest,
+    time_budget: float | None,
+    as_written: frozenset[str],
+) -> _Attempt:
+    """Ask the planner once, then parse, filter, apply and validate its plan."""
+    t0 = time.perf_counter()
+    try:
+        gen = backend.generate(request)
+    except Exception as exc:  # a backend failure ends adaptation; the fallbacks still give a framework
+        return _Attempt(AdaptationAttempt(attempt=request.attempt, errors=[f"{type(exc).__name__}: {exc}"]))
+    plan, errors = parse_plan(gen.text)
+    left_out: list[str] = []
+    if plan is not None and as_written:
+        kept = [op for op in plan.operations if not (op.op in ("MODIFY", "REMOVE") and op.slot in as_written)]
+        left_out = [f"{op.op} {op.slot}" for op in plan.operations if op not in kept]
+        plan = plan.model_copy(update={"operations": kept})
+    if gen.finish_reason == "time":
+        errors = [f"the planner's time ({time_budget:g} s) ran out before the plan was finished"]
+        plan = None
+    elif gen.finish_reason == "length":
+        errors = [f"the answer was cut off at {request.max_tokens} tokens; use fewer, shorter operations", *errors]
+        plan = None
+    framework = None
+    if plan is not None:
+        framework, errors = apply_operations(template, plan, experts)
+    seconds = round(time.perf_counter() - t0, 3)
+    tried = AdaptationAttempt(attempt=request.attempt, raw=gen.text[:2000], plan=plan, errors=errors, seconds=seconds)
+    return _Attempt(tried, gen.text, plan, framework, tuple(left_out))
+
+
+def _fallback(
+    template: Template, task: str, record: AdaptationRecord, attempts: list[AdaptationAttempt]
+) -> tuple[Framework, AdaptationRecord]:
+    """No valid adaptation: the seed template unmodified, else (it is not valid either) the one-slot framework."""
     seed = template.to_framework()
     if not validation_errors(seed):
         why = f"no valid adaptation after {len(attempts)} attempt(s); the seed template is used unmodified"

@@ -7,7 +7,8 @@ under the node's callbacks, with the generation's own metadata (``slot_id``, ``e
 messages handler records a run's metadata at ``on_chat_model_start`` and emits each ``on_llm_new_token`` chunk:
 every chunk of a generation carries the same message id, and the pieces joined are the answer's text. The
 handler is thread-safe (a queue; on the server, the event loop's ``call_soon_threadsafe``), so the scheduler's
-worker threads invoke the chat model directly. The node passes its callbacks (``get_config()["callbacks"]``:
+worker threads invoke the chat model directly. The node's callbacks are read from the config LangGraph runs it
+with (:func:`node_stream`: langchain_core's context variable, the one ``langgraph.config.get_config`` reads, so
 this module does not import LangGraph).
 """
 
@@ -18,11 +19,12 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables.config import var_child_runnable_config
 
 from experts.backends import ChatMessage, ExpertBackend, Generation, GenerationRequest
 from experts.backends.chat_model import ExpertChatModel, generation_of
 
-__all__ = ["Listeners", "generate_streamed", "message_stream"]
+__all__ = ["Listeners", "generate_streamed", "message_stream", "node_stream"]
 
 Listeners = BaseCallbackManager
 """The callbacks a node runs with: the expert chat models it drives report to them."""
@@ -34,6 +36,11 @@ def message_stream(config: Mapping[str, Any] | None) -> Listeners | None:
     if not isinstance(callbacks, BaseCallbackManager) or not callbacks.handlers:
         return None
     return callbacks
+
+
+def node_stream() -> Listeners | None:
+    """The callbacks of the node running in this context (None: outside a graph run, or nothing listens)."""
+    return message_stream(var_child_runnable_config.get())
 
 
 def generate_streamed(

@@ -1,5 +1,6 @@
-"""The model pool: backends by expert, the memory budget and residency, circuit breakers and health checks."""
+"""The model pool: backends by expert, the memory budget and residency, circuit breakers, health checks, admission."""
 
+from experts.pool.admission import Admitted, admit, breaker_key
 from experts.pool.breaker import Admission, BreakerPolicy, breakers
 from experts.pool.health import health_checks
 from experts.pool.pooled import BACKENDS, PooledModel, clear_backends, get_backend, model_unavailable, preload
@@ -9,9 +10,12 @@ from experts.pool.residency import ModelPool, pool, reset_pool
 __all__ = [
     "BACKENDS",
     "Admission",
+    "Admitted",
     "BreakerPolicy",
     "ModelPool",
     "PooledModel",
+    "admit",
+    "breaker_key",
     "breakers",
     "clear_backends",
     "get_backend",

@@ -1,7 +1,7 @@
 """Circuit breakers per expert: an expert that keeps failing is given a rest, its slots go to the generalist.
 
 One breaker per expert id (per endpoint for a true expert with its own server: see ``breaker_key`` in
-``nodes/execute_slots``), process-wide (a server process serves many runs; a failing expert should not be
+:mod:`experts.pool.admission`), process-wide (a server process serves many runs; a failing expert should not be
 hammered by each of them). A breaker is:
 
 - **closed**: slots run on the expert; backend failures are timestamped, and ``failures`` of them within the

@@ -1,7 +1,7 @@
 """Health checks of an expert's own endpoint: they feed that endpoint's circuit breaker.
 
 A true expert whose binding names its own server (:class:`~experts.backends.endpoint.Endpoint`) has a breaker per
-endpoint (``nodes/execute_slots``). Before a slot is admitted to it, at most once every ``endpoint_health_s``
+endpoint (:mod:`experts.pool.admission`). Before a slot is admitted to it, at most once every ``endpoint_health_s``
 seconds per endpoint, the harness asks the server ``GET {url}/models``, which every OpenAI-compatible server
 answers (llama-server, llama-cpp-python's server, vLLM, Ollama), with a short timeout. The answer feeds the
 breaker (:meth:`~experts.pool.breaker.BreakerRegistry.record_health`):

@@ -14,9 +14,11 @@ from engine.artifacts import code_artifacts
 from engine.slots.checks import CheckContext, check_answer, cut_unfinished_end, extract_examples
 from engine.slots.checks.prose import speaks_as_ai_check
 from engine.slots.contracts import contract_for, contract_of, infer_deliverable
+from engine.slots.draw_policy import RUNNABLE_EXAMPLES_DRAWS
 from engine.slots.inline_arithmetic import compute
-from engine.slots.prompt import SlotJob, build_messages, fit_prompt, plain_result, wrap_plain
-from engine.slots.run import RUNNABLE_EXAMPLES_DRAWS, run_slot
+from engine.slots.job import SlotJob
+from engine.slots.prompt import build_messages, fit_prompt, plain_result, wrap_plain
+from engine.slots.run import run_slot
 from engine.slots.selection import best, score
 from state.context import resolve_settings
 from state.framework import Deliverable, Framework, SlotSpec

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from engine.slots.job import SlotJob
 from engine.slots.program_of_thought import Calculation, calculable, calculate, printed_values, result_check
-from engine.slots.prompt import SlotJob
 from engine.slots.run import run_slot
 from engine.slots.sandbox import SandboxLimits
 from state.context import resolve_settings

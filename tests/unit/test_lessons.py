@@ -130,7 +130,7 @@ def test_a_rejected_run_leaves_no_memory() -> None:
 
 
 def test_an_expert_consulted_by_an_assist_is_routed_with_the_persons_lessons() -> None:
-    from engine.slots.prompt import SlotJob
+    from engine.slots.job import SlotJob
     from engine.slots.run import run_slot
     from experts.backends import Generation, GenerationRequest
     from state.context import resolve_settings

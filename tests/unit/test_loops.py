@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.slots.checks import repetition_check, without_code
+from engine.slots.job import SlotJob
 from engine.slots.loop_watch import LoopWatch, cut_loops
-from engine.slots.prompt import SlotJob
 from engine.slots.run import SlotOutcome, run_slot
 from experts.backends import ChatMessage, Generation, GenerationRequest
 from experts.backends.fake import FakeBackend, FakeResponse, FakeScript

@@ -5,7 +5,8 @@ from __future__ import annotations
 import string
 
 from engine import prompts
-from engine.slots.prompt import SlotJob, build_messages
+from engine.slots.job import SlotJob
+from engine.slots.prompt import build_messages
 from state.context import resolve_settings
 from state.framework import OUTLINE_REFERENCE, SlotSpec
 from state.outline import parse_output

@@ -26,7 +26,7 @@ import yaml
 
 from engine.slots.checks.check_context import CheckContext
 from engine.slots.checks.contract import STUB
-from engine.slots.checks.examples import extract_examples
+from engine.slots.checks.examples import Examples, extract_examples
 from engine.slots.checks.text import code_blocks
 from engine.slots.sandbox import run_python
 from state.quality import CheckResult
@@ -177,14 +177,20 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
 
 
 def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[CheckResult]:
-    checks: list[CheckResult] = []
+    """What is known without running the module, then what its run in the sandbox shows, then the linter."""
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
         return [CheckResult(name="python.parses", passed=False, detail=f"line {exc.lineno}: {exc.msg}")]
-    checks.append(CheckResult(name="python.parses", passed=True))
+    examples = extract_examples(ctx.task)
+    checks = [CheckResult(name="python.parses", passed=True), *_static_checks(tree, code, tests, ctx.task, examples)]
+    return [*checks, *_sandbox_checks(code, tests, ctx, examples), _lint_check(code)]
+
+
+def _static_checks(tree: ast.Module, code: str, tests: str | None, task: str, examples: Examples) -> list[CheckResult]:
+    """The module is complete, defines the task's functions; its tests use it; there are tests if the task asks."""
     stubs = _stub_functions(tree)
-    checks.append(
+    checks = [
         CheckResult(
             name="python.complete",
             passed=not stubs and not STUB.search(code),
@@ -192,8 +198,7 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
             if stubs or STUB.search(code)
             else "",
         )
-    )
-    examples = extract_examples(ctx.task)
+    ]
     defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     missing = [f for f in examples.functions if f not in defined]
     if examples.functions:
@@ -213,7 +218,7 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
                 detail=f"the tests define {redefined[0]} again instead of using section 1's" if redefined else "",
             )
         )
-    if ASKS_FOR_TESTS.search(ctx.task):
+    if ASKS_FOR_TESTS.search(task):
         given = tests is not None or bool(re.search(r"^\s*(?:def test_\w+|assert\b)", code, re.M))
         checks.append(
             CheckResult(
@@ -222,6 +227,11 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
                 detail="" if given else "the task asks for tests and the answer has none (write them: def test_...)",
             )
         )
+    return checks
+
+
+def _sandbox_checks(code: str, tests: str | None, ctx: CheckContext, examples: Examples) -> list[CheckResult]:
+    """The module run in the sandbox: it imports, the task's examples pass; soft: its own doctests and tests."""
     spec = {
         "doctests": list(examples.doctests),
         "asserts": [list(pair) for pair in examples.asserts],
@@ -232,15 +242,14 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
     report = _report(ran.stdout)
     if report is None:
         why = "timed out" if ran.timed_out else (ran.violations[0] if ran.violations else ran.stderr.strip()[-200:])
-        checks.append(CheckResult(name="python.runs", passed=False, detail=f"the checks could not run: {why}"))
-        return checks + [_lint_check(code)]
-    checks.append(
+        return [CheckResult(name="python.runs", passed=False, detail=f"the checks could not run: {why}")]
+    checks = [
         CheckResult(
             name="python.runs",
             passed=report["import"] is None and not ran.violations,
             detail=report["import"] or (f"refused: {ran.violations[0]}" if ran.violations else ""),
         )
-    )
+    ]
     results = report["examples"]
     if results:
         passed = sum(1 for r in results if r["ok"])
@@ -274,7 +283,6 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
                 detail="" if report["tests"] == "ok" else str(report["tests"]),
             )
         )
-    checks.append(_lint_check(code))
     return checks
 
 

@@ -77,7 +77,7 @@ def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
     # For code, the deliverable is the module: a note after it that was cut short is a blemish, not a failure
     # (a module that was itself cut off fails to parse, or has no closed code block, which are hard checks).
     ending: Severity = "soft" if ctx.contract.code_first else "hard"
-    checks = [
+    return [
         CheckResult(
             name="contract.structure",
             passed=result.compliant,
@@ -89,34 +89,48 @@ def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
             passed=not ctx.truncated,
             detail="the answer was cut off at its token limit" if ctx.truncated else "",
         ),
+        ending_check(result.raw, ending),
+        _titles_check(result, ctx.task),
+        _answers_check(result),
+        _stubs_check(result, MIN_SECTION_WORDS[ctx.contract.deliverable]),
+        duplicates_check(result, ctx.task),
+        _leaks_check(result, ctx.persona),
+        _placeholders_check(result),
+        _own_work_check(result, ctx.references),
     ]
-    checks.append(ending_check(result.raw, ending))
-    copied = [i.title for i in result.outline if copies_task(i.title, ctx.task)]
+
+
+def _titles_check(result: SlotResult, task: str) -> CheckResult:
+    """No outline item is titled with the task, or with the output structure's own wording."""
+    copied = [i.title for i in result.outline if copies_task(i.title, task)]
     instructions = [i.title for i in result.outline if _INSTRUCTION_TITLE.search(i.title)]
-    checks.append(
-        CheckResult(
-            name="contract.titles",
-            passed=not copied and not instructions,
-            detail=f"an outline item repeats the task as its title ({copied[0]!r})"
-            if copied
-            else f"an outline item's title is the output structure's own wording ({instructions[0]!r})"
-            if instructions
-            else "",
-        )
+    return CheckResult(
+        name="contract.titles",
+        passed=not copied and not instructions,
+        detail=f"an outline item repeats the task as its title ({copied[0]!r})"
+        if copied
+        else f"an outline item's title is the output structure's own wording ({instructions[0]!r})"
+        if instructions
+        else "",
     )
+
+
+def _answers_check(result: SlotResult) -> CheckResult:
+    """A short answer does not ask the person for what the task gave (:data:`ASKS_BACK`)."""
     body = without_closed_code(result.body_text())
     asks = ASKS_BACK.search(body) if len(WORD.findall(body)) < ASKS_BACK_WORDS else None
-    checks.append(
-        CheckResult(
-            name="contract.answers",
-            passed=asks is None,
-            detail=f"it asks the person for details instead of answering ({asks.group(0)!r}); answer with what the "
-            "task gives, and write {{ASSIST:user:...}} for what only the person knows"
-            if asks
-            else "",
-        )
+    return CheckResult(
+        name="contract.answers",
+        passed=asks is None,
+        detail=f"it asks the person for details instead of answering ({asks.group(0)!r}); answer with what the "
+        "task gives, and write {{ASSIST:user:...}} for what only the person knows"
+        if asks
+        else "",
     )
-    minimum = MIN_SECTION_WORDS[ctx.contract.deliverable]
+
+
+def _stubs_check(result: SlotResult, minimum: int) -> CheckResult:
+    """No section is empty, shorter than ``minimum`` words (outside code), or placeholder text."""
     stubs: list[str] = []
     for s in result.sections:
         text = without_closed_code(s.body)
@@ -126,38 +140,42 @@ def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
             stubs.append(f"section {s.label} {s.title!r} is empty or only {len(WORD.findall(text))} words")
         elif STUB.search(s.body):
             stubs.append(f"section {s.label} {s.title!r} holds placeholder text ({STUB.search(s.body).group(0)!r})")  # type: ignore[union-attr]
-    checks.append(CheckResult(name="contract.stubs", passed=not stubs, detail="; ".join(stubs[:2])))
-    checks.append(duplicates_check(result, ctx.task))
+    return CheckResult(name="contract.stubs", passed=not stubs, detail="; ".join(stubs[:2]))
+
+
+def _leaks_check(result: SlotResult, persona: str) -> CheckResult:
+    """The answer does not repeat the prompt's own text: its delimiters, the persona's lines, check names."""
     lowered = result.raw.lower()
-    leaked = [leak for leak in LEAKS if leak in lowered] + _persona_lines(result.raw, ctx.persona)
+    leaked = [leak for leak in LEAKS if leak in lowered] + _persona_lines(result.raw, persona)
     leaked += _CHECK_NAME.findall(without_closed_code(result.raw))
-    checks.append(
-        CheckResult(
-            name="contract.leaks",
-            passed=not leaked,
-            detail=f"the answer repeats the prompt's own text ({leaked[0]!r})" if leaked else "",
-        )
+    return CheckResult(
+        name="contract.leaks",
+        passed=not leaked,
+        detail=f"the answer repeats the prompt's own text ({leaked[0]!r})" if leaked else "",
     )
+
+
+def _placeholders_check(result: SlotResult) -> CheckResult:
+    """The answer does not copy the uncertainty protocol's example placeholder as written."""
     example = _EXAMPLE_PLACEHOLDER.search(result.raw)
-    checks.append(
-        CheckResult(
-            name="contract.placeholders",
-            passed=example is None,
-            detail=f"the answer copies the protocol's example placeholder ({example.group(0)!r}); name the fact "
-            "that is missing, or leave the placeholder out"
-            if example
-            else "",
-        )
+    return CheckResult(
+        name="contract.placeholders",
+        passed=example is None,
+        detail=f"the answer copies the protocol's example placeholder ({example.group(0)!r}); name the fact "
+        "that is missing, or leave the placeholder out"
+        if example
+        else "",
     )
-    share = copied_share(result.body_text(), ctx.references)
-    checks.append(
-        CheckResult(
-            name="contract.own_work",
-            passed=share < 0.5,
-            detail=f"{share:.0%} of its sentences are copied from the slots it references" if share >= 0.5 else "",
-        )
+
+
+def _own_work_check(result: SlotResult, references: tuple[str, ...]) -> CheckResult:
+    """At most half of the answer's sentences are copied from the slots it references."""
+    share = copied_share(result.body_text(), references)
+    return CheckResult(
+        name="contract.own_work",
+        passed=share < 0.5,
+        detail=f"{share:.0%} of its sentences are copied from the slots it references" if share >= 0.5 else "",
     )
-    return checks
 
 
 def _persona_lines(text: str, persona: str) -> list[str]:
