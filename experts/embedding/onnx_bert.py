@@ -222,7 +222,7 @@ def _write_atomically(path: Path, write: Callable[[Path], object]) -> None:
         raise ConfigError(
             "embedding model",
             f"cannot write the ONNX encoder to {cache}: {exc.strerror or exc}; "
-            "set COE_MODEL_CACHE to a writable directory or COE_EMBED_BACKEND=numpy",
+            "set COE_MODEL_CACHE to a writable directory",
         ) from exc
 
 
