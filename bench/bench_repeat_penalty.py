@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_review import BARE_MAX_TOKENS, judge, load_tasks
+from bench.bench_review import judge, load_tasks
 from bench.common import bench_parser, md_table, write_results
-from experts.backends import ChatMessage, GenerationRequest
+from bench.versus import bare_request
 from experts.pool import get_backend
 from state.context import resolve_settings
 
@@ -38,15 +38,8 @@ def run(penalties: list[float], quick: bool, docs: Path | None) -> dict[str, Any
     for n, item in enumerate(items, 1):
         row: dict[str, Any] = {"id": item["id"], "expert": item["expert"], "kind": item["kind"]}
         for penalty in penalties:
-            request = GenerationRequest(
-                messages=(ChatMessage("user", item["task"]),),
-                max_tokens=BARE_MAX_TOKENS,
-                temperature=0.0,
-                repeat_penalty=penalty,
-                slot_id="bare",
-            )
             t0 = time.perf_counter()
-            gen = backend.generate(request)
+            gen = backend.generate(bare_request(item["task"], repeat_penalty=penalty))
             judged = judge(gen.text, "", item, time.perf_counter() - t0, harness=False)
             row[str(penalty)] = {
                 "degenerate": judged.degenerate,

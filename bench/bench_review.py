@@ -9,6 +9,8 @@ Python tasks, tests. For each task:
 * **bare**: the model the harness routed the task's first slot to, given the task sentence alone, greedy,
   900 tokens, on the same pooled model instance; its reply, and its first Python code block.
 
+The two sides and the loop around them are :mod:`bench.versus`, shared with :mod:`bench.bench_humaneval`.
+
 Both documents are judged the same way:
 
 * **degenerate**: the project's repetition check (:func:`engine.slots.checks.repetition_check`: a sentence three times
@@ -40,27 +42,27 @@ import ast
 import re
 import statistics
 import sys
-import time
-import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from bench.common import RESULTS_DIR, bench_parser, earlier_results, md_table, write_results
-from engine.artifacts import code_artifacts
+from bench.common import RESULTS_DIR, md_table
+from bench.versus import (
+    QUICK_LABEL,
+    Benchmark,
+    Sides,
+    compare,
+    delivered_modules,
+    thrown_away_per_kept,
+    versus_parser,
+)
 from engine.slots.checks import STUB, code_blocks, repetition_check
 from engine.slots.sandbox import SandboxLimits, run_python
-from experts.backends import ChatMessage, GenerationRequest
-from experts.pool import get_backend
-from graph import build_graph, open_checkpointer
-from state import Passport
-from state.context import resolve_settings
-from state.io import RunInput
 
 DATA = Path(__file__).resolve().parent / "data" / "review_set.yaml"
-BARE_MAX_TOKENS = 900
 _HEADING = re.compile(r"^#{1,6}[ \t]+.*$", re.M)
 _WORD = re.compile(r"[\w']+")
 
@@ -202,40 +204,30 @@ def first_python(text: str) -> str:
     return blocks[0] if blocks else ""
 
 
-def run_one(graph: Any, settings: Any, context: dict[str, Any], item: dict[str, Any], docs: Path | None = None) -> Row:
-    row = Row(id=item["id"], expert=item["expert"], kind=item["kind"])
-    config = {"configurable": {"thread_id": f"review-{uuid.uuid4()}"}}
-    t0 = time.perf_counter()
-    graph.invoke(RunInput(task=item["task"]).model_dump(mode="json"), config, context=context, durability="exit")
-    seconds = time.perf_counter() - t0
-    state = Passport.model_validate(graph.get_state(config).values)
-    row.status = state.status.value
-    row.slots = len(state.framework.slots) if state.framework else 0
-    decision = next(iter(state.routing.values()), None)
-    row.routed_expert = decision.expert if decision else "(direct answer)"
-    model = decision.model if decision else None
-    row.model = model or "base"
-    for result in state.results.values():
-        if result.quality is not None:
-            row.candidates += len(result.quality.candidates)
-            row.tokens_generated += result.quality.tokens_generated
-            row.tokens_kept += result.quality.tokens_kept
-    files = code_artifacts(state.framework, state.results) if state.framework else {}
-    code = "\n\n".join(t for n, t in files.items() if n.endswith(".py") and not n.startswith("test_"))
-    document = state.document or ""
-    row.harness = judge(document, code or first_python(document), item, seconds)
-    backend = get_backend(settings, model)
-    request = GenerationRequest(
-        messages=(ChatMessage("user", item["task"]),), max_tokens=BARE_MAX_TOKENS, temperature=0.0, slot_id="bare"
-    )
-    t0 = time.perf_counter()
-    reply = backend.generate(request).text
-    row.bare = judge(reply, first_python(reply), item, time.perf_counter() - t0, harness=False)
-    if docs is not None:  # both answers, to be read as the person who asked would
-        docs.mkdir(parents=True, exist_ok=True)
-        (docs / f"{item['id']}.harness.md").write_text(document, encoding="utf-8")
-        (docs / f"{item['id']}.bare.md").write_text(reply, encoding="utf-8")
-    return row
+def one_task(docs: Path | None = None) -> Callable[[Sides, dict[str, Any]], Row]:
+    """Both sides of one task, judged; both answers written to ``docs`` (when given) to be read."""
+
+    def run_one(sides: Sides, item: dict[str, Any]) -> Row:
+        row = Row(id=item["id"], expert=item["expert"], kind=item["kind"])
+        run = sides.harness(item["task"])
+        state = run.state
+        row.status = state.status.value
+        row.slots = len(state.framework.slots) if state.framework else 0
+        decision = run.decision
+        row.routed_expert = decision.expert if decision else "(direct answer)"
+        row.model = run.model or "base"
+        row.candidates, row.tokens_generated, row.tokens_kept = run.drawn()
+        document = state.document or ""
+        row.harness = judge(document, delivered_modules(state) or first_python(document), item, run.seconds)
+        gen, seconds = sides.bare(run.model, item["task"])
+        row.bare = judge(gen.text, first_python(gen.text), item, seconds, harness=False)
+        if docs is not None:  # both answers, to be read as the person who asked would
+            docs.mkdir(parents=True, exist_ok=True)
+            (docs / f"{item['id']}.harness.md").write_text(document, encoding="utf-8")
+            (docs / f"{item['id']}.bare.md").write_text(gen.text, encoding="utf-8")
+        return row
+
+    return run_one
 
 
 def _row(saved: dict[str, Any]) -> Row:
@@ -261,42 +253,31 @@ def chosen(args: Any) -> list[dict[str, Any]]:
     return items[: args.limit] if args.limit else items
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser(__doc__)
-    parser.add_argument("--limit", type=int, default=0, help="only the first N tasks")
-    parser.add_argument("--ids", default="", help="comma-separated task ids")
-    parser.add_argument("--per-expert", type=int, default=0, help="only the first K tasks of each expert")
-    parser.add_argument("--name", default="review")
-    parser.add_argument("--set", type=Path, default=DATA, help="the set's YAML (default: the review set)")
-    parser.add_argument(
-        "--resume", type=Path, default=None, help="a results JSON of a stopped run: keep its rows, run the rest"
+def progress(row: Row) -> str:
+    """The line printed after each task."""
+    h, b = row.harness, row.bare
+    return (
+        f"{row.id} ({row.routed_expert}, {row.slots} slots): harness rubric "
+        f"{h.coverage:.0%}{' DEGENERATE' if h.degenerate else ''} {h.seconds:.0f} s; bare rubric "
+        f"{b.coverage:.0%}{' DEGENERATE' if b.degenerate else ''} {b.seconds:.0f} s"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = versus_parser(__doc__, "review", "comma-separated task ids")
+    parser.add_argument("--per-expert", type=int, default=0, help="only the first K tasks of each expert")
+    parser.add_argument("--set", type=Path, default=DATA, help="the set's YAML (default: the review set)")
     args = parser.parse_args(argv)
-    context: dict[str, Any] = {"backend": "fake"} if args.quick else {}
-    settings = resolve_settings(context)
-    rows = earlier_results(args.resume, "rows", _row) if args.resume else []
-    done = {row.id for row in rows}
-    items = [item for item in chosen(args) if item["id"] not in done]
-    docs = (args.out or RESULTS_DIR) / f"{args.name}_documents"
-    with open_checkpointer("memory") as saver:
-        graph = build_graph(saver)
-        for n, item in enumerate(items, 1):
-            row = run_one(graph, settings, context, item, docs)
-            rows.append(row)
-            h, b = row.harness, row.bare
-            print(
-                f"[{n}/{len(items)}] {row.id} ({row.routed_expert}, {row.slots} slots): harness rubric "
-                f"{h.coverage:.0%}{' DEGENERATE' if h.degenerate else ''} {h.seconds:.0f} s; bare rubric "
-                f"{b.coverage:.0%}{' DEGENERATE' if b.degenerate else ''} {b.seconds:.0f} s",
-                flush=True,
-            )
-            if n < len(items):  # a long run keeps what it measured if it is stopped
-                write_results(args.name, *summarise(rows, args), directory=args.out)
-    payload, markdown = summarise(rows, args)
-    paths = write_results(args.name, payload, markdown, directory=args.out)
-    print(markdown)
-    print(f"wrote {paths[0]} and {paths[1]}")
-    return 0
+    bench = Benchmark(
+        rows_key="rows",
+        saved_row=_row,
+        item_id=lambda item: str(item["id"]),
+        row_id=lambda row: row.id,
+        run_one=one_task((args.out or RESULTS_DIR) / f"{args.name}_documents"),
+        progress=progress,
+        summarise=summarise,
+    )
+    return compare(bench, chosen(args), args)
 
 
 def _rates(judged: list[Judged]) -> dict[str, float]:
@@ -316,8 +297,7 @@ def _rates(judged: list[Judged]) -> dict[str, float]:
 def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
     harness = _rates([r.harness for r in rows])
     bare = _rates([r.bare for r in rows])
-    kept = sum(r.tokens_kept for r in rows)
-    thrown = (sum(r.tokens_generated for r in rows) - kept) / kept if kept else 0.0
+    thrown = thrown_away_per_kept(sum(r.tokens_generated for r in rows), sum(r.tokens_kept for r in rows))
     experts = sorted({r.expert for r in rows})
     by_expert = {
         e: {
@@ -336,7 +316,7 @@ def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
         "tokens_thrown_away_per_kept_token": round(thrown, 3),
         "by_expert": by_expert,
     }
-    label = " (QUICK: fake backend, not a measurement)" if args.quick else ""
+    label = QUICK_LABEL if args.quick else ""
     measures = [
         ("degenerate documents", "degenerate"),
         ("documents with stub sections", "with_stub_sections"),

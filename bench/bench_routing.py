@@ -564,7 +564,7 @@ def startup(reps: int) -> dict[str, Any]:
 
 
 def backends(texts: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {b: _python(BACKEND_LOAD.format(backend=b)) for b in ("onnx", "onnx-int8", "numpy")}
+    out: dict[str, Any] = {b: _python(BACKEND_LOAD.format(backend=b)) for b in ("onnx", "onnx-int8")}
     try:
         import sentence_transformers  # noqa: F401
     except ImportError:
@@ -574,7 +574,7 @@ def backends(texts: list[str]) -> dict[str, Any]:
     from experts.embedding import get_embedder
 
     ref = get_embedder("sentence-transformers").encode(texts)
-    for name in ("onnx", "numpy"):
+    for name in ("onnx",):
         vec = get_embedder(name).encode(texts)
         out[f"{name}_vs_reference"] = {
             "max_abs_difference": float(np.abs(vec - ref).max()),
@@ -688,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
     test3_vecs = (test3_full, head_vectors(router, test3, test3_full))
     first_stage = router.first_stage()
     if first_stage is None:
-        sys.exit("the router has no static first stage (COE_EMBED_BACKEND must be onnx or numpy)")
+        sys.exit("the router has no static first stage (COE_EMBED_BACKEND must be onnx)")
     dev_static, test_static, test2_static, test3_static = (
         static_inputs(first_stage, items) for items in (dev, test, test2, test3)
     )

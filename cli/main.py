@@ -88,56 +88,61 @@ OutDirOpt = Annotated[
 ]
 
 
+ModelOpt = Annotated[str | None, typer.Option(help="Bundled model name or path to a GGUF file [env: COE_MODEL].")]
+FakeScriptOpt = Annotated[Path | None, typer.Option(help="Script for the fake backend [env: COE_FAKE_SCRIPT].")]
+GrammarOpt = Annotated[
+    bool | None, typer.Option("--grammar/--no-grammar", help="Constrain output to the outline contract.")
+]
+TemplatesOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--templates/--no-templates",
+        help="Scope the task (trivial / one expert / a plan) and adapt a template from the library to it; "
+        "--no-templates runs the whole task as one slot [env: COE_USE_TEMPLATES].",
+    ),
+]
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Hardware profile from config/hardware_profiles.yaml, or auto (detect this machine) "
+        "[env: COE_PROFILE]; see coe experts status."
+    ),
+]
+MemoryLimitOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--memory-limit",
+        min=64,
+        help="Memory in MB the process may use for models and runtime; models are loaded, preloaded and "
+        "evicted to stay under it [env: COE_MEMORY_LIMIT_MB].",
+    ),
+]
+ThreadIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--thread",
+        "--thread-id",
+        help="Thread id to use (default: a new UUID). A thread that already ran gets a follow-up turn: the "
+        "previous turn's answer is the new run's working memory.",
+    ),
+]
+
+
 @app.command()
 def run(
     task: Annotated[str, typer.Argument(help="The task, in plain language ('-' reads it from standard input).")],
     mode: Annotated[Mode, typer.Option(help="How much the harness may ask you.")] = Mode.AUTONOMOUS,
     framework: Annotated[Path | None, typer.Option(help="Run this framework (YAML) instead of choosing one.")] = None,
     backend: Annotated[BackendChoice | None, typer.Option(help="Expert backend [env: COE_BACKEND].")] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Bundled model name or path to a GGUF file [env: COE_MODEL].")
-    ] = None,
-    fake_script: Annotated[
-        Path | None, typer.Option(help="Script for the fake backend [env: COE_FAKE_SCRIPT].")
-    ] = None,
+    model: ModelOpt = None,
+    fake_script: FakeScriptOpt = None,
     max_parallel: Annotated[int | None, typer.Option(min=1, max=64, help="Slots run at once.")] = None,
     max_tokens: Annotated[int | None, typer.Option(min=16, help="Token budget per slot answer.")] = None,
-    grammar: Annotated[
-        bool | None, typer.Option("--grammar/--no-grammar", help="Constrain output to the outline contract.")
-    ] = None,
-    templates: Annotated[
-        bool | None,
-        typer.Option(
-            "--templates/--no-templates",
-            help="Scope the task (trivial / one expert / a plan) and adapt a template from the library to it; "
-            "--no-templates runs the whole task as one slot [env: COE_USE_TEMPLATES].",
-        ),
-    ] = None,
-    profile: Annotated[
-        str | None,
-        typer.Option(
-            help="Hardware profile from config/hardware_profiles.yaml, or auto (detect this machine) "
-            "[env: COE_PROFILE]; see coe experts status."
-        ),
-    ] = None,
-    memory_limit: Annotated[
-        int | None,
-        typer.Option(
-            "--memory-limit",
-            min=64,
-            help="Memory in MB the process may use for models and runtime; models are loaded, preloaded and "
-            "evicted to stay under it [env: COE_MEMORY_LIMIT_MB].",
-        ),
-    ] = None,
-    thread_id: Annotated[
-        str | None,
-        typer.Option(
-            "--thread",
-            "--thread-id",
-            help="Thread id to use (default: a new UUID). A thread that already ran gets a follow-up turn: the "
-            "previous turn's answer is the new run's working memory.",
-        ),
-    ] = None,
+    grammar: GrammarOpt = None,
+    templates: TemplatesOpt = None,
+    profile: ProfileOpt = None,
+    memory_limit: MemoryLimitOpt = None,
+    thread_id: ThreadIdOpt = None,
     checkpoint: CheckpointOpt = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,

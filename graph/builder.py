@@ -6,10 +6,13 @@ supplies one) is what ``langgraph.json`` points at.
 
 from __future__ import annotations
 
-from langgraph._internal._runnable import RunnableCallable
+from typing import Any
+
+from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore
 
 from graph.routing import after_adapt, after_confirm, after_execute, after_guard, after_scope
@@ -60,10 +63,7 @@ def build_graph(
     builder.add_node("ask_plan_fit", ask_plan_fit)
     builder.add_node("route_slots", route_slots)
     builder.add_node("confirm_plan", confirm_plan)
-    # Both forms of the node: the CLI and embedders stream synchronously; the server runs it async, where a
-    # cancelled run must stop its generations (docs/decisions.md, "A cancelled run stops its generations").
-    slots_node = RunnableCallable(execute_slots, aexecute_slots, name="execute_slots", trace=False)
-    builder.add_node("execute_slots", slots_node, input_schema=PlannedPassport)
+    builder.add_node("execute_slots", slots_node(), input_schema=PlannedPassport)
     builder.add_node("ask_user", ask_user, input_schema=AskUser)
     builder.add_node("assemble", assemble)
     builder.add_edge(START, "guard")
@@ -81,6 +81,24 @@ def build_graph(
     builder.add_edge("assemble", END)
     compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
     return compiled.with_config(recursion_limit=RECURSION_LIMIT)
+
+
+def slots_node() -> RunnableLambda[PlannedPassport, dict[str, Any]]:
+    """The execute_slots node in both forms, each given the run's runtime as a node function would be.
+
+    The CLI and embedders run the graph synchronously; the server runs it async, where a cancelled run must stop
+    its generations (docs/decisions.md, "A cancelled run stops its generations"). A plain function would get
+    one form only (LangGraph runs a sync node in a thread under ``ainvoke``), so the pair is a ``RunnableLambda``
+    and the runtime comes from :func:`langgraph.runtime.get_runtime`.
+    """
+
+    def run(state: PlannedPassport) -> dict[str, Any]:
+        return execute_slots(state, get_runtime(RunContext))
+
+    async def arun(state: PlannedPassport) -> dict[str, Any]:
+        return await aexecute_slots(state, get_runtime(RunContext))
+
+    return RunnableLambda(run, afunc=arun, name="execute_slots")
 
 
 graph = build_graph()

@@ -238,27 +238,7 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
         constraints=list(valid.options.constraints),
         success_criteria=list(valid.options.success_criteria),
     )
-    ledger = [
-        LedgerEntry(
-            agent="harness",
-            action="accept_task",
-            inputs_summary=f"{len(task)} chars, mode {mode.value}",
-            outputs_summary=f"backend {settings.backend}, max_parallel {settings.max_parallel}",
-        )
-    ]
-    notices: list[Notice] = []
-    findings = find_instructions(task)
-    if findings:  # recorded, not refused: the person may be asking about such text, or pasting it to be worked on
-        found = describe(findings)
-        ledger.append(LedgerEntry(agent="harness", action="flag_instructions", inputs_summary=found[:500]))
-        notices.append(
-            Notice(
-                level="warning",
-                source="guard",
-                message=f"the task holds instruction-like text: {found}; it runs as the task, and text from "
-                "documents and other experts is never followed as instructions",
-            )
-        )
+    ledger, notices = _intake(task, mode, settings)
     update: dict[str, Any] = {
         # The input was read into the mission, the settings and the framework; it is cleared so that the thread's
         # next input (a follow-up, often only {"task": ...}) does not inherit this one's mode and options.
@@ -276,21 +256,7 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     }
     earlier = finished_turn(state)
     if earlier is not None:  # a follow-up: the earlier run becomes a turn, and this run starts from a clean slate
-        update.update(
-            turns=[earlier],
-            scope=None,
-            template=None,
-            adaptation=None,
-            approval=None,
-            document=None,
-            summary=None,
-            slot_states={RESET: None},
-            results={RESET: None},
-            routing={RESET: None},
-            assists={RESET: None},
-            defaults=[RESET],
-            notices=[RESET, *notices],
-        )
+        update.update(_follow_up_reset(earlier, notices))
         ledger.append(
             LedgerEntry(
                 agent="harness",
@@ -301,6 +267,54 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
             )
         )
     return update
+
+
+def _intake(task: str, mode: Mode, settings: Settings) -> tuple[list[LedgerEntry], list[Notice]]:
+    """The ledger's first entries and the run's first notices: the task accepted, instruction-like text flagged.
+
+    Such text is recorded, not refused: the person may be asking about it, or pasting it to be worked on.
+    """
+    ledger = [
+        LedgerEntry(
+            agent="harness",
+            action="accept_task",
+            inputs_summary=f"{len(task)} chars, mode {mode.value}",
+            outputs_summary=f"backend {settings.backend}, max_parallel {settings.max_parallel}",
+        )
+    ]
+    notices: list[Notice] = []
+    findings = find_instructions(task)
+    if findings:
+        found = describe(findings)
+        ledger.append(LedgerEntry(agent="harness", action="flag_instructions", inputs_summary=found[:500]))
+        notices.append(
+            Notice(
+                level="warning",
+                source="guard",
+                message=f"the task holds instruction-like text: {found}; it runs as the task, and text from "
+                "documents and other experts is never followed as instructions",
+            )
+        )
+    return ledger, notices
+
+
+def _follow_up_reset(earlier: Turn, notices: list[Notice]) -> dict[str, Any]:
+    """The update that keeps the earlier run as a turn and clears what belonged to it (this run's notices kept)."""
+    return {
+        "turns": [earlier],
+        "scope": None,
+        "template": None,
+        "adaptation": None,
+        "approval": None,
+        "document": None,
+        "summary": None,
+        "slot_states": {RESET: None},
+        "results": {RESET: None},
+        "routing": {RESET: None},
+        "assists": {RESET: None},
+        "defaults": [RESET],
+        "notices": [RESET, *notices],
+    }
 
 
 def finished_turn(state: Passport) -> Turn | None:

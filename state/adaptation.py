@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -137,71 +138,10 @@ def apply_operations(
     template: Template, plan: Plan, known_experts: Iterable[str]
 ) -> tuple[Framework | None, list[str]]:
     """Apply a plan to a template; return the framework, or None and every problem found."""
-    experts = set(known_experts)
-    slots: dict[str, dict[str, Any]] = {s.id: s.spec_fields() for s in template.slots}
-    order = [s.id for s in template.slots]
-    removed: set[str] = set()
-    errors: list[str] = []
+    edit = _Editing({s.id: s.spec_fields() for s in template.slots}, [s.id for s in template.slots], set(known_experts))
     for i, op in enumerate(plan.operations):
-        if op.op in ("KEEP", "REMOVE", "MODIFY"):
-            missing = _need(op, i, "slot")
-            if missing:
-                errors += missing
-                continue
-            assert op.slot is not None
-            if op.slot not in slots:
-                state = "was removed" if op.slot in removed else "is not a slot of the template"
-                errors.append(f"operations[{i}] ({op.op}): {op.slot!r} {state}")
-                continue
-            if op.op == "REMOVE":
-                del slots[op.slot]
-                removed.add(op.slot)
-                order.remove(op.slot)
-            elif op.op == "MODIFY":
-                if not (op.title or op.description):
-                    errors.append(f"operations[{i}] (MODIFY): give a new title or description for {op.slot!r}")
-                unchanged = (op.title or "").strip() in ("", slots[op.slot]["title"]) and (
-                    op.description or ""
-                ).strip() in ("", slots[op.slot]["description"])
-                if (op.title or op.description) and unchanged:
-                    errors.append(f"operations[{i}] (MODIFY): {op.slot!r} is unchanged; use KEEP or name the task")
-                if op.title:
-                    slots[op.slot]["title"] = op.title.strip()
-                if op.description:
-                    slots[op.slot]["description"] = op.description.strip()
-        elif op.op == "ADD":
-            missing = _need(op, i, "id", "title", "description", "expert")
-            if missing:
-                errors += missing
-                continue
-            assert op.id is not None
-            if op.id in slots or op.id in removed:
-                errors.append(f"operations[{i}] (ADD): slot id {op.id!r} is already taken")
-                continue
-            if op.expert not in experts:
-                errors.append(f"operations[{i}] (ADD): unknown expert {op.expert!r}")
-            bad = [d for d in op.deps if d not in slots]
-            if bad:
-                errors.append(f"operations[{i}] (ADD): deps {bad} are not slots of the plan")
-            deps = [d for d in op.deps if d in slots]
-            slots[op.id] = {
-                "id": op.id,
-                "title": (op.title or "").strip(),
-                "description": (op.description or "").strip(),
-                "expected_outputs": [],
-                "expert": None,  # the planner's choice is checked by the router like any other
-                "deps": deps,
-                "can_reference": list(deps),
-                "reference_hints": {},
-            }
-            order.append(op.id)
-        elif op.op == "REORDER":
-            unknown = [s for s in op.order if s not in slots]
-            if unknown:
-                errors.append(f"operations[{i}] (REORDER): {unknown} are not slots of the plan")
-                continue
-            named = list(dict.fromkeys(op.order))
-            order = named + [s for s in order if s not in named]
+        edit.apply(i, op)
+    slots, removed, errors = edit.slots, edit.removed, edit.errors
     for spec in slots.values():  # removed slots vanish from everyone's deps and references
         spec["deps"] = [d for d in spec["deps"] if d not in removed]
         spec["can_reference"] = [r for r in spec["can_reference"] if r not in removed]
@@ -216,9 +156,91 @@ def apply_operations(
             id=template.id,
             title=template.title,
             source=f"template:{template.id} (adapted)",
-            slots=[SlotSpec.model_validate(slots[s]) for s in order],
+            slots=[SlotSpec.model_validate(slots[s]) for s in edit.order],
         )
     except ValidationError as exc:
         return None, [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:8]]
     problems = validation_errors(fw)
     return (None, problems) if problems else (fw, [])
+
+
+@dataclass
+class _Editing:
+    """A template's slots (as :class:`SlotSpec` fields) while a plan is applied, and the problems found so far."""
+
+    slots: dict[str, dict[str, Any]]
+    order: list[str]
+    experts: set[str]
+    removed: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+
+    def apply(self, i: int, op: EditOp) -> None:
+        """Apply ``operations[i]``, or record why it cannot be."""
+        if op.op in ("KEEP", "REMOVE", "MODIFY"):
+            self._on_slot(i, op)
+        elif op.op == "ADD":
+            self._add(i, op)
+        elif op.op == "REORDER":
+            self._reorder(i, op)
+
+    def _on_slot(self, i: int, op: EditOp) -> None:
+        if not op.slot:
+            self.errors += _need(op, i, "slot")
+            return
+        if op.slot not in self.slots:
+            state = "was removed" if op.slot in self.removed else "is not a slot of the template"
+            self.errors.append(f"operations[{i}] ({op.op}): {op.slot!r} {state}")
+        elif op.op == "REMOVE":
+            del self.slots[op.slot]
+            self.removed.add(op.slot)
+            self.order.remove(op.slot)
+        elif op.op == "MODIFY":
+            self._modify(i, op, op.slot)
+
+    def _modify(self, i: int, op: EditOp, slot: str) -> None:
+        spec = self.slots[slot]
+        if not (op.title or op.description):
+            self.errors.append(f"operations[{i}] (MODIFY): give a new title or description for {slot!r}")
+        unchanged = (op.title or "").strip() in ("", spec["title"]) and (op.description or "").strip() in (
+            "",
+            spec["description"],
+        )
+        if (op.title or op.description) and unchanged:
+            self.errors.append(f"operations[{i}] (MODIFY): {slot!r} is unchanged; use KEEP or name the task")
+        if op.title:
+            spec["title"] = op.title.strip()
+        if op.description:
+            spec["description"] = op.description.strip()
+
+    def _add(self, i: int, op: EditOp) -> None:
+        if not (op.id and op.title and op.description and op.expert):
+            self.errors += _need(op, i, "id", "title", "description", "expert")
+            return
+        if op.id in self.slots or op.id in self.removed:
+            self.errors.append(f"operations[{i}] (ADD): slot id {op.id!r} is already taken")
+            return
+        if op.expert not in self.experts:
+            self.errors.append(f"operations[{i}] (ADD): unknown expert {op.expert!r}")
+        bad = [d for d in op.deps if d not in self.slots]
+        if bad:
+            self.errors.append(f"operations[{i}] (ADD): deps {bad} are not slots of the plan")
+        deps = [d for d in op.deps if d in self.slots]
+        self.slots[op.id] = {
+            "id": op.id,
+            "title": op.title.strip(),
+            "description": op.description.strip(),
+            "expected_outputs": [],
+            "expert": None,  # the planner's choice is checked by the router like any other
+            "deps": deps,
+            "can_reference": list(deps),
+            "reference_hints": {},
+        }
+        self.order.append(op.id)
+
+    def _reorder(self, i: int, op: EditOp) -> None:
+        unknown = [s for s in op.order if s not in self.slots]
+        if unknown:
+            self.errors.append(f"operations[{i}] (REORDER): {unknown} are not slots of the plan")
+            return
+        named = list(dict.fromkeys(op.order))
+        self.order = named + [s for s in self.order if s not in named]

@@ -263,7 +263,7 @@ PROFILE_DEFAULTS: tuple[str, ...] = tuple(name for name, (_, marker) in user_set
 
 PROCESS_ENV: dict[str, str] = {
     "COE_REMOTE_API_KEY": "the remote server's API key, sent as Authorization: Bearer; never recorded",
-    "COE_EMBED_BACKEND": "the process's embedding backend: onnx (default), onnx-int8, numpy, sentence-transformers",
+    "COE_EMBED_BACKEND": "the process's embedding backend: onnx (default), onnx-int8, sentence-transformers",
     "COE_FAKE_CALLS_LOG": "the fake backend writes one JSON line per call to this file (tests)",
     "COE_RETENTION_DAYS": "coe prune: the age (days) past which finished runs are deleted",
     "COE_LEASE_SECONDS": "seconds a run's lease on its thread outlives its last renewal (default 30)",

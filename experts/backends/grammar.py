@@ -122,15 +122,28 @@ def outline_grammar(
         rules.append(
             f"{FOLLOW_OUTLINE_MARKER} max_line_chars={max_line_chars} max_block_lines={max_block_lines}{extra}"
         )
-    # The outline: items 1..min_items are required, the rest nest as options, and the number of items
-    # written decides the number of sections that must follow.
     given = _clean_title(first_title, max_title_chars) if first_title else ""  # "**" leaves no title to give
+    rules.extend(_contract_outline_rules(min_items, max_items, max_sub_items, given))
+    rules.extend(_contract_section_rules(max_items, max_sub_items, code_first))
+    # Titles: no leading blank or '#', no Markdown emphasis, no leading number label ("1.1 Title", "2. x"),
+    # while "3D printing" or "2024 budget" are fine.
+    rules.append(f"title ::= title-start [^\\n*]{{0,{max_title_chars - 1}}}")
+    rules.append("title-start ::= [^\\n\\t #*0-9] | [0-9]{1,4} [^.0-9\\n\\t*]")
+    rules.extend(_text_rules(max_line_chars, max_block_lines, max_code_lines, code_first))
+    return "\n".join(rules) + "\n"
+
+
+def _contract_outline_rules(min_items: int, max_items: int, max_sub_items: int, given: str) -> list[str]:
+    """The root and the outline items; item 1's title is ``given`` (empty: the model writes it).
+
+    Items 1..min_items are required, the rest nest as options, and the number of items written decides the
+    number of sections that must follow.
+    """
     tail = f'"\\n" sections-{max_items}'
     for n in range(max_items, min_items, -1):
         tail = f'"\\n" sections-{n - 1} | item-{n} ( {tail} )'
     required = " ".join(f"item-{k}" for k in range(1, min_items + 1))
-    rules.append(f'root ::= "## Outline\\n" {required} ( {tail} )')
-
+    rules = [f'root ::= "## Outline\\n" {required} ( {tail} )']
     for k in range(1, max_items + 1):
         # Optional, correctly numbered sub-items: "   k.1 ...", then "   k.2 ...", ...
         subs = ""
@@ -140,9 +153,16 @@ def outline_grammar(
         rules.append(f'item-{k} ::= "{k}. " {title} "\\n"' + (f" {subs}" if subs else ""))
     for n in range(min_items, max_items + 1):
         rules.append(f"sections-{n} ::= " + " ".join(f"section-{k}" for k in range(1, n + 1)))
+    return rules
+
+
+def _contract_section_rules(max_items: int, max_sub_items: int, code_first: str | None) -> list[str]:
+    """The sections: each its heading, then text, sub-sections (### k.1, k.2, ... in order), or both.
+
+    In a code deliverable, section 1 is exactly one code block and the others are short notes.
+    """
+    rules: list[str] = []
     for k in range(1, max_items + 1):
-        # A section: its heading, then text, sub-sections (### k.1, k.2, ... in order), or both; or, for the
-        # first section of a code deliverable, exactly one code block.
         lead = '"\\n" ' if k > 1 else ""
         body = f"block sub-{k}-1? | sub-{k}-1" if max_sub_items else "block"
         if code_first:  # a code deliverable: the code, then short notes (a usage line, a few tests)
@@ -151,12 +171,7 @@ def outline_grammar(
         for j in range(1, max_sub_items + 1):
             after = f" sub-{k}-{j + 1}?" if j < max_sub_items else ""
             rules.append(f'sub-{k}-{j} ::= "\\n"? "### {k}.{j} " title "\\n" block{after}')
-    # Titles: no leading blank or '#', no Markdown emphasis, no leading number label ("1.1 Title", "2. x"),
-    # while "3D printing" or "2024 budget" are fine.
-    rules.append(f"title ::= title-start [^\\n*]{{0,{max_title_chars - 1}}}")
-    rules.append("title-start ::= [^\\n\\t #*0-9] | [0-9]{1,4} [^.0-9\\n\\t*]")
-    rules.extend(_text_rules(max_line_chars, max_block_lines, max_code_lines, code_first))
-    return "\n".join(rules) + "\n"
+    return rules
 
 
 def fixed_outline_grammar(

@@ -29,6 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -161,6 +162,17 @@ def _import_llama_cpp() -> Any:
     except ImportError as exc:
         raise ModelUnavailableError(f"{_INSTALL_HINT} ({exc})") from exc
     return llama_cpp
+
+
+@dataclass(frozen=True)
+class _Sampling:
+    """One generation's llama.cpp options (its logits processors) and the processors read after it."""
+
+    options: dict[str, Any]
+    stop: EitherStop
+    switch: StopSwitch
+    mask: GrammarMask | None
+    tap: TokenTap | None
 
 
 class LlamaBackend:
@@ -325,101 +337,130 @@ class LlamaBackend:
         with self._lock:
             self._check_stop(request)
             llm = self._ensure_loaded()
-            options: dict[str, Any] = {}
-            processors: list[Any] = []
-            if request.repeat_penalty != 1.0:  # before the mask: it must see the logits that will be sampled
-                processors.append(RepeatPenalty(request.repeat_penalty))
-            mask: GrammarMask | None = None
-            if request.grammar is not None:
-                compiled = self._compiled(llm, request.grammar, slot_id=request.slot_id)
-                llama_cpp = _import_llama_cpp()
-                if self.grammar_mode == "builtin":
-                    options["grammar"] = llama_cpp.LlamaGrammar.from_string(request.grammar, verbose=False)
-                else:
-                    mask = GrammarMask(
-                        llama_cpp,
-                        llm,
-                        compiled,
-                        self._buffer(llm),
-                        greedy=request.temperature == 0,
-                        follow_outline=follow_outline_bounds(request.grammar),
-                    )
-                    processors.append(mask)
-            # Last, so a stop overrides the grammar (which may not allow end-of-text mid-section).
-            asked = time.perf_counter()  # a time limit counts the wait for a share of the cores too
-            deadline = None if request.time_limit is None else asked + request.time_limit
-            stop = EitherStop(self._stop, request.cancel)
-            switch = StopSwitch(stop, llm.token_eos(), deadline, request.halt)
-            processors.append(switch)
-            tap = TokenTap(llm, request.on_token) if request.on_token is not None else None
-            if tap is not None:
-                processors.insert(0, tap)  # it sees each step's tokens before any processor changes the logits
-            options["logits_processor"] = _import_llama_cpp().LogitsProcessorList(processors)
-            share = (
-                cpu_share(cpu_share_dir(), self.n_threads, stop)
-                if self.n_gpu_layers == 0
-                else contextlib.nullcontext(0.0)
-            )
-            try:
-                with share as waited, self._aborted_on(request.cancel):
-                    started = time.perf_counter()
-                    if self._prefix is not None:  # it prepares the context: the system message kept or read alone
-                        self._prefix.system = next((m.content for m in request.messages if m.role == "system"), None)
-                    else:
-                        llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
-                    response = llm.create_chat_completion(
-                        messages=messages,
-                        max_tokens=request.max_tokens,
-                        temperature=request.temperature,
-                        seed=request.seed,
-                        repeat_penalty=1.0,  # applied by RepeatPenalty, ahead of the grammar mask
-                        **options,
-                    )
-            except ShareWaitStopped:
-                self._check_stop(request)  # stopped while waiting for the cores: a stop like any other
-                raise
-            except (ValueError, RuntimeError, OSError) as exc:
-                self._check_stop(request)  # an aborted decode ("llama_decode returned 2") is a stop, not a failure
-                raise BackendError(
-                    f"llama.cpp failed with {self.model_path.name}: {exc}", slot_id=request.slot_id
-                ) from exc
-            finally:
-                if mask is not None:
-                    mask.close()
+            sampling = self._sampling(llm, request)
+            response, started, waited = self._complete(llm, request, messages, sampling)
             self._check_stop(request)
             seconds = time.perf_counter() - started
-        if mask is not None and mask.error is not None:
-            raise BackendError(mask.error, slot_id=request.slot_id)
+        if sampling.mask is not None and sampling.mask.error is not None:
+            raise BackendError(sampling.mask.error, slot_id=request.slot_id)
         completion = cast("CreateChatCompletionResponse", response)  # not streamed: the tap streams it
-        choice = completion["choices"][0]
+        return self._generation(completion, sampling, seconds, started, waited)
+
+    # --- internals (called with the lock held) -----------------------------------------------------------
+
+    def _sampling(self, llm: Llama, request: GenerationRequest) -> _Sampling:
+        """The logits processors of one generation, in order: tap, repeat penalty, grammar mask, stop switch."""
+        options: dict[str, Any] = {}
+        processors: list[Any] = []
+        if request.repeat_penalty != 1.0:  # before the mask: it must see the logits that will be sampled
+            processors.append(RepeatPenalty(request.repeat_penalty))
+        mask: GrammarMask | None = None
+        if request.grammar is not None:
+            compiled = self._compiled(llm, request.grammar, slot_id=request.slot_id)
+            llama_cpp = _import_llama_cpp()
+            if self.grammar_mode == "builtin":
+                options["grammar"] = llama_cpp.LlamaGrammar.from_string(request.grammar, verbose=False)
+            else:
+                mask = GrammarMask(
+                    llama_cpp,
+                    llm,
+                    compiled,
+                    self._buffer(llm),
+                    greedy=request.temperature == 0,
+                    follow_outline=follow_outline_bounds(request.grammar),
+                )
+                processors.append(mask)
+        # Last, so a stop overrides the grammar (which may not allow end-of-text mid-section).
+        asked = time.perf_counter()  # a time limit counts the wait for a share of the cores too
+        deadline = None if request.time_limit is None else asked + request.time_limit
+        stop = EitherStop(self._stop, request.cancel)
+        switch = StopSwitch(stop, llm.token_eos(), deadline, request.halt)
+        processors.append(switch)
+        tap = TokenTap(llm, request.on_token) if request.on_token is not None else None
         if tap is not None:
-            tap.finish(choice["message"].get("content") or "")
+            processors.insert(0, tap)  # it sees each step's tokens before any processor changes the logits
+        options["logits_processor"] = _import_llama_cpp().LogitsProcessorList(processors)
+        return _Sampling(options, stop, switch, mask, tap)
+
+    def _complete(
+        self,
+        llm: Llama,
+        request: GenerationRequest,
+        messages: list[ChatCompletionRequestMessage],
+        sampling: _Sampling,
+    ) -> tuple[Any, float, float]:
+        """Run llama.cpp's chat completion with a share of the cores: the response, its start and the wait.
+
+        Raises:
+            GenerationStopped: If the pool or the run stopped it (also while it waited for the cores).
+            BackendError: If llama.cpp fails.
+        """
+        share = (
+            cpu_share(cpu_share_dir(), self.n_threads, sampling.stop)
+            if self.n_gpu_layers == 0
+            else contextlib.nullcontext(0.0)
+        )
+        try:
+            with share as waited, self._aborted_on(request.cancel):
+                started = time.perf_counter()
+                if self._prefix is not None:  # it prepares the context: the system message kept or read alone
+                    self._prefix.system = next((m.content for m in request.messages if m.role == "system"), None)
+                else:
+                    llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
+                response = llm.create_chat_completion(
+                    messages=messages,
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
+                    seed=request.seed,
+                    repeat_penalty=1.0,  # applied by RepeatPenalty, ahead of the grammar mask
+                    **sampling.options,
+                )
+        except ShareWaitStopped:
+            self._check_stop(request)  # stopped while waiting for the cores: a stop like any other
+            raise
+        except (ValueError, RuntimeError, OSError) as exc:
+            self._check_stop(request)  # an aborted decode ("llama_decode returned 2") is a stop, not a failure
+            raise BackendError(f"llama.cpp failed with {self.model_path.name}: {exc}", slot_id=request.slot_id) from exc
+        finally:
+            if sampling.mask is not None:
+                sampling.mask.close()
+        return response, started, waited
+
+    def _generation(
+        self,
+        completion: CreateChatCompletionResponse,
+        sampling: _Sampling,
+        seconds: float,
+        started: float,
+        waited: float,
+    ) -> Generation:
+        """The :class:`Generation` of a finished completion, with what the processors saw in ``extra``."""
+        choice = completion["choices"][0]
+        text = choice["message"].get("content") or ""
+        if sampling.tap is not None:
+            sampling.tap.finish(text)
         usage = completion["usage"]
         completion_tokens = usage["completion_tokens"]
         extra = {"tokens_per_second": completion_tokens / seconds if seconds > 0 else 0.0, "cpu_wait_seconds": waited}
         if self._prefix is not None:
             extra["prefix_cached_tokens"] = float(self._prefix.reused)
+        switch, mask = sampling.switch, sampling.mask
         if switch.first_at is not None:
             extra["first_token_seconds"] = switch.first_at - started
             self.last_first_token_s = extra["first_token_seconds"]
         if mask is not None:
             extra["grammar_full_masks"] = float(mask.full_masks)
             extra["followed_outline"] = float(mask.followed_outline)
+        finish = "time" if switch.timed_out else "halted" if switch.halted else choice.get("finish_reason") or "stop"
         return Generation(
-            text=choice["message"].get("content") or "",
+            text=text,
             prompt_tokens=usage["prompt_tokens"],
             completion_tokens=completion_tokens,
             seconds=seconds,
-            finish_reason="time"
-            if switch.timed_out
-            else "halted"
-            if switch.halted
-            else choice.get("finish_reason") or "stop",
+            finish_reason=finish,
             model=self.model_path.name,
             extra=extra,
         )
-
-    # --- internals (called with the lock held) -----------------------------------------------------------
 
     def _check_stop(self, request: GenerationRequest) -> None:
         if self._stop.is_set():

@@ -4,7 +4,6 @@ from experts.embedding.encoder import BertSentenceEncoder, Embedder, bert_config
 from experts.embedding.factory import EMBED_BACKENDS, get_embedder
 from experts.embedding.faiss_index import HNSW_FROM, build_faiss_index
 from experts.embedding.model_files import default_model_dir, verify_model_files
-from experts.embedding.numpy_bert import NumpyMiniLM
 from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
 
 __all__ = [
@@ -12,7 +11,6 @@ __all__ = [
     "HNSW_FROM",
     "BertSentenceEncoder",
     "Embedder",
-    "NumpyMiniLM",
     "VectorInvariantError",
     "Vectors",
     "bert_config",

@@ -1,7 +1,7 @@
-"""What every embedder is (:class:`Embedder`), and what our two BERT backends share (:class:`BertSentenceEncoder`).
+"""What every embedder is (:class:`Embedder`), and what our BERT backends share (:class:`BertSentenceEncoder`).
 
 The model's own ``tokenizer.json`` is run by Hugging Face ``tokenizers``; the encoder itself is computed by a
-subclass (:mod:`experts.embedding.onnx_bert`, :mod:`experts.embedding.numpy_bert`). The same model must embed
+subclass (:mod:`experts.embedding.onnx_bert`, float32 or int8). The same model must embed
 both sides of a comparison: cached index vectors record the model id and dimension they were made with, and
 are rebuilt when these change.
 """

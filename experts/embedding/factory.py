@@ -1,15 +1,14 @@
 """The process's embedder: which backend computes the bundled model's sentence embeddings.
 
-Three backends compute the same embedding (``$COE_EMBED_BACKEND``, a process variable of
+Two backends compute the same embedding (``$COE_EMBED_BACKEND``, a process variable of
 :data:`state.settings.PROCESS_ENV`):
 
 * ``onnx`` (the default): ONNX Runtime over an ONNX graph of the encoder built from the safetensors weights
   (:mod:`experts.embedding.onnx_bert`); the fastest on a CPU.
-* ``numpy``: the same encoder in NumPy (:mod:`experts.embedding.numpy_bert`; no ONNX Runtime).
 * ``sentence-transformers``: the reference implementation (:mod:`experts.embedding.reference`; torch).
 
-A fourth, ``onnx-int8``, is the ONNX graph with int8 weights: faster, but its vectors are close to the others',
-not equal, so it names a model of its own. The first two import in a fraction of a second, where torch and
+A third, ``onnx-int8``, is the ONNX graph with int8 weights: faster, but its vectors are close to the others',
+not equal, so it names a model of its own. ONNX Runtime imports in a fraction of a second, where torch and
 sentence-transformers take seconds; that is what keeps ``coe route`` a short command.
 """
 
@@ -20,7 +19,6 @@ from pathlib import Path
 
 from experts.embedding.encoder import Embedder
 from experts.embedding.model_files import default_model_dir
-from experts.embedding.numpy_bert import NumpyMiniLM
 from experts.embedding.onnx_bert import OnnxMiniLM
 from experts.embedding.reference import SentenceTransformerEmbedder
 from state.errors import ConfigError
@@ -28,7 +26,7 @@ from state.settings import process_env
 
 __all__ = ["BACKEND_ENV", "EMBED_BACKENDS", "get_embedder"]
 
-EMBED_BACKENDS: tuple[str, ...] = ("onnx", "onnx-int8", "numpy", "sentence-transformers")
+EMBED_BACKENDS: tuple[str, ...] = ("onnx", "onnx-int8", "sentence-transformers")
 BACKEND_ENV = "COE_EMBED_BACKEND"
 
 _embedders: dict[tuple[str, str], Embedder] = {}
@@ -60,6 +58,4 @@ def get_embedder(backend: str | None = None) -> Embedder:
 def _create(backend: str, model_dir: Path) -> Embedder:
     if backend in ("onnx", "onnx-int8"):
         return OnnxMiniLM(model_dir, "int8" if backend == "onnx-int8" else "float32")
-    if backend == "numpy":
-        return NumpyMiniLM(model_dir)
     return SentenceTransformerEmbedder(model_dir)

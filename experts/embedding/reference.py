@@ -29,7 +29,7 @@ class SentenceTransformerEmbedder:
             raise ConfigError(
                 "environment variable COE_EMBED_BACKEND",
                 "the sentence-transformers backend needs `pip install torch==2.13.0 sentence-transformers`; "
-                "the default numpy backend needs neither",
+                "the default onnx backend needs neither",
             ) from None
         self._model = SentenceTransformer(str(model_dir), device="cpu")
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension

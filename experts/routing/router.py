@@ -463,7 +463,7 @@ def get_router(params: RouterParams | None = None, catalog: Catalog | None = Non
     return router if params is None or params == router.params else router.with_params(params)
 
 
-FAST_STAGE_BACKENDS = ("onnx", "numpy")
+FAST_STAGE_BACKENDS = ("onnx",)
 """Encoders the static table is distilled from: float encoders that embed a batch of texts like one text each
 (the int8 graph quantises activations per call; sentence-transformers exposes no token-level call)."""
 

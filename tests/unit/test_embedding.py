@@ -13,24 +13,23 @@ from state.errors import ConfigError
 REFERENCE = Path(__file__).parents[1] / "fixtures" / "minilm_reference.npz"
 
 
-@pytest.mark.parametrize("backend", ["onnx", "numpy"])
-def test_backend_matches_sentence_transformers_reference(backend: str) -> None:
+def test_onnx_backend_matches_sentence_transformers_reference() -> None:
     # Reference vectors were made by sentence-transformers (torch) from the same model directory:
     # tests/fixtures/make_minilm_reference.py. They include unicode and a text past the 256-token limit.
     data = np.load(REFERENCE)
     texts = [str(t) for t in data["texts"]]
-    vectors = get_embedder(backend).encode(texts)
+    vectors = get_embedder("onnx").encode(texts)
     assert vectors.shape == data["vectors"].shape == (len(texts), 384)
     assert np.abs(vectors - data["vectors"]).max() < 1e-5
     # Batching and padding do not change a text's vector.
-    one_by_one = np.vstack([get_embedder(backend).encode([t]) for t in texts])
+    one_by_one = np.vstack([get_embedder("onnx").encode([t]) for t in texts])
     assert np.abs(one_by_one - vectors).max() < 1e-5
 
 
-def test_embedder_is_shared_and_every_backend_names_the_same_model() -> None:
+def test_embedder_is_shared_and_names_the_sentence_transformers_model() -> None:
     default = get_embedder()
     assert default is get_embedder("onnx") and default.backend == "onnx"
-    assert default.model_id == get_embedder("numpy").model_id == "sentence-transformers/all-MiniLM-L6-v2:384d:256tok"
+    assert default.model_id == "sentence-transformers/all-MiniLM-L6-v2:384d:256tok"
     assert default.dim == 384 and default.encode([]).shape == (0, 384)
 
 
@@ -83,9 +82,16 @@ def test_the_int8_encoder_is_cached_beside_the_float_one(monkeypatch: pytest.Mon
 
 def test_unknown_backend_and_bad_model_dir_are_config_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with pytest.raises(
-        ConfigError, match="unknown embedding backend 'gpu'; allowed: onnx, onnx-int8, numpy, sentence-transformers"
+        ConfigError, match="unknown embedding backend 'gpu'; allowed: onnx, onnx-int8, sentence-transformers"
     ):
         get_embedder("gpu")
+    # the NumPy encoder is gone: a process that still names it is told what it may name
+    monkeypatch.setenv("COE_EMBED_BACKEND", "numpy")
+    with pytest.raises(
+        ConfigError,
+        match="environment variable COE_EMBED_BACKEND.*unknown embedding backend 'numpy'; allowed: onnx, onnx-int8, ",
+    ):
+        get_embedder()
     monkeypatch.setenv("COE_EMBED_BACKEND", "torchy")
     with pytest.raises(ConfigError, match="environment variable COE_EMBED_BACKEND"):
         get_embedder()

@@ -208,3 +208,44 @@ def test_an_answer_cut_off_by_the_token_limit_says_so_in_the_retry_feedback(monk
     assert len(seen) == 3
     assert "cut off at the 64-token limit" in seen[1].messages[-1].content
     assert state.results["answer"].problems[0].startswith("the answer was cut off")
+
+
+def test_the_slots_node_runs_sync_under_invoke_and_async_under_ainvoke_with_the_runtime(
+    write_script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI runs the graph synchronously, the server asynchronously: each reaches its own form of the node."""
+    import asyncio
+
+    from langgraph.runtime import Runtime
+
+    from graph import builder
+    from state.context import RunContext
+
+    calls: list[tuple[str, Runtime[RunContext]]] = []
+    real_sync, real_async = builder.execute_slots, builder.aexecute_slots
+
+    def sync_round(state: Any, runtime: Runtime[RunContext]) -> dict[str, Any]:
+        calls.append(("sync", runtime))
+        return real_sync(state, runtime)
+
+    async def async_round(state: Any, runtime: Runtime[RunContext]) -> dict[str, Any]:
+        calls.append(("async", runtime))
+        return await real_async(state, runtime)
+
+    monkeypatch.setattr(builder, "execute_slots", sync_round)
+    monkeypatch.setattr(builder, "aexecute_slots", async_round)
+    graph = build_graph(InMemorySaver())
+    context = {"backend": "fake", "fake_script": str(write_script({"rules": []})), "max_tokens": 321}
+
+    graph.invoke(_input(), {"configurable": {"thread_id": "sync"}}, context=context)
+    sync_calls = list(calls)
+    calls.clear()
+    asyncio.run(graph.ainvoke(_input(), {"configurable": {"thread_id": "async"}}, context=context))
+
+    for kind, seen in (("sync", sync_calls), ("async", calls)):
+        assert seen and {k for k, _ in seen} == {kind}
+        for _, runtime in seen:
+            assert isinstance(runtime.context, RunContext) and runtime.context.max_tokens == 321
+            assert callable(runtime.stream_writer)
+        config = {"configurable": {"thread_id": kind}}
+        assert Passport.model_validate(graph.get_state(config).values).status == RunStatus.COMPLETED
