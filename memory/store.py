@@ -20,7 +20,7 @@ Search is the Store's where the store has a vector index on the bundled embedder
 ``index=["text"]`` and searched with ``query=``. A store without one (PostgreSQL without pgvector, a Python whose
 sqlite3 cannot load sqlite-vec, the server's) is searched by our own scan: each fact's vector is stored with it
 and a query is compared with every fact of the user's namespace. Both give the same cosine score from the same
-vectors, so one calibrated line holds (``docs/decisions.md``); :attr:`FactMemory.searched_by` says which search a
+vectors, so one calibrated line holds (``docs/decisions/memory.md``); :attr:`FactMemory.searched_by` says which search a
 store gets, and why.
 """
 

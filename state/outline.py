@@ -1,28 +1,10 @@
 """Parse an expert's Markdown answer into outline and numbered sections, and say how it broke the contract.
 
-The output contract (seed §13.6) every expert follows::
-
-    ## Outline
-    1. First component
-       1.1 Sub-component
-    2. Second component
-    3. Third component
-
-    ---
-
-    ## 1. First component
-    text
-    ### 1.1 Sub-component
-    text
-    ## 2. Second component
-    text
-
-Small local models deviate from it in every way, so :func:`parse_output` is tolerant: it accepts outline
-markers such as ``# Outline``, ``**Outline**`` or ``Outline:``, ``1)`` numbering, bold headings
-(``## **1. Title**``), sections without numbers (matched to the outline by title), a missing outline (derived
-from the numbered sections) and CRLF line ends, and it never treats a ``## `` line inside a fenced code block
-as a heading. Whatever it had to tolerate lands in :attr:`SlotResult.problems`, which :func:`retry_feedback`
-turns into the text of a retry prompt. The parser never raises on a string.
+The contract is ``## Outline`` with numbered items, then a ``## k. Title`` section per item (``### k.j`` for
+sub-items). Small models deviate from it in every way, so :func:`parse_output` is tolerant (other outline markers,
+``1)`` numbering, bold or unnumbered headings, a missing outline, CRLF; never a heading inside a code fence),
+never raises on a string, and records what it tolerated in ``SlotResult.problems``, which :func:`retry_feedback`
+turns into a retry prompt.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""Assist resolution for one slot's answer: lookup, expert consultation, user questions, cycle cuts.
+"""Assist resolution for one slot's kept answer: lookup, expert consultation, user questions, cycle cuts.
 
-Runs inside the slot's worker (:func:`engine.slots.run.run_slot`), right after outline enforcement, so the
-slots that depend on this one see resolved text; independent slots resolve in parallel in their own workers.
-Nothing here touches graph state: the outcome (new result, records, ledger entries, notices) goes back to
-the ``execute_slots`` node with the slot's outcome.
-
-Every well-formed placeholder of the answer is resolved once (the same request written twice shares one
-outcome) and replaced everywhere it appears (raw text, sections, outline titles):
-
-* **lookup**: the best passage of the knowledge base (:mod:`experts.knowledge`) must reach the calibrated relevance
-  threshold (``Settings.lookup_threshold``); the value is then the passage's best-matching sentence, quoted
-  verbatim, with its file, page/section, line range and score. Below the threshold it stays unresolved and
-  says how close the best passage came.
-* **expert**: the domain and description are routed by the router; the chosen expert is consulted in a brief
-  format (one ``ANSWER:`` line or ``UNKNOWN``, a grammar on backends that honour one). An answer that asks
-  back into the domain of an expert already in the chain, or that would take the chain past depth
-  :data:`MAX_CONSULT_DEPTH`, cuts the cycle: lookup is tried, then it stays unresolved ("circular
-  reference"). An expert that does not know, answers out of format or needs something that cannot be
-  resolved also falls back to lookup, then stays unresolved with the reason.
-* **user**: stays unresolved ("needs user input"). In interactive mode the record is flagged
-  ``awaiting_user``: ``execute_slots`` then holds the slot (``awaiting_user``) and :mod:`nodes.ask_user` asks
-  the person through an interrupt (worker threads cannot); nothing is filled until the person answers.
-
-A value is only ever text from a source (a document's sentence, a consulted expert's answer); anything else
-leaves the honest ``{{UNRESOLVED:...}}`` marker.
+Runs in the slot's worker before the slot is reported done, so its dependents see resolved text; it touches no
+graph state (the outcome goes back to ``execute_slots``). Each well-formed placeholder is resolved once and
+replaced everywhere it appears. A value is only ever text from a source (a document's sentence quoted verbatim, a
+consulted expert's answer); anything else keeps its ``{{UNRESOLVED:...}}`` marker with the reason. The rules:
+docs/answers.md; their calibration: docs/decisions/assists.md.
 """
 
 from __future__ import annotations

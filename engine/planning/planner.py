@@ -1,30 +1,9 @@
-"""Fitting a plan to its task: every slot serves the task, every aspect of the task has a slot.
+"""Fitting a plan to its task: every slot serves the task, every deliverable the task names has a slot.
 
-Two validation tiers run on every plan built from the template library, before and after the planner edits it
-(:func:`fit_plan`):
-
-* **Relevance.** A slot's relevance is the cosine similarity (the router's embedder) between its text (title,
-  description, expected outputs) and the closest of the deliverables the task names
-  (:func:`experts.routing.aspects.task_aspects`; the task itself when it names one). A slot under
-  :data:`RELEVANCE_LINE` is removed (under :data:`TRUSTED_RELEVANCE_LINE` for a template at least
-  :data:`STRONG_FIT_LINE` similar to the task, written for its kind of task); the slots that depended on it
-  take over its dependencies, and references that stop being ancestors are dropped. The most relevant slot
-  always stays.
-* **Coverage.** An aspect is covered when some slot's text is at least :data:`COVERAGE_LINE` similar to it (or
-  the slot is titled by it). An aspect that names a self-contained piece (:data:`OWN_PIECE_NOUNS`: a policy, a
-  checklist, an email) is covered only by a slot whose text names that noun: a template's "Technical security
-  controls" is near a password policy, but it is not the policy. An aspect no slot covers gets a slot of its
-  own (:func:`aspect_slot`), titled by what it delivers (:func:`experts.routing.aspects.aspect_title`) and
-  described by the instruction as the task gave it.
-
-A multi-part task that no template fits (the best similarity under :data:`TEMPLATE_FIT_LINE`, or a best template
-that, once fitted, keeps fewer of its own slots than the deliverables it lacks) is planned from its aspects
-(:func:`aspect_framework`): one slot per aspect, routed like any slot, with dependencies from the order
-of work (find out, then design, then build, then check, then explain).
-
-The relevance, coverage and template-fit lines were chosen on a sweep of ``bench/bench_planning.py --sweep``
-over ``bench/data/planning_set.yaml``, the set the benchmark reports on (no held-out half: docs/decisions.md).
-The strong-fit lines are set by hand, so that the seed's canonical task keeps its template's security slot.
+:func:`fit_plan` runs on every plan built from the template library, before and after the planner edits it: a
+slot under :data:`RELEVANCE_LINE` to the closest named deliverable is removed, and a deliverable no slot covers at
+:data:`COVERAGE_LINE` gets a slot of its own (:func:`aspect_slot`). A task no template fits is planned from its
+deliverables alone (:func:`aspect_framework`). The lines, and why: docs/decisions/planning.md.
 """
 
 from __future__ import annotations

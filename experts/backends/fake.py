@@ -1,36 +1,8 @@
-r"""A scripted fake expert backend for tests and benchmarks: exact texts, exact latencies, scripted failures.
+"""A scripted fake expert backend for tests and benchmarks: exact texts, latencies, failures and memory use.
 
-The script is a YAML or JSON file (named by ``--fake-script``, the run context's ``fake_script`` or
-``COE_FAKE_SCRIPT``)::
-
-    calls_log: /tmp/calls.jsonl     # optional: one JSON line per call (also COE_FAKE_CALLS_LOG)
-    default:                        # optional: used when no rule matches
-      delay: 0.0                    #   seconds to sleep before answering
-    rules:                          # first match wins
-      - slot: design                # match the slot id exactly ...
-        delay: 1.5
-        text: "## Outline\\n1. ..." # ... and answer this text (omit: a compliant answer is generated)
-      - title: "(?i)legal"          # ... or match the slot title with a regular expression
-        responses:                  # one entry per attempt; the last one repeats
-          - {text: "no outline here"}
-          - {fail: "simulated backend failure"}
-      - slot: runaway
-        first_calls:                # the slot's first calls, whatever the attempt (a re-queued slot calls again)
-          - {delay: 3, grow_mb: 400}
-
-A response has ``text`` (optional), ``delay`` (seconds, default 0), ``fail`` (an error message: the call
-raises :class:`~state.errors.BackendError`) and ``grow_mb`` (really allocate that much memory over the delay:
-a run-away generation for the pool's emergency eviction). Without a script every call gets a generated
-compliant answer.
-
-For tests of the memory pool, ``models`` gives fake models a footprint and a load time::
-
-    models:
-      base: {memory_mb: 100, load_delay: 0.2}
-      qwen2.5-coder-1.5b: {memory_mb: 300}
-
-Delays are cut short when the pool stops the generation (``cancel``), which then raises
-:class:`~state.errors.GenerationStopped`.
+The script (``--fake-script``, the run context's ``fake_script`` or ``COE_FAKE_SCRIPT``; YAML or JSON) answers each
+slot by rules matched on its id or title; its format is in docs/models.md ("The fake backend"). Without a script
+every call gets a generated compliant answer. Delays end early when the pool stops the generation.
 """
 
 from __future__ import annotations

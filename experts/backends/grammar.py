@@ -1,42 +1,11 @@
-"""GBNF grammars that constrain expert output: the output contract, template adaptation plans, consult answers.
+"""GBNF grammars that hold expert output to its format: the output contract, adaptation plans, consult answers.
 
-The outline contract (what a slot answer must look like)::
-
-    ## Outline
-    1. First title
-       1.1 A sub-point
-    2. Second title
-    3. Third title
-
-    ## 1. First title
-    Free text, code, ``{{ASSIST:type:domain:description}}`` placeholders...
-
-    ### 1.1 A sub-point
-    More text.
-
-    ## 2. Second title
-    ...
-
-Three grammars:
-
-* :func:`outline_grammar` (and its default, :data:`OUTLINE_GRAMMAR`) for a first answer. Numbering is exact:
-  outline items count 1, 2, 3... (3 to 7 of them), sub-items of item *k* count ``k.1``, ``k.2``..., there
-  are exactly as many ``## k.`` sections as outline items, in order, and ``### k.j`` sub-sections count up
-  inside section *k*. A static grammar cannot make a section repeat its outline item's title, nor give
-  sub-sections only to items that had sub-items.
-* :func:`sections_grammar`: the sections that exactly follow a given outline (the same titles, a ``### k.j``
-  sub-section for each sub-item and no other). A backend that understands the follow-outline marker (the
-  first line of :func:`outline_grammar`'s text, a GBNF comment, so other backends simply ignore it) switches
-  to it as soon as the outline has been written, which closes both gaps above in a single generation.
-* :func:`fixed_outline_grammar` for a retry: a given outline, forced verbatim, followed by its sections.
-
-Two more hold other answers to their formats: :func:`adaptation_grammar` (a template adaptation plan) and
-:data:`CONSULT_GRAMMAR` (a consulted expert's brief answer).
-
-After the last section only end-of-text is allowed, so generation ends as soon as the model stops writing
-lines. Everything is bounded (title and line lengths, sub-items, lines of text under one heading), so the
-language is finite; ``max_tokens`` bounds the cost. A long line is broken, not rejected: a single newline
-inside a Markdown paragraph is a soft break.
+:func:`outline_grammar` shapes a first answer (``## Outline`` with numbered items, then exactly as many numbered
+sections); its first line, a GBNF comment, is the follow-outline marker on which the llama backend switches to
+:func:`sections_grammar` once the outline is written, so sections repeat the outline's numbers and titles.
+:func:`fixed_outline_grammar` forces a given outline for a retry; :func:`adaptation_grammar` and
+:data:`CONSULT_GRAMMAR` hold plans and consult answers. Everything is bounded, so ``max_tokens`` bounds the cost
+(docs/decisions/answers.md).
 """
 
 from __future__ import annotations

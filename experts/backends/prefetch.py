@@ -1,16 +1,9 @@
-"""Reading a model file into the page cache in the background while llama.cpp loads it.
+"""Reading a model file into the page cache in a thread while llama.cpp loads it.
 
-llama.cpp loads a GGUF file tensor by tensor: it reads one, repacks it for the CPU's vector instructions, then
-reads the next, so on a cold page cache the disk and the CPU take turns instead of working together. Measured
-on this project's 2-core machine (``bench/results/pool.md``): the 1.5B model loaded in 3.6 s from a cold cache
-against 2.9 s from a warm one, while reading the whole file cold took 1.2 s. A thread that reads the file
-ahead of llama.cpp, in the order llama.cpp reads it, keeps the disk busy while llama.cpp computes: the cold
-load came down to 3.1 s, within 7% of the warm one.
-
-The thread reads into one reused buffer (the data itself is thrown away: what matters is that the kernel now
-holds the pages), so it costs no memory of its own, and a file that is already cached costs a memory copy on
-the second core. ``posix_fadvise(WILLNEED)`` was measured too and does not help: the kernel reads the range
-before the call returns, so nothing overlaps.
+llama.cpp reads and repacks a GGUF file tensor by tensor, so on a cold page cache the disk and the CPU take
+turns; a thread that reads the file ahead of it, in llama.cpp's order, keeps the disk busy meanwhile. It reads
+into one reused buffer (what matters is that the kernel holds the pages), so it keeps no memory of its own.
+Measured in docs/decisions/models.md ("Cold load").
 """
 
 from __future__ import annotations

@@ -1,38 +1,10 @@
-"""The remote expert backend: a slot sent to any OpenAI-compatible chat completions server, through langchain-openai.
+"""The remote expert backend: slots sent to an OpenAI-compatible server (llama-server, vLLM, Ollama ...).
 
-Works with llama-server (llama.cpp), llama-cpp-python's ``python -m llama_cpp.server``, vLLM and Ollama.
-``base_url`` is the server's OpenAI base URL, the part before ``/chat/completions``: usually it ends in
-``/v1`` (``http://127.0.0.1:8000/v1``; Ollama: ``http://127.0.0.1:11434/v1``).
-
-The client is langchain-openai's ``ChatOpenAI`` (``base_url``, ``timeout``, ``max_retries``, ``extra_body``) over
-the openai SDK. A generation that someone watches (``GenerationRequest.on_token``), that may be cancelled or that
-has a time limit is streamed: each piece reaches ``on_token`` as the server writes it, a cancelled run stops
-reading (:class:`~state.errors.GenerationStopped`), and a time limit ends the answer where it is ("time"), as a
-``halt`` does ("halted"); other generations are one request. The request carries ``model``, ``messages``,
-``temperature``, ``seed``, and, in ``extra_body``, ``max_tokens`` (``ChatOpenAI`` would send OpenAI's newer
-``max_completion_tokens``, which llama.cpp's servers do not read), the grammar, and llama.cpp's ``repeat_penalty``
-when a request sets one.
-
-Retries are the openai SDK's: connection errors, 408, 409, 429 and 5xx answers, ``max_retries`` times with
-exponential backoff from 0.5 s (a ``Retry-After`` header is honoured). A read timeout is not retried (resending a
-generation that timed out would only double the wait), nor is any other 4xx answer. Every failure raises
-:class:`RemoteBackendError`, a :class:`~state.errors.BackendError` naming the URL and the status, so the slot
-records a readable error.
-
-Model names. A true expert's own model binding (a bundled name such as ``qwen2.5-coder-1.5b``), or the model its
-endpoint names, is sent as ``model``; the base model sends ``remote_model`` (else ``model_path``; with neither,
-``default``). llama-server and llama-cpp-python answer every name with their loaded model; vLLM and Ollama need
-the name to be one they serve.
-
-Grammars. llama-server and llama-cpp-python's server accept a GBNF ``grammar`` field. With
-``grammar="auto"`` (the default) the grammar is sent; a server that rejects the field (a 400/422 answer that
-mentions ``grammar``, as OpenAI's API does) gets the request again without it, and the backend stops sending
-grammars (``supports_grammar()`` then returns False). Servers that silently ignore unknown fields (vLLM,
-Ollama) cannot be detected: their output is unconstrained and the outline check and its retries catch it.
-
-The API key comes only from the environment (``$COE_REMOTE_API_KEY``, or the variable an expert's endpoint
-names), read when the backend is created, and is sent as ``Authorization: Bearer``; it is never part of the run's
-settings, so it never reaches a checkpoint. Without a key no Authorization header is sent.
+The client is langchain-openai's ``ChatOpenAI``; ours on top: ``max_tokens`` and the GBNF ``grammar`` in
+``extra_body`` (a server that rejects the field gets requests without it), no Authorization header without a
+key, and streaming for a generation that is watched, cancellable or time-limited. Retries are the openai SDK's;
+every failure is a :class:`RemoteBackendError` naming the URL and the status. The key comes only from the
+environment, so it never reaches a checkpoint. Usage: docs/models.md; why: docs/decisions/models.md.
 """
 
 from __future__ import annotations

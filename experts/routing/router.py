@@ -1,42 +1,11 @@
 """Dual-embedding routing: send a slot to the expert whose real capabilities fit it, not its keywords.
 
-Each expert's capability scope and exclusion scope are embedded line by line (one concrete task or boundary
-per line) and kept in two FAISS inner-product indexes. A text's affinity to an expert is the mean of its
-``cap_top_k`` best capability-line similarities; its overlap with the expert's exclusions is the mean of its
-``exc_top_k`` best exclusion-line similarities. The net score is
-``capability - lambda * exclusion + example_weight * learned``, where ``learned`` (at most 0) is how far the
-expert's score falls below the favourite's in a linear classifier over the text's words and word pairs, trained
-when the index is built on the capability lines and the labelled routing examples beside the scope documents
-(``config/expert_scopes/routing_examples.tsv``; see :class:`experts.routing.lexical.LexicalProbe`). It is a learned
-penalty: the probe's favourite keeps ``cap - lambda * exc``. Without examples the learned term is absent. It
-reads words, not vectors, so both stages below use the same one.
-
-A close call (the two best net scores within ``head_gap``) gets a second look: the instruction's head (the
-words before its first modifier, "Write a sonnet" of "Write a sonnet about a Kubernetes outage") is embedded
-too and its affinities are blended in with weight ``head_weight``. The kind of work is usually named in the
-head; the subject words that make keyword traps usually follow it.
-
-Then two autonomous defaults, both recorded on the decision:
-
-* **tie rule**: when the two best net scores are within ``tie_margin``, the leader is a domain specialist
-  and the runner-up a task-type specialist, the task-type specialist gets the slot ("data about medicine" is
-  not "medical expertise"). The generalist is not a domain specialist: it never loses a slot this way;
-* **low-confidence fallback**: when the chosen expert's net score is below ``threshold``, the slot goes to
-  the generalist (``general_reasoning``).
-
-**Two stages.** :meth:`ExpertRouter.route_many` first scores the texts with static vectors (a token table
-distilled from the same encoder, :mod:`experts.embedding.static`; its own index, same scoring), which costs one
-to two milliseconds a text. Where that stage is decisive (see :meth:`ExpertRouter.decisive`: its top two at
-least ``fast_gap`` apart, no rule applied, and the instruction head routed to the same expert) its decision
-stands, recorded as ``stage="static"``; every other text is embedded by the encoder and routed as above
-(``stage="encoder"``). The gap is calibrated by cross-validation so that the two stages together are as accurate
-as the encoder alone; ``fast_gap=1`` turns the first stage off. Vectors given by the caller
-(:meth:`ExpertRouter.route_vectors`) are the encoder's and skip it.
-
-The vectors are built once per catalog content and embedding model and cached on disk (see
-:mod:`experts.routing.index`); loading a warm cache costs milliseconds. Defaults for lambda, the threshold,
-the tie margin, the two-stage gap and the top-k values come from 5-fold cross-validation over the calibration
-texts in ``bench/bench_routing.py`` (``bench/results/routing.md``).
+A text's net score for an expert is ``capability - lambda * exclusion + example_weight * learned``: its affinity to
+the expert's capability lines, minus its overlap with the exclusion lines, plus a learned word classifier's
+penalty (:class:`experts.routing.lexical.LexicalProbe`; zero for its favourite). A close call between a domain and
+a task-type specialist goes to the task type (tie rule) and a low score to the generalist, both recorded.
+:meth:`ExpertRouter.route_many` lets a cheap static first stage decide clear cases and sends the rest to the
+encoder. How and why, with the calibration: docs/decisions/routing.md.
 """
 
 from __future__ import annotations
