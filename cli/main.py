@@ -355,7 +355,7 @@ def _drive(
     from cli.progress import Progress
     from graph import build_graph, open_checkpointer, open_store
     from graph.lease import thread_lease
-    from graph.persistence import load_run, resume_points
+    from graph.persistence import connection_lost, load_run, resume_points
 
     config = _config(thread_id)
     # The lease: one runner per thread (a second `coe resume` of a running thread exits 2 naming the holder).
@@ -363,8 +363,10 @@ def _drive(
         open_checkpointer(checkpoint) as saver,
         open_store(checkpoint) as store,
         thread_lease(saver, thread_id) as lease,
+        contextlib.ExitStack() as stack,
     ):
         graph = build_graph(saver, store=store)
+        stack.enter_context(connection_lost(saver, thread_id))  # PostgreSQL gone mid-run: exit 2, not a traceback
         if run_input is not None and not run_input.options.abandon:
             _refuse_abandoning(graph, thread_id)
         todo: RunInput | Command[Any] | None = run_input
