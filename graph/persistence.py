@@ -27,6 +27,7 @@ with ``pg_try_advisory_lock`` in a loop, never a blocking ``pg_advisory_lock``: 
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 import time
@@ -407,7 +408,7 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
         try:
             with sqlite_errors(path):
                 await conn.execute("PRAGMA synchronous=NORMAL")
-                saver = ServerSqliteSaver(conn, path, serde=serializer())
+                saver = ServerSqliteSaver(conn, functools.partial(sqlite_errors, path), serde=serializer())
                 await saver.setup()
             yield saver
         finally:

@@ -11,15 +11,13 @@ puts it there); the writes of a deleted checkpoint go with it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-from graph.persistence import sqlite_errors
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -54,22 +52,29 @@ class ServerSqliteSaver(AsyncSqliteSaver):
     """``AsyncSqliteSaver`` with ``adelete_for_runs`` and ``aprune``, and storage faults as user errors.
 
     A file found damaged, locked past the busy timeout, full or unwritable in the middle of a server's run raises
-    the :class:`~state.errors.ConfigError` of :func:`graph.persistence.sqlite_errors` naming the file and what
-    to do (the CLI's saver does the same), not sqlite3's bare error.
+    the :class:`~state.errors.ConfigError` naming the file and what to do (the CLI's saver does the same), not
+    sqlite3's bare error. ``faults`` makes the context that maps them: :func:`graph.persistence.sqlite_errors`
+    for the file (the opener passes it; this module does not import the opener's).
     """
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path, *, serde: SerializerProtocol | None = None) -> None:
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        faults: Callable[[], AbstractContextManager[None]],
+        *,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
         super().__init__(conn, serde=serde)
-        self.path = path
+        self.faults = faults
 
     async def setup(self) -> None:
         """Create the tables if needed, with storage faults reported as user errors."""
-        with sqlite_errors(self.path):
+        with self.faults():
             await super().setup()
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """``AsyncSqliteSaver.aget_tuple``, with storage faults reported as user errors."""
-        with sqlite_errors(self.path):
+        with self.faults():
             return await super().aget_tuple(config)
 
     async def alist(
@@ -81,7 +86,7 @@ class ServerSqliteSaver(AsyncSqliteSaver):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """``AsyncSqliteSaver.alist``, with storage faults reported as user errors."""
-        with sqlite_errors(self.path):
+        with self.faults():
             async for item in super().alist(config, filter=filter, before=before, limit=limit):
                 yield item
 
@@ -93,19 +98,19 @@ class ServerSqliteSaver(AsyncSqliteSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """``AsyncSqliteSaver.aput``, with storage faults reported as user errors."""
-        with sqlite_errors(self.path):
+        with self.faults():
             return await super().aput(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         """``AsyncSqliteSaver.aput_writes``, with storage faults reported as user errors."""
-        with sqlite_errors(self.path):
+        with self.faults():
             await super().aput_writes(config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """``AsyncSqliteSaver.adelete_thread``, with storage faults reported as user errors."""
-        with sqlite_errors(self.path):
+        with self.faults():
             await super().adelete_thread(thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -115,7 +120,7 @@ class ServerSqliteSaver(AsyncSqliteSaver):
             return
         marks = ",".join("?" * len(runs))
         mine = f"json_extract(CAST(metadata AS TEXT), '$.run_id') IN ({marks})"
-        with sqlite_errors(self.path):
+        with self.faults():
             await self._delete_for_runs(mine, runs)
 
     async def _delete_for_runs(self, mine: str, runs: list[str]) -> None:
@@ -136,7 +141,7 @@ class ServerSqliteSaver(AsyncSqliteSaver):
         if not threads:
             return
         marks = ",".join("?" * len(threads))
-        with sqlite_errors(self.path):
+        with self.faults():
             async with self.lock, self.conn.cursor() as cur:
                 if strategy == "keep_latest":
                     for thread in threads:

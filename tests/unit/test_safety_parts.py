@@ -54,14 +54,14 @@ def test_a_cancel_cuts_a_request_the_server_has_not_answered_yet() -> None:
 def test_the_server_sqlite_saver_reports_a_locked_file_as_a_user_error(tmp_path: Path) -> None:
     import aiosqlite
 
-    from graph.persistence import serializer
+    from graph.persistence import serializer, sqlite_errors
     from graph.savers import ServerSqliteSaver
 
     path = tmp_path / "server.sqlite"
 
     async def scenario() -> None:
         async with aiosqlite.connect(str(path), timeout=0.2) as conn:
-            saver = ServerSqliteSaver(conn, path, serde=serializer())
+            saver = ServerSqliteSaver(conn, lambda: sqlite_errors(path), serde=serializer())
             await saver.setup()
             holder = sqlite3.connect(str(path), isolation_level=None)
             holder.execute("BEGIN EXCLUSIVE")
