@@ -9,6 +9,7 @@ sent, and the graph checks them again (an API client may send anything).
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -20,6 +21,9 @@ from langgraph.types import Interrupt
 
 from state.errors import ConfigError
 from state.hitl import AnswerError, InterruptPayload, parse_clarify_answer, parse_plan_answer
+
+_INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
+"""How LangGraph names an interrupt (what an answers file maps from)."""
 
 
 def payload_of(intr: Interrupt) -> InterruptPayload:
@@ -49,6 +53,8 @@ def resume_value(interrupts: Sequence[Interrupt], answer: str | None, answers_fi
     Raises:
         ConfigError: no interrupt is pending, an interrupt id is unknown or missing, or an answer does not fit.
     """
+    if answer is not None and answers_file is not None:
+        raise ConfigError("--answer", "and --answers-file were both given: give one of them")
     if not interrupts:
         raise ConfigError("--answer", "the run is not waiting for an answer")
     if answers_file is not None:
@@ -63,6 +69,13 @@ def resume_value(interrupts: Sequence[Interrupt], answer: str | None, answers_fi
         except yaml.YAMLError as exc:
             raise ConfigError(str(answers_file), f"is not valid YAML or JSON: {exc}") from None
         by_id = {i.id: i for i in interrupts}
+        named = [str(k) for k in data] if isinstance(data, dict) else []
+        unknown = sorted(k for k in named if _INTERRUPT_ID.match(k) and k not in by_id)
+        if unknown:  # a map by interrupt id that names ids this run does not have (an old file, another run's)
+            raise ConfigError(
+                str(answers_file),
+                f"names interrupt ids this run does not have: {', '.join(unknown)}; pending: {', '.join(by_id)}",
+            )
         if isinstance(data, dict) and data and set(data) <= set(by_id):
             for intr_id, value in data.items():
                 _checked(payload_of(by_id[intr_id]), value, f"{answers_file}: {intr_id}")

@@ -12,8 +12,9 @@ from typing import Annotated, Any
 import typer
 
 from cli.exit_codes import user_errors
+from cli.text import CoeTyper
 
-experts_app = typer.Typer(
+experts_app = CoeTyper(
     help="The expert catalog: scope documents in config/expert_scopes.",
     no_args_is_help=True,
     add_completion=False,

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, user_errors
+from cli.text import CoeTyper, one_line
 
 if TYPE_CHECKING:
     from experts.knowledge import IngestProgress
 
-kb_app = typer.Typer(
+kb_app = CoeTyper(
     help="The knowledge base for lookup assists: add text, Markdown and PDF files, search it.",
     no_args_is_help=True,
     add_completion=False,
@@ -160,8 +161,8 @@ def search(
             where.append(f"§{row['section']}")
         if row["line_start"] is not None:
             where.append(f"lines {row['line_start']}-{row['line_end']}")
-        print(f"{row['score']:.3f}  {row['source']}  ({', '.join(where)})")
-        snippet = " ".join(str(row["text"]).split())
+        print(f"{row['score']:.3f}  {one_line(str(row['source']))}  ({one_line(', '.join(where))})")
+        snippet = one_line(" ".join(str(row["text"]).split()))
         print(f"       {snippet[:200]}{'...' if len(snippet) > 200 else ''}")
 
 

@@ -30,6 +30,7 @@ from cli.memory_cmd import feedback, memory_app
 from cli.retention_cmd import prune
 from cli.status_cmd import status
 from cli.templates_cmd import templates_app
+from cli.text import CoeTyper, escaped, one_line
 from engine.artifacts import code_artifacts
 from state.context import RunContext
 from state.enums import Mode, RunStatus
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.types import Interrupt, StreamMode
 
-app = typer.Typer(
+app = CoeTyper(
     name="coe",
     help="College of Experts: split a task into slots, run local experts, assemble the answer.",
     no_args_is_help=True,
@@ -77,6 +78,15 @@ StreamOpt = Annotated[
         "--stream",
         help="Print each expert's answer to standard error as it is written (a header names the slot and candidate "
         "whenever the writer changes); the document still goes to standard output.",
+    ),
+]
+AbandonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--abandon",
+        help="With --thread: run this task even though the thread's earlier run waits for an answer or stopped "
+        "half-way; that run is abandoned (the new run records it). Without it such a task is refused: "
+        "coe resume THREAD_ID continues the earlier run.",
     ),
 ]
 OutDirOpt = Annotated[
@@ -143,6 +153,7 @@ def run(
     profile: ProfileOpt = None,
     memory_limit: MemoryLimitOpt = None,
     thread_id: ThreadIdOpt = None,
+    abandon: AbandonOpt = False,
     checkpoint: CheckpointOpt = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,
@@ -155,10 +166,10 @@ def run(
     _logging(verbose)
     with user_errors():
         text = _stdin_task() if task == "-" else task
-        options = RunOptions()
+        options = RunOptions(abandon=abandon)
         if framework is not None:
             fw = load_framework_file(str(framework))
-            options = RunOptions(framework=fw.model_dump(mode="json"), framework_source=str(framework))
+            options = RunOptions(framework=fw.model_dump(mode="json"), framework_source=str(framework), abandon=abandon)
         context = RunContext(  # typer bounds the flags; a bad value would still be a ConfigError naming it
             backend=backend.value if backend else None,
             model_path=model,
@@ -238,18 +249,24 @@ def threads(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many runs, newest first.")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """List saved runs: thread id, status, what they wait for, task; a run that cannot be read gets one line."""
+    """List saved runs: thread id, status, what they wait for, task; a run that cannot be read gets one line.
+
+    A run that a process runs now (it holds the thread's lease) is ``running``; one that stopped half-way and can
+    be resumed is ``stopped``. Stored text is printed with control characters escaped (``--json`` escapes them).
+    """
     from graph import build_graph, open_checkpointer
+    from graph.lease import live_leases
     from graph.persistence import list_threads, load_run, resume_points
 
     with user_errors(), open_checkpointer(checkpoint) as saver:
         graph = build_graph(saver)
+        running = live_leases(saver)
         rows: list[dict[str, Any]] = []
         for tid in list_threads(saver, limit):
             try:
                 snapshot, state = load_run(graph, tid)
             except ConfigError as exc:  # one damaged run must not hide the others
-                print(f"{tid}  unreadable: {exc}", file=sys.stderr)
+                print(f"{one_line(tid)}  unreadable: {one_line(str(exc))}", file=sys.stderr)
                 rows.append(
                     {
                         "thread_id": tid,
@@ -265,7 +282,9 @@ def threads(
                 continue
             waiting = [str(i.value.get("kind", "?")) for i in snapshot.interrupts if isinstance(i.value, dict)]
             status = "waiting" if waiting else state.status.value
-            if not waiting and resume_points(snapshot) and state.status != RunStatus.REJECTED:
+            if tid in running:
+                status = "running"  # a process holds the thread's lease and runs it now
+            elif not waiting and resume_points(snapshot) and state.status != RunStatus.REJECTED:
                 status = "stopped"  # killed or failed mid-run: resumable
             task = state.mission.task if state.mission else str(state.task)
             updated = state.updated_at.isoformat(timespec="seconds") if state.updated_at else ""
@@ -277,8 +296,9 @@ def threads(
         if r["status"] == "unreadable":
             continue  # said on stderr
         what = f" ({', '.join(r['waiting_for'])})" if r["waiting_for"] else ""
-        task = r["task"] if len(r["task"]) <= 60 else r["task"][:57] + "..."
-        print(f"{r['thread_id']}  {r['status'] + what:<24} {r['updated']:<25} {task}")
+        task = one_line(r["task"])
+        task = task if len(task) <= 60 else task[:57] + "..."
+        print(f"{one_line(r['thread_id'])}  {r['status'] + what:<24} {r['updated']:<25} {task}")
 
 
 @app.command()
@@ -306,12 +326,12 @@ def show(
             payload["next"] = resume_points(snapshot)
             print(json.dumps(payload, indent=2))
             return
-        print(_describe(state, resume_points(snapshot)))
+        print(escaped(_describe(state, resume_points(snapshot))))
         if ledger:
             from nodes.assemble import render_ledger
 
             print()
-            print(render_ledger(state.ledger))
+            print(escaped(render_ledger(state.ledger)))
 
 
 @dataclass(frozen=True)
@@ -340,7 +360,7 @@ def _drive(
     from cli.progress import Progress
     from graph import build_graph, open_checkpointer, open_store
     from graph.lease import thread_lease
-    from graph.persistence import load_run, resume_points
+    from graph.persistence import connection_lost, load_run, resume_points
 
     config = _config(thread_id)
     # The lease: one runner per thread (a second `coe resume` of a running thread exits 2 naming the holder).
@@ -348,8 +368,12 @@ def _drive(
         open_checkpointer(checkpoint) as saver,
         open_store(checkpoint) as store,
         thread_lease(saver, thread_id) as lease,
+        contextlib.ExitStack() as stack,
     ):
         graph = build_graph(saver, store=store)
+        stack.enter_context(connection_lost(saver, thread_id))  # PostgreSQL gone mid-run: exit 2, not a traceback
+        if run_input is not None and not run_input.options.abandon:
+            _refuse_abandoning(graph, thread_id)
         todo: RunInput | Command[Any] | None = run_input
         if run_input is None:
             snapshot, _ = load_run(graph, thread_id)
@@ -386,6 +410,32 @@ def _drive(
         state = Passport.model_validate(snapshot.values)
     _settle_models()
     return _report(state, output)
+
+
+def _refuse_abandoning(graph: Any, thread_id: str) -> None:
+    """Refuse a new task on a thread whose run waits for an answer or stopped half-way (it would be dropped).
+
+    LangGraph starts a new input from the start and drops the pending question or the unfinished steps; the
+    person is pointed at ``coe resume`` (or ``--abandon``, which the new run records).
+    """
+    from graph.persistence import load_run, resume_points
+
+    snapshot, state = load_run(graph, thread_id)
+    if state is None or state.refused is not None:
+        return  # nothing saved, or an input the guard refused: nothing to lose
+    abandon = "or run this task anyway with --abandon (that run is abandoned, and recorded)"
+    if snapshot.interrupts:
+        kinds = ", ".join(str(i.value.get("kind", "?")) for i in snapshot.interrupts if isinstance(i.value, dict))
+        raise ConfigError(
+            "--thread",
+            f"thread {thread_id} is waiting for an answer ({kinds}): answer it with coe resume {thread_id} "
+            f"--answer ..., {abandon}",
+        )
+    if resume_points(snapshot) and state.status != RunStatus.REJECTED:
+        raise ConfigError(
+            "--thread",
+            f"thread {thread_id} has a run that stopped half-way: finish it with coe resume {thread_id}, {abandon}",
+        )
 
 
 def _settle_models() -> None:
@@ -457,7 +507,7 @@ def _report(state: Passport, output: Output) -> int:
         payload["document"] = document
         print(json.dumps(payload, indent=2))
     elif out is None and output.out_dir is None:
-        print(document)
+        print(escaped(document) if sys.stdout.isatty() else document)  # a terminal replays no escape sequence
     if state.status == RunStatus.REJECTED:
         print("the plan was rejected; no expert ran", file=sys.stderr)
     return EXIT_OK if state.status == RunStatus.COMPLETED else EXIT_RUN
@@ -483,8 +533,9 @@ def _describe(state: Passport, next_nodes: list[str]) -> str:
         f"status:  {state.status.value}" + (f" (next: {', '.join(next_nodes)})" if next_nodes else ""),
         f"task:    {state.mission.task if state.mission else str(state.task)}",
     ]
-    for turn in state.turns:
-        lines.append(f"  turn {turn.number}: {turn.status.value:<10} {turn.task[:90]}")
+    for turn in state.turns:  # an earlier turn that never finished was abandoned by the next input
+        unfinished = turn.status in (RunStatus.RUNNING, RunStatus.PENDING)
+        lines.append(f"  turn {turn.number}: {'abandoned' if unfinished else turn.status.value:<10} {turn.task[:90]}")
     if state.turns:
         lines.append(f"  turn {len(state.turns) + 1}: (this run)")
     if state.scope is not None:

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli.exit_codes import user_errors
+from cli.text import CoeTyper, escaped, one_line
 
 if TYPE_CHECKING:
     from memory.store import Fact, FactMemory
 
-memory_app = typer.Typer(
+memory_app = CoeTyper(
     help="What is remembered, per user, beside the runs (--checkpoint): facts (e.g. 'we deploy on PostgreSQL 16') "
     "that lookup assists search before the knowledge base, finished runs' records, and routing lessons.",
     no_args_is_help=True,
@@ -72,7 +73,7 @@ def add(
             fact = memory.add(text, source=source)
         except ValueError as exc:
             raise InputError("fact", str(exc)) from None
-    print(json.dumps(_row(fact)) if as_json else f"remembered {fact.id[:8]}: {fact.text}")
+    print(json.dumps(_row(fact)) if as_json else f"remembered {fact.id[:8]}: {one_line(fact.text)}")
 
 
 @memory_app.command("list")
@@ -86,7 +87,7 @@ def list_facts(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> No
     if not facts:
         print("no facts remembered (add one with coe memory add)")
     for f in facts:
-        print(f"{f.id[:8]}  {f.created_at[:10]}  {f.source:<12} {f.text}")
+        print(f"{f.id[:8]}  {f.created_at[:10]}  {one_line(f.source):<12} {one_line(f.text)}")
 
 
 @memory_app.command("search")
@@ -97,6 +98,8 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """The facts nearest QUERY by meaning, with their similarity (a lookup fills from one at 0.48 or more)."""
+    if not query.strip():  # as coe kb search: an empty query finds nothing meaningful
+        raise typer.BadParameter("is empty; say what you are looking for", param_hint="QUERY")
     with user_errors(), _memory(checkpoint) as memory:
         hits = memory.search(query, k=k)
         searched_by = memory.searched_by
@@ -104,7 +107,7 @@ def search(
         print(json.dumps([_row(f, s) for f, s in hits], indent=2))
         return
     for f, s in hits:
-        print(f"{s:.3f}  {f.id[:8]}  {f.text}")
+        print(f"{s:.3f}  {f.id[:8]}  {one_line(f.text)}")
     print(f"(searched by {searched_by})", file=sys.stderr)
 
 
@@ -123,7 +126,7 @@ def episodes(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None
     for e in found:
         passed = f"{sum(1 for s in e.slots if s.get('passed'))}/{len(e.slots)} passed"
         plan = e.template or "no template"
-        print(f"{e.run_id[:8]}  {e.created_at[:10]}  {e.status:<9} {plan:<32} {passed:<11} {e.task[:60]}")
+        print(f"{e.run_id[:8]}  {e.created_at[:10]}  {e.status:<9} {plan:<32} {passed:<11} {one_line(e.task[:60])}")
 
 
 @memory_app.command("show")
@@ -167,7 +170,7 @@ def lessons(checkpoint: CheckpointOpt = None, as_json: JsonOpt = False) -> None:
         print("no routing lessons yet (coe feedback THREAD good|bad --slot ID [--route-to EXPERT])")
     for r in found:
         status = "kept" if r.kept else "refused"
-        print(f"{r.id[:8]}  {r.created_at[:10]}  {status:<7}  {r.routed} -> {r.expert}  {r.text[:70]}")
+        print(f"{r.id[:8]}  {r.created_at[:10]}  {status:<7}  {r.routed} -> {r.expert}  {one_line(r.text[:70])}")
         if not r.kept:
             print(f"          {r.reason}")
 
@@ -204,7 +207,7 @@ def forget(
             fact = memory.forget(fact_id)
             if fact is None:
                 raise InputError("fact id", f"{fact_id!r} matches no fact, or more than one (coe memory list)")
-            print(f"forgot {fact.id[:8]}: {fact.text}")
+            print(f"forgot {fact.id[:8]}: {one_line(fact.text)}")
 
 
 def feedback(
@@ -240,7 +243,7 @@ def feedback(
             outcome = give_feedback(
                 state, memory.store, memory.embedder, verdict, slot, expert, route_to, note, names=_FEEDBACK_NAMES
             )
-    print("\n".join(outcome.lines()))
+    print(escaped("\n".join(outcome.lines())))
 
 
 _FEEDBACK_NAMES = {"slot": "--slot", "expert": "--expert", "route_to": "--route-to"}

@@ -73,6 +73,8 @@ def prune(
             "deleted": [_row(i) for i in report.deleted],
             "compacted": [_row(i) for i in report.compacted],
             "kept": len(report.kept),
+            "running": [i.thread_id for i in report.kept if i.status == "running"],
+            "stale_leases": report.stale_leases,
         }
         print(json.dumps(payload, indent=2))
         return
@@ -80,9 +82,13 @@ def prune(
         for info in items:
             updated = info.updated_at.isoformat(timespec="seconds") if info.updated_at else "?"
             print(f"{label:<14} {info.thread_id}  {info.status:<10} {updated}")
+    running = [i.thread_id for i in report.kept if i.status == "running"]
+    if running:
+        print(f"kept {len(running)} running run(s) (a process holds the lease): {', '.join(running)}")
     print(
         f"{len(report.deleted)} run(s) {verb}deleted, {len(report.compacted)} {verb}compacted, "
         f"{len(report.kept)} kept (cutoff {report.cutoff.isoformat(timespec='seconds')})"
+        + (f"; {len(report.stale_leases)} left-over lease(s) cleaned" if report.stale_leases else "")
     )
 
 

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli.exit_codes import EXIT_USAGE, user_errors
+from cli.text import CoeTyper
 
 if TYPE_CHECKING:
     from state.template import LibraryReport
 
-templates_app = typer.Typer(
+templates_app = CoeTyper(
     help="The framework template library: config/framework_templates.",
     no_args_is_help=True,
     add_completion=False,

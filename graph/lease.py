@@ -51,7 +51,17 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg import Connection
 
-__all__ = ["LEASE_SECONDS_ENV", "Holder", "Lease", "LeaseLostError", "ThreadBusyError", "lease_seconds", "thread_lease"]
+__all__ = [
+    "LEASE_SECONDS_ENV",
+    "Holder",
+    "Lease",
+    "LeaseLostError",
+    "ThreadBusyError",
+    "clean_stale_leases",
+    "lease_seconds",
+    "live_leases",
+    "thread_lease",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -331,6 +341,55 @@ class Lease:
             self._store.execute(_RELEASE, (self.thread_id, self._token))
         except UserError as exc:  # the lease expires by itself
             logger.warning("thread %s: could not release the lease (it expires by itself): %s", self.thread_id, exc)
+
+
+_ALL_ROWS = "SELECT thread_id, host, pid, started_at, expires_at, token FROM coe_leases"
+
+
+def _rows(store: _Store) -> list[tuple[str, Holder, str]]:
+    """Every lease row: thread id, holder, token (none when the table was never made)."""
+    if isinstance(store, _PostgresStore):
+        found, _ = store.execute("SELECT to_regclass('coe_leases') IS NOT NULL", ())
+        if not found[0][0]:
+            return []
+    else:
+        found, _ = store.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'coe_leases'", ())
+        if not found:
+            return []
+    rows, _ = store.execute(_ALL_ROWS, ())
+    return [(str(t), Holder(str(h), int(p), float(s), float(e)), str(k)) for t, h, p, s, e, k in rows]
+
+
+def live_leases(saver: BaseCheckpointSaver[str]) -> dict[str, Holder]:
+    """The threads being run now: thread id -> holder of every lease that is live.
+
+    Live: not expired, and its holder's process still runs (a lease of a killed process on this host is not).
+    Reads only; nothing for the memory checkpointer (its runs live in one process).
+    """
+    store = _store(saver)
+    if store is None:
+        return {}
+    now = store.now()
+    return {tid: holder for tid, holder, _ in _rows(store) if holder.expires_at > now and not holder.gone()}
+
+
+def clean_stale_leases(saver: BaseCheckpointSaver[str]) -> list[str]:
+    """Delete the lease rows nobody holds any more; return their thread ids.
+
+    Nobody holds a row that expired, or whose process on this host is gone (a run killed with kill -9 leaves its
+    row behind). A row renewed or taken over meanwhile is left alone (the delete names its token).
+    """
+    store = _store(saver)
+    if store is None:
+        return []
+    now = store.now()
+    cleaned: list[str] = []
+    for tid, holder, token in _rows(store):
+        if holder.expires_at <= now or holder.gone():
+            _, count = store.execute(_RELEASE, (tid, token))
+            if count:
+                cleaned.append(tid)
+    return cleaned
 
 
 @contextmanager

@@ -27,6 +27,7 @@ with ``pg_try_advisory_lock`` in a loop, never a blocking ``pg_advisory_lock``: 
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 import time
@@ -267,6 +268,30 @@ async def _apg_setup_lock(conn: AsyncConnection[Any], where: str) -> AsyncIterat
         await conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
 
 
+@contextmanager
+def connection_lost(saver: BaseCheckpointSaver[str], thread_id: str) -> Iterator[None]:
+    """Turn a PostgreSQL connection lost in the middle of a run into a :class:`ConfigError` naming the database.
+
+    The server restarted, the network dropped, an administrator ended the session: psycopg raises
+    ``OperationalError`` (or ``InterfaceError`` on a connection already closed) from whichever step wrote next.
+    What was saved before stays saved; the message says so and how to go on. Other errors pass unchanged.
+    """
+    from psycopg import InterfaceError, OperationalError
+
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        try:
+            where = store_name(saver)
+        except (OperationalError, InterfaceError):  # a closed connection no longer says where it led
+            where = "the PostgreSQL database"
+        raise ConfigError(
+            "checkpoint",
+            f"lost the connection to {where} in the middle of the run ({_first_line(exc)}): what was saved "
+            f"before is kept; when the database is back, coe resume {thread_id} goes on",
+        ) from exc
+
+
 def _pg_setup_failed(url: str, exc: Exception) -> ConfigError:
     return ConfigError("checkpoint", f"cannot set up the checkpoint tables in {_redact(url)}: {_first_line(exc)}")
 
@@ -383,7 +408,7 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
         try:
             with sqlite_errors(path):
                 await conn.execute("PRAGMA synchronous=NORMAL")
-                saver = ServerSqliteSaver(conn, serde=serializer())
+                saver = ServerSqliteSaver(conn, functools.partial(sqlite_errors, path), serde=serializer())
                 await saver.setup()
             yield saver
         finally:

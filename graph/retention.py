@@ -7,7 +7,11 @@ The policy (``coe prune``; docs/decisions.md, "Checkpoint retention"):
   answer is *unfinished*: ``coe resume`` can still continue it, so it is kept unless the caller passes
   ``keep_unfinished=False``.
 * A run's age is the time since its last update (``Passport.updated_at``, else its latest checkpoint's time).
+* A run held by a live lease (:mod:`graph.lease`: a process is running it now) is *running*: never deleted nor
+  compacted, whatever its age and ``keep_unfinished``. Each delete is made holding the thread's lease, so a run
+  that starts between the listing and the delete is not deleted either.
 * Deleting uses the checkpointer's own ``delete_thread`` (checkpoints, pending writes and, on Postgres, blobs).
+* Lease rows nobody holds any more (a run killed with kill -9 leaves its row) are deleted.
 * Compacting keeps only the latest checkpoint of a finished run: its state, document and ledger stay readable
   (``coe show``; ``coe resume`` prints the result) while the step-by-step history (``get_state_history``, time
   travel) goes. Postgres has ``PostgresSaver.prune(strategy="keep_latest")``; ``SqliteSaver`` does not
@@ -28,6 +32,7 @@ from typing import TYPE_CHECKING
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from graph.lease import ThreadBusyError, clean_stale_leases, live_leases, thread_lease
 from graph.persistence import resume_points
 from graph.savers import SQLITE_KEEP_LATEST
 from state.enums import RunStatus
@@ -51,7 +56,8 @@ class ThreadInfo:
 
     thread_id: str
     status: str
-    """completed / partial / failed / rejected, or waiting (for an answer) / stopped (resumable) / pending."""
+    """completed / partial / failed / rejected, or waiting (for an answer) / stopped (resumable) / pending, or
+    running (a live lease: a process runs it now)."""
     finished: bool
     updated_at: datetime | None
 
@@ -65,6 +71,8 @@ class RetentionReport:
     deleted: list[ThreadInfo] = field(default_factory=list)
     compacted: list[ThreadInfo] = field(default_factory=list)
     kept: list[ThreadInfo] = field(default_factory=list)
+    stale_leases: list[str] = field(default_factory=list)
+    """Threads whose left-over lease row was deleted (none in a dry run)."""
 
 
 def retention_days(days: float | None) -> float:
@@ -127,9 +135,13 @@ def prune_runs(
 
     cutoff = (now or datetime.now(UTC)) - older_than
     report = RetentionReport(cutoff=cutoff, dry_run=dry_run)
+    running = live_leases(saver)
     for thread_id in list_threads(saver, _ALL):
         info = describe_thread(saver, thread_id)
         if info is None:
+            continue
+        if thread_id in running:  # a process runs it now: whatever its saved state says, it is not over
+            report.kept.append(ThreadInfo(thread_id, "running", False, info.updated_at))
             continue
         old = info.updated_at is not None and info.updated_at < cutoff
         if old and (info.finished or not keep_unfinished):
@@ -140,10 +152,17 @@ def prune_runs(
             report.kept.append(info)
     if dry_run:
         return report
-    for info in report.deleted:
-        saver.delete_thread(info.thread_id)
+    for info in list(report.deleted):
+        try:
+            with thread_lease(saver, info.thread_id):  # a run that started since the listing keeps its thread
+                saver.delete_thread(info.thread_id)
+        except ThreadBusyError:
+            report.deleted.remove(info)
+            report.kept.append(ThreadInfo(info.thread_id, "running", False, info.updated_at))
+            continue
         logger.info("deleted run %s (%s, last updated %s)", info.thread_id, info.status, info.updated_at)
     compact_threads(saver, [i.thread_id for i in report.compacted])
+    report.stale_leases = clean_stale_leases(saver)
     return report
 
 

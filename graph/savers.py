@@ -11,10 +11,18 @@ puts it there); the writes of a deleted checkpoint go with it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+if TYPE_CHECKING:
+    import aiosqlite
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["PRUNE_STRATEGIES", "SQLITE_KEEP_LATEST", "ServerPostgresSaver", "ServerSqliteSaver"]
 
@@ -41,7 +49,69 @@ def _ids(values: Sequence[str], what: str) -> list[str]:
 
 
 class ServerSqliteSaver(AsyncSqliteSaver):
-    """``AsyncSqliteSaver`` with ``adelete_for_runs`` and ``aprune``."""
+    """``AsyncSqliteSaver`` with ``adelete_for_runs`` and ``aprune``, and storage faults as user errors.
+
+    A file found damaged, locked past the busy timeout, full or unwritable in the middle of a server's run raises
+    the :class:`~state.errors.ConfigError` naming the file and what to do (the CLI's saver does the same), not
+    sqlite3's bare error. ``faults`` makes the context that maps them: :func:`graph.persistence.sqlite_errors`
+    for the file (the opener passes it; this module does not import the opener's).
+    """
+
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        faults: Callable[[], AbstractContextManager[None]],
+        *,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(conn, serde=serde)
+        self.faults = faults
+
+    async def setup(self) -> None:
+        """Create the tables if needed, with storage faults reported as user errors."""
+        with self.faults():
+            await super().setup()
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """``AsyncSqliteSaver.aget_tuple``, with storage faults reported as user errors."""
+        with self.faults():
+            return await super().aget_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 - the library's name
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """``AsyncSqliteSaver.alist``, with storage faults reported as user errors."""
+        with self.faults():
+            async for item in super().alist(config, filter=filter, before=before, limit=limit):
+                yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """``AsyncSqliteSaver.aput``, with storage faults reported as user errors."""
+        with self.faults():
+            return await super().aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """``AsyncSqliteSaver.aput_writes``, with storage faults reported as user errors."""
+        with self.faults():
+            await super().aput_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """``AsyncSqliteSaver.adelete_thread``, with storage faults reported as user errors."""
+        with self.faults():
+            await super().adelete_thread(thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints the given runs wrote, and their pending writes."""
@@ -50,6 +120,10 @@ class ServerSqliteSaver(AsyncSqliteSaver):
             return
         marks = ",".join("?" * len(runs))
         mine = f"json_extract(CAST(metadata AS TEXT), '$.run_id') IN ({marks})"
+        with self.faults():
+            await self._delete_for_runs(mine, runs)
+
+    async def _delete_for_runs(self, mine: str, runs: list[str]) -> None:
         async with self.lock, self.conn.cursor() as cur:
             await cur.execute(
                 "DELETE FROM writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN "
@@ -67,15 +141,16 @@ class ServerSqliteSaver(AsyncSqliteSaver):
         if not threads:
             return
         marks = ",".join("?" * len(threads))
-        async with self.lock, self.conn.cursor() as cur:
-            if strategy == "keep_latest":
-                for thread in threads:
-                    for sql in SQLITE_KEEP_LATEST:
-                        await cur.execute(sql, (thread,))
-            else:
-                await cur.execute(f"DELETE FROM checkpoints WHERE thread_id IN ({marks})", threads)
-                await cur.execute(f"DELETE FROM writes WHERE thread_id IN ({marks})", threads)
-            await self.conn.commit()
+        with self.faults():
+            async with self.lock, self.conn.cursor() as cur:
+                if strategy == "keep_latest":
+                    for thread in threads:
+                        for sql in SQLITE_KEEP_LATEST:
+                            await cur.execute(sql, (thread,))
+                else:
+                    await cur.execute(f"DELETE FROM checkpoints WHERE thread_id IN ({marks})", threads)
+                    await cur.execute(f"DELETE FROM writes WHERE thread_id IN ({marks})", threads)
+                await self.conn.commit()
 
 
 class ServerPostgresSaver(AsyncPostgresSaver):

@@ -139,6 +139,7 @@ OPERATOR_SETTINGS = (
     "kb_path",
     "model_path",
     "planner_model",
+    "memory_check_model",
     "fake_script",
     "remote_url",
     "n_threads",
@@ -147,7 +148,36 @@ OPERATOR_SETTINGS = (
 )
 """Run settings that name the server's files, reach out of it or size the whole process: on a server with API
 keys only its operator sets them (environment variables), never a user's run context. A bundled model's name is
-still a user's choice for ``model_path`` and ``planner_model``."""
+still a user's choice for the settings in :data:`MODEL_SETTINGS`."""
+
+MODEL_SETTINGS = ("model_path", "planner_model", "memory_check_model")
+"""Operator settings that also take a bundled model's name (a name reads no file the user chose)."""
+
+
+def refuse_operator_settings(context: RunContext | dict[str, Any] | None, user: str | None) -> None:
+    """Refuse a server user's run context that sets one of :data:`OPERATOR_SETTINGS`, reading nothing.
+
+    It looks at the context's values only: no file a setting names is opened, validated or resolved first, so
+    the answer is the same whether the path exists, is a directory, or is another user's file (the server's
+    files cannot be probed through the error messages). ``user`` None or :data:`~state.paths.LOCAL_USER` (the
+    CLI, an embedding application, an open server): nothing is refused.
+
+    Raises:
+        ConfigError: naming the run context field, "set by the server's operator".
+    """
+    if user is None or user == LOCAL_USER:
+        return
+    given = context if isinstance(context, dict) else (context.model_dump(exclude_none=True) if context else {})
+    for name in OPERATOR_SETTINGS:
+        value = given.get(name)
+        if value is None or (name in MODEL_SETTINGS and str(value).strip() in BUNDLED_MODELS):
+            continue
+        raise ConfigError(
+            f"run context field {name}",
+            "is set by the server's operator on a server with API keys (an environment variable of the server)"
+            + ("; each user has a knowledge base of their own" if name == "kb_path" else ""),
+            field=name,
+        )
 
 
 def confine_to_user(settings: Settings, context: RunContext | dict[str, Any] | None, user: str | None) -> Settings:
@@ -156,22 +186,12 @@ def confine_to_user(settings: Settings, context: RunContext | dict[str, Any] | N
     ``user`` None or :data:`~state.paths.LOCAL_USER` (the CLI, an embedding application, an open server): as is.
 
     Raises:
-        ConfigError: the run context sets one of :data:`OPERATOR_SETTINGS` (a path in ``kb_path`` would reach
-            another user's documents; one in ``model_path`` or ``fake_script`` would read the server's files).
+        ConfigError: the run context sets one of :data:`OPERATOR_SETTINGS` (:func:`refuse_operator_settings`;
+            the guard calls it before anything else, this is the same check for direct callers).
     """
     if user is None or user == LOCAL_USER:
         return settings
-    given = context if isinstance(context, dict) else (context.model_dump(exclude_none=True) if context else {})
-    for name in OPERATOR_SETTINGS:
-        value = given.get(name)
-        if value is None or (name in ("model_path", "planner_model") and str(value).strip() in BUNDLED_MODELS):
-            continue
-        raise ConfigError(
-            f"run context field {name}",
-            "is set by the server's operator on a server with API keys (an environment variable of the server)"
-            + ("; each user has a knowledge base of their own" if name == "kb_path" else ""),
-            field=name,
-        )
+    refuse_operator_settings(context, user)
     return settings.model_copy(update={"kb_path": str(user_kb_dir(user))})
 
 
@@ -221,12 +241,15 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     readable and usable by the next input; a bad setting (context, environment, files) raises here, and the run
     can be resumed with better settings.
     """
+    user = _server_user()
+    # First of all, before any setting is resolved or any file it names is read (the error would tell a server
+    # user about the server's files): settings only the operator may give.
+    refuse_operator_settings(runtime.context, user)
     refused = _refused_input(state)
     if refused is not None:
         return refused
     valid = validate_run(state.task, state.mode, state.options, runtime.context)
     task, mode, framework = valid.task, valid.mode, valid.framework
-    user = _server_user()
     settings = confine_to_user(valid.settings, runtime.context, user)
     pool().reopen()  # a new run: generations are accepted again after an earlier run's shutdown (Ctrl+C)
     info = runtime.execution_info
@@ -255,6 +278,11 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "notices": notices,
     }
     earlier = finished_turn(state)
+    if earlier is not None and earlier.status in (RunStatus.RUNNING, RunStatus.PENDING):
+        # the earlier run never finished (it waited for an answer, or stopped half-way): said, not silently dropped
+        abandoned = f"turn {earlier.number} ({earlier.task[:80]!r}) had not finished; it is abandoned for this input"
+        ledger.append(LedgerEntry(agent="harness", action="abandon_run", outputs_summary=abandoned))
+        notices.append(Notice(level="warning", source="guard", message=abandoned))
     if earlier is not None:  # a follow-up: the earlier run becomes a turn, and this run starts from a clean slate
         update.update(_follow_up_reset(earlier, notices))
         ledger.append(

@@ -25,7 +25,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import multiprocessing
+import os
 import re
+import signal
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,8 +127,42 @@ class _Keys:
             return self._keys
 
 
+def _reloader_pid() -> int | None:
+    """The pid of ``langgraph dev``'s reloader when this process is the server it started, else None.
+
+    ``langgraph dev`` (auto-reload on, its default) serves from a child process that uvicorn's reloader spawns and
+    then only watches files: it never notices that its child died, and would stay alive serving nothing.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.pid is None:
+        return None
+    try:
+        cmdline = Path(f"/proc/{parent.pid}/cmdline").read_bytes()
+    except OSError:  # not Linux, or already gone
+        return None
+    return parent.pid if b"langgraph" in cmdline or b"uvicorn" in cmdline else None
+
+
+def _check_at_start(keys: _Keys) -> None:
+    """Stop the whole server, exit status non-zero with the message, when the keys file is bad at start.
+
+    The message goes to standard error as one line. Under the reloader, the reloader is killed too (SIGKILL: it
+    holds nothing but the listening socket, and a SIGTERM would make ``langgraph dev`` exit 0 as if stopped by
+    hand); without it (``--no-reload``, ``langgraph up``) this process exits 1.
+    """
+    try:
+        keys.current()
+    except ConfigError as exc:
+        sys.stderr.write(f"error: {exc}; the server stops\n")
+        sys.stderr.flush()
+        reloader = _reloader_pid()
+        if reloader is not None:
+            os.kill(reloader, signal.SIGKILL)
+        raise SystemExit(1) from None
+
+
 _KEYS = _Keys()
-_KEYS.current()  # a bad keys file stops the server at start, not at its first request
+_check_at_start(_KEYS)  # a bad keys file stops the server at start, not at its first request
 
 auth = Auth()
 

@@ -109,7 +109,11 @@ async def feedback(request: Request) -> JSONResponse:
         return _problem(409, f"thread {thread_id} holds no run of this graph")
 
     def record() -> dict[str, Any]:
-        store = SdkStore(get_sync_client(url=base, api_key=None, headers=headers).store)
+        # The SDK sends x-api-key itself (it refuses it among the headers): the caller's key goes as api_key, and
+        # None never falls back to the server's own environment (LANGGRAPH_API_KEY, LANGSMITH_API_KEY).
+        others = {k: v for k, v in headers.items() if k.lower() != "x-api-key"}
+        key = next((v for k, v in headers.items() if k.lower() == "x-api-key"), None)
+        store = SdkStore(get_sync_client(url=base, api_key=key, headers=others).store)
         outcome = give_feedback(
             state, store, get_embedder, body["verdict"], body.get("slot"), body.get("expert"),
             body.get("route_to"), body.get("note") or "",

@@ -1,16 +1,27 @@
-"""HTTP middleware of the LangGraph server: a resume that answers nothing is refused with a message.
+"""HTTP middleware of the LangGraph server: runs that would lose or ignore something are refused with a message.
 
 LangGraph runs no node for a ``Command(resume=...)`` on a thread with no question waiting (a finished thread,
 one that never ran) or for interrupt ids the thread does not have: the server answered 200 and did nothing, or,
-on a thread that never ran, failed inside LangGraph with ``TypeError: 'NoneType' object is not iterable``. Before
-a run is created on a thread (``POST /threads/{id}/runs``, ``/runs/stream``, ``/runs/wait``) with a
-``command.resume``, :class:`ResumeCheck` reads the thread's state through the same server, with the caller's own
-headers (so a thread the caller may not see stays a 404 from the server itself), and answers:
+on a thread that never ran, failed inside LangGraph with ``TypeError: 'NoneType' object is not iterable``. A new
+``input`` on a thread that waits for an answer started a new run and dropped the question without a word. And
+the server filters a run's ``context`` down to the context schema's keys, and LangGraph keeps only the input
+schema's keys, so a typo (``max_token``) or an extra input field was ignored. Before a run is created
+(``POST /threads/{id}/runs``, ``/runs/stream``, ``/runs/wait``, the stateless ``/runs...`` and the crons),
+:class:`RunCheck` answers:
 
-* 409 when no question is waiting: ``thread <id> has no question waiting for an answer``;
-* 422 when ``resume`` maps interrupt ids the thread does not have (naming the ones it has), or is empty.
+* 422 when ``context`` or ``input`` holds a key the graph does not take (naming it and the allowed ones);
+* 409 when a thread run's ``command.resume`` finds no question waiting: ``thread <id> has no question waiting
+  for an answer``; 422 when ``resume`` maps interrupt ids the thread does not have (naming the ones it has), or is
+  empty;
+* 409 when a thread run's ``input`` arrives while the thread waits for an answer, unless the input says
+  ``options.abandon: true`` (then the run starts, and the guard records the abandoned run).
 
-Everything else passes through untouched. ``langgraph.json`` names :data:`app` under ``http``; the app also serves
+The thread's state is read through the same server, with the caller's own headers (so a thread the caller may not
+see stays a 404 from the server itself). Everything else passes through untouched.
+
+:class:`KeyRequired` closes ``/docs``, ``/openapi.json``, ``/info`` and ``/metrics`` on a server with API keys
+(401 without a known key, as every other route); ``/ok`` and ``/`` stay open for health checks
+(docs/security.md). ``langgraph.json`` names :data:`app` under ``http``; the app also serves
 ``POST /threads/{id}/feedback`` (:mod:`server.feedback_route`).
 """
 
@@ -25,11 +36,17 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.auth import authenticate
 from server.feedback_route import feedback_route
+from state.context import RunContext
+from state.io import RunInput
 
-__all__ = ["ResumeCheck", "app", "resume_problem"]
+__all__ = ["KeyRequired", "RunCheck", "app", "input_problem", "resume_problem", "waiting_problem"]
 
 _RUN_CREATE = re.compile(r"^/threads/([0-9a-fA-F-]{32,36})/runs(?:/stream|/wait)?/?$")
+_STATELESS_RUN = re.compile(r"^(?:/threads/[0-9a-fA-F-]{32,36})?/runs(?:/stream|/wait|/crons)?/?$")
+META_PATHS = frozenset({"/docs", "/openapi.json", "/info", "/metrics"})
+"""Routes that say how the server is built, not whose data it holds: closed with the rest on a server with keys."""
 _INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
 _FORWARDED = (b"x-api-key", b"authorization", b"cookie")
 
@@ -53,16 +70,46 @@ def resume_problem(thread_id: str, resume: Any, pending: list[str]) -> tuple[int
     return None
 
 
-class ResumeCheck:
-    """ASGI middleware: refuses a run that resumes nothing (see the module notes)."""
+def input_problem(payload: dict[str, Any]) -> tuple[int, str] | None:
+    """(422, message) when a run request's ``context`` or ``input`` holds a key the graph does not take."""
+    for name, schema in (("context", RunContext), ("input", RunInput)):
+        given = payload.get(name)
+        if not isinstance(given, dict):
+            continue  # absent, or a bad type the server and the guard answer themselves
+        unknown = sorted(str(k) for k in given if k not in schema.model_fields)
+        if unknown:
+            return 422, (f"{name}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(schema.model_fields)}")
+    return None
+
+
+def waiting_problem(thread_id: str, run_input: Any, waiting: list[tuple[str, str]]) -> tuple[int, str] | None:
+    """(409, message) when a new ``input`` would drop the questions ``waiting`` (interrupt id, kind) of a thread.
+
+    ``options.abandon: true`` in the input starts it anyway (the guard records the run it abandons).
+    """
+    if not waiting or run_input is None:
+        return None
+    options = run_input.get("options") if isinstance(run_input, dict) else None
+    if isinstance(options, dict) and options.get("abandon") is True:
+        return None
+    pending = ", ".join(f"{kind} ({intr_id})" for intr_id, kind in waiting)
+    return 409, (
+        f"thread {thread_id} is waiting for an answer ({pending}): a new input would drop the question. Answer it "
+        'with command={"resume": ...} (coe resume), or send the input with options.abandon: true to abandon '
+        "the waiting run"
+    )
+
+
+class RunCheck:
+    """ASGI middleware: refuses a run that resumes nothing, drops a waiting question or ignores a key."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Check a run creation with a ``command.resume``; pass everything else on."""
-        match = _RUN_CREATE.match(scope.get("path", "")) if scope["type"] == "http" else None
-        if match is None or scope.get("method") != "POST":
+        """Check a run creation (see the module notes); pass everything else on."""
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if scope.get("method") != "POST" or not _STATELESS_RUN.match(path):
             await self.app(scope, receive, send)
             return
         body, messages = await _read_body(receive)
@@ -70,18 +117,51 @@ class ResumeCheck:
             payload = json.loads(body or b"{}")
         except ValueError:
             payload = None  # the server answers a bad body itself
-        command = payload.get("command") if isinstance(payload, dict) else None
-        if isinstance(command, dict) and "resume" in command:
-            problem = await _check(scope, match.group(1), command["resume"])
-            if problem is not None:
-                await _answer(send, *problem)
-                return
+        problem = await _problem(scope, path, payload) if isinstance(payload, dict) else None
+        if problem is not None:
+            await _answer(send, *problem)
+            return
         replay = list(messages)
 
         async def again() -> Message:  # the body once more, then the connection's own messages (a disconnect)
             return replay.pop(0) if replay else await receive()
 
         await self.app(scope, again, send)
+
+
+async def _problem(scope: Scope, path: str, payload: dict[str, Any]) -> tuple[int, str] | None:
+    problem = input_problem(payload)
+    match = _RUN_CREATE.match(path)
+    if problem is not None or match is None:
+        return problem
+    command = payload.get("command")
+    if isinstance(command, dict) and "resume" in command:
+        state = await _thread_state(scope, match.group(1))
+        return None if state is None else resume_problem(match.group(1), command["resume"], list(_waiting(state)))
+    if payload.get("input") is not None:
+        state = await _thread_state(scope, match.group(1))
+        if state is not None:
+            return waiting_problem(match.group(1), payload["input"], list(_waiting(state).items()))
+    return None
+
+
+class KeyRequired:
+    """ASGI middleware: on a server with API keys, :data:`META_PATHS` answer 401 without a known key."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Authenticate a request for a meta route as every protected route is; pass everything else on."""
+        if scope["type"] == "http" and scope.get("path", "").rstrip("/") in META_PATHS:
+            from langgraph_sdk import Auth
+
+            try:
+                await authenticate(dict(scope.get("headers", [])))
+            except Auth.exceptions.HTTPException as exc:
+                await _answer(send, exc.status_code, str(exc.detail))
+                return
+        await self.app(scope, receive, send)
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, list[Message]]:
@@ -98,8 +178,8 @@ async def _read_body(receive: Receive) -> tuple[bytes, list[Message]]:
     return b"".join(chunks), messages
 
 
-async def _check(scope: Scope, thread_id: str, resume: Any) -> tuple[int, str] | None:
-    """Read the thread's state through this server, as the caller; None when the core should answer."""
+async def _thread_state(scope: Scope, thread_id: str) -> dict[str, Any] | None:
+    """The thread's state read through this server, as the caller; None when the core should answer."""
     host, port = scope.get("server") or ("127.0.0.1", 80)
     headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", []) if k in _FORWARDED}
     async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=30) as client:
@@ -107,8 +187,17 @@ async def _check(scope: Scope, thread_id: str, resume: Any) -> tuple[int, str] |
     if response.status_code != 200:
         return None  # not found, not the caller's, not readable: the server's own answer follows
     state = response.json()
-    pending = [str(i.get("id")) for i in state.get("interrupts") or [] if isinstance(i, dict)]
-    return resume_problem(thread_id, resume, pending)
+    return state if isinstance(state, dict) else None
+
+
+def _waiting(state: dict[str, Any]) -> dict[str, str]:
+    """The thread's pending interrupts: id -> kind (approve_plan, clarify, assist_user, ...)."""
+    found: dict[str, str] = {}
+    for intr in state.get("interrupts") or []:
+        if isinstance(intr, dict):
+            value = intr.get("value")
+            found[str(intr.get("id"))] = str(value.get("kind", "?")) if isinstance(value, dict) else "?"
+    return found
 
 
 async def _answer(send: Send, status: int, message: str) -> None:
@@ -118,6 +207,6 @@ async def _answer(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-app = Starlette(routes=[feedback_route], middleware=[Middleware(ResumeCheck)])
-"""The server's extra HTTP app: ``POST /threads/{id}/feedback`` (:mod:`server.feedback_route`), and the resume check
-on the built-in routes."""
+app = Starlette(routes=[feedback_route], middleware=[Middleware(KeyRequired), Middleware(RunCheck)])
+"""The server's extra HTTP app: ``POST /threads/{id}/feedback`` (:mod:`server.feedback_route`), the run checks on
+the built-in routes and the key on the meta routes."""

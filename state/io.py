@@ -30,10 +30,18 @@ class RunOptions(BaseModel):
     )
     constraints: list[str] = Field(default_factory=list, description="Hard constraints the answer must respect.")
     success_criteria: list[str] = Field(default_factory=list)
+    abandon: bool = Field(
+        default=False,
+        description="Start this input on a thread whose earlier run waits for an answer or stopped half-way: that "
+        "run is abandoned, and the new run records it. Without it the server (and coe run) refuse such an input: "
+        "answer or resume the earlier run instead (coe resume).",
+    )
 
 
 class RunInput(BaseModel):
     """The narrow input schema: all a caller may send to start a run."""
+
+    model_config = ConfigDict(extra="forbid")
 
     task: str = Field(description=f"The task, in plain language (at most {MAX_TASK_CHARS} characters).")
     mode: Mode = Field(default=Mode.AUTONOMOUS, description="interactive, confirm or autonomous.")

@@ -2,7 +2,8 @@
 
 The client is langchain-openai's ``ChatOpenAI``; ours on top: ``max_tokens`` and the GBNF ``grammar`` in
 ``extra_body`` (a server that rejects the field gets requests without it), no Authorization header without a
-key, and streaming for a generation that is watched, cancellable or time-limited. Retries are the openai SDK's;
+key, and streaming for a generation that is watched, cancellable or time-limited; a cancel also cuts the HTTP
+exchange itself, even before the first byte of the answer (:class:`_Exchange`). Retries are the openai SDK's;
 every failure is a :class:`RemoteBackendError` naming the URL and the status. The key comes only from the
 environment, so it never reaches a checkpoint. Usage: docs/models.md; why: docs/decisions/models.md.
 """
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import httpx
@@ -53,20 +55,97 @@ class _TimedOut(openai.OpenAIError):
     """A read, write or pool timeout, raised past the SDK's retry loop (it retries only what is not an OpenAIError)."""
 
 
-class _Transport(httpx.BaseTransport):
-    """The HTTP transport under the SDK: no placeholder key on the wire, and timeouts other than connect not retried."""
+class _Cancelled(openai.OpenAIError):
+    """The run was cancelled during the HTTP exchange; an OpenAIError, so the SDK does not retry it."""
 
-    def __init__(self, inner: httpx.BaseTransport) -> None:
+
+class _Exchange:
+    """One cancellable generation's HTTP exchange: its own connections, shut down when ``cancel`` is set.
+
+    While the block runs, a watcher thread waits for ``cancel``; the transport opens this generation's
+    connections on a transport of their own and records their sockets (httpx's ``trace`` extension). A cancel
+    shuts the sockets down, which wakes a read blocked on the server (a close from another thread would not) and
+    tells the server its client is gone.
+    """
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.sockets: list[Any] = []
+        self.transports: list[httpx.BaseTransport] = []
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="coe-remote-cancel", daemon=True)
+
+    def __enter__(self) -> _Exchange:
+        self._token = _EXCHANGE.set(self)
+        self._watcher.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _EXCHANGE.reset(self._token)
+        self._done.set()
+        self._watcher.join(timeout=5)
+        for transport in self.transports:
+            transport.close()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """The trace hook (an httpx request extension): remember the socket of each connection this exchange opens."""
+        if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            sock = info["return_value"].get_extra_info("socket")
+            with self._lock:
+                self.sockets.append(sock)
+            if self.cancel.is_set():
+                self._cut()
+
+    def _watch(self) -> None:
+        while not self._done.is_set():
+            if self.cancel.wait(0.05):
+                self._cut()
+                return
+
+    def _cut(self) -> None:
+        with self._lock:
+            for sock in self.sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed
+                    pass
+
+
+_EXCHANGE: contextvars.ContextVar[_Exchange | None] = contextvars.ContextVar("coe_remote_exchange", default=None)
+"""The cancellable exchange the current generation runs in (set by ``_ask``, read by the transport)."""
+
+
+class _Transport(httpx.BaseTransport):
+    """The HTTP transport under the SDK.
+
+    No placeholder key on the wire; timeouts other than connect not retried; a cancellable generation's exchange
+    on connections of its own (:class:`_Exchange`).
+    """
+
+    def __init__(self, inner: httpx.BaseTransport, fresh: Callable[[], httpx.BaseTransport] | None = None) -> None:
         self.inner = inner
+        self.fresh = fresh
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``."""
         if request.headers.get("authorization") == f"Bearer {_NO_KEY}":
             del request.headers["authorization"]
+        exchange = _EXCHANGE.get()
+        inner = self.inner
+        if exchange is not None:
+            if exchange.cancel.is_set():
+                raise _Cancelled("the run was cancelled")
+            if self.fresh is not None:
+                inner = self.fresh()
+                exchange.transports.append(inner)
+                request.extensions = {**request.extensions, "trace": exchange.trace}
         try:
-            return self.inner.handle_request(request)
-        except httpx.TimeoutException as exc:
-            if isinstance(exc, httpx.ConnectTimeout):
+            return inner.handle_request(request)
+        except httpx.TransportError as exc:
+            if exchange is not None and exchange.cancel.is_set():
+                raise _Cancelled("the run was cancelled") from exc
+            if not isinstance(exc, httpx.TimeoutException) or isinstance(exc, httpx.ConnectTimeout):
                 raise
             raise _TimedOut(f"{type(exc).__name__}") from exc
 
@@ -116,7 +195,8 @@ class RemoteBackend:
         self.grammar: GrammarPolicy = grammar
         self.timeout = timeout
         limits = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
-        self._http = httpx.Client(timeout=limits, transport=_Transport(transport or httpx.HTTPTransport()))
+        fresh = None if transport is not None else httpx.HTTPTransport  # a test's mock serves every request
+        self._http = httpx.Client(timeout=limits, transport=_Transport(transport or httpx.HTTPTransport(), fresh))
         self.chat = ChatOpenAI(
             base_url=self.base_url,
             api_key=api_key or _NO_KEY,
@@ -221,6 +301,21 @@ class RemoteBackend:
                 message.response_metadata.get("finish_reason") or "stop",
                 message.response_metadata.get("model_name"),
             )
+        if request.cancel is None:
+            return self._stream(request, messages, options, started)
+        try:
+            with _Exchange(request.cancel):
+                return self._stream(request, messages, options, started)
+        except (openai.OpenAIError, httpx.TransportError) as exc:
+            if not request.cancel.is_set():
+                raise
+            raise GenerationStopped(
+                f"{self.url}: generation stopped, its run was cancelled", "cancelled", slot_id=request.slot_id
+            ) from exc
+
+    def _stream(
+        self, request: GenerationRequest, messages: Sequence[tuple[str, str]], options: dict[str, Any], started: float
+    ) -> Generation:
         pieces: list[str] = []
         finish, served = "stop", None
         stream: Iterator[AIMessageChunk] = self.chat.stream(messages, **options)
