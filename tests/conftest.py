@@ -1,4 +1,4 @@
-"""Shared fixtures (isolated data directory, fake-backend scripts) and the marks that keep the fast loop fast.
+"""Shared fixtures (isolated data directory, fake-backend scripts, a keyword embedder) and the fast loop's marks.
 
 ``python -m pytest`` runs only tests without the marks pyproject.toml deselects (``integration``, ``model``,
 ``postgres``, ``server``, ``slow``, ``bench``). Marks come from where a test lives (:data:`DIRECTORY_MARKS`) and

@@ -567,8 +567,9 @@ def _fresh_postgres(lab: Lab, runs: int = 10) -> Outcome:
             )
             for i in range(runs)
         ]
-        codes = [p.wait(timeout=300) for p in procs]
-        errors = [first_line(p.stderr.read() if p.stderr else b"") for p, c in zip(procs, codes, strict=True) if c]
+        stderrs = [p.communicate(timeout=300)[1] for p in procs]  # reads and closes each pipe
+        codes = [p.returncode for p in procs]
+        errors = [first_line(err) for err, c in zip(stderrs, codes, strict=True) if c]
         listed = lab.coe("threads", "--json", "--checkpoint", url)
         saved = [t["status"] for t in json.loads(listed.stdout)] if listed.returncode == 0 else []
     finally:
