@@ -1,16 +1,110 @@
-"""Shared fixtures: isolated data directory, fake-backend scripts, compiled graphs on in-memory savers."""
+"""Shared fixtures (isolated data directory, fake-backend scripts, a keyword embedder) and the fast loop's marks.
+
+``python -m pytest`` runs only tests without the marks pyproject.toml deselects (``integration``, ``model``,
+``postgres``, ``server``, ``slow``, ``bench``). Marks come from where a test lives (:data:`DIRECTORY_MARKS`) and
+from what it uses: a test that loads a GGUF model without ``model``, connects to the test PostgreSQL without
+``postgres`` or connects to a host other than this one fails, so no such test joins the fast loop unnoticed.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+import socket
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 FIXTURES = Path(__file__).parent / "fixtures"
 POSTGRES_URL = os.environ.get("COE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+TESTS = Path(__file__).parent
+DIRECTORY_MARKS = {"integration": "integration", "bench": "bench"}
+"""A test under ``tests/<folder>`` gets the folder's mark, so a new test there is out of the fast loop."""
+
+
+SLOW_TESTS = {
+    "unit/test_embedding.py::test_backend_matches_sentence_transformers_reference[numpy]": "the NumPy encoder",
+    "unit/test_embedding.py::test_a_damaged_onnx_cache_file_is_rebuilt": "builds the ONNX graph",
+    "unit/test_embedding.py::test_the_int8_encoder_is_cached_beside_the_float_one": "quantises the ONNX graph",
+    "unit/test_readme.py::test_embedding_example_runs": "a Python process runs the README's example",
+}
+"""Tests of files other work owns, marked ``slow`` here (by node id under tests/) so those files stay as they are."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the folder it lives in (:data:`DIRECTORY_MARKS`) and by :data:`SLOW_TESTS`."""
+    for item in items:
+        where = item.path.relative_to(TESTS)
+        if where.parts[0] in DIRECTORY_MARKS:
+            item.add_marker(DIRECTORY_MARKS[where.parts[0]])
+        if f"{where.as_posix()}::{item.name}" in SLOW_TESTS:
+            item.add_marker("slow")
+
+
+def _postgres_address(conninfo: str, **kwargs: Any) -> tuple[bool, str]:
+    """Whether a PostgreSQL connection goes to this machine, and to which port."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(conninfo, **{k: v for k, v in kwargs.items() if k in ("host", "port")})
+    host = str(params.get("host") or "")
+    return (not host or host.startswith("/") or _local((host, 0))), str(params.get("port") or 5432)
+
+
+def _local(address: Any) -> bool:
+    """Whether a socket address is on this machine (a Unix socket, a loopback address or ``localhost``)."""
+    if not isinstance(address, tuple):
+        return True
+    try:
+        return ipaddress.ip_address(address[0]).is_loopback
+    except ValueError:
+        return address[0] == "localhost"
+
+
+def _refused_for(server: tuple[bool, str], connect: Any, nodeid: str) -> Any:
+    """psycopg's ``connect`` classmethod, failing the test for a connection to ``server``."""
+
+    def guarded(cls: type, conninfo: str = "", **kwargs: Any) -> Any:
+        if _postgres_address(conninfo, **kwargs) == server:
+            pytest.fail(f"{nodeid} connects to PostgreSQL: mark it @pytest.mark.postgres")
+        return connect(cls, conninfo, **kwargs)
+
+    return classmethod(guarded)
+
+
+@pytest.fixture(autouse=True)
+def _uses_what_it_is_marked_for(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail a test that loads a GGUF model without the ``model`` mark, opens a connection to the test PostgreSQL
+    without ``postgres``, or connects to another host (tests never reach the network); child processes are not
+    watched (their tests are marked ``integration`` or ``slow``)."""
+    marks = {mark.name for mark in request.node.iter_markers()}
+    if "model" not in marks:
+        from experts.backends.llama import LlamaBackend
+
+        def load(self: LlamaBackend) -> None:
+            pytest.fail(f"{request.node.nodeid} loads the GGUF model {self.model_path}: mark it @pytest.mark.model")
+
+        monkeypatch.setattr(LlamaBackend, "_ensure_loaded", load)
+    if "postgres" not in marks:
+        import psycopg
+
+        test_server = _postgres_address(POSTGRES_URL)
+        for cls in (psycopg.Connection, psycopg.AsyncConnection):
+            monkeypatch.setattr(cls, "connect", _refused_for(test_server, cls.connect.__func__, request.node.nodeid))
+        monkeypatch.setattr(psycopg, "connect", psycopg.Connection.connect)
+    real_socket_connect = socket.socket.connect
+
+    def socket_connect(self: socket.socket, address: Any) -> None:
+        if not _local(address):
+            pytest.fail(f"{request.node.nodeid} connects to {address}: tests never reach the network")
+        real_socket_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", socket_connect)
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +120,45 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     breakers.reset()  # circuit breakers are process-wide: one test's failures must not trip another's expert
     health_checks.reset()  # and so are the endpoints' health checks
     yield
+
+
+class KeywordEmbedder:
+    """A deterministic bag of words: each word counted on one of ``dim`` axes (a hash of it), normalised.
+
+    The fast loop's embedder for tests about what is done with vectors (staging, merging, resuming), not about
+    what the model finds similar: no model file is read and a text costs microseconds.
+    """
+
+    backend = "keyword"
+
+    def __init__(self, dim: int = 384) -> None:
+        self.dim = dim
+        self.model_id = f"keyword-test:{dim}d"
+
+    def encode(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        vectors[:, 0] = 1e-3  # an empty text still has a direction
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                vectors[row, zlib.crc32(word.encode("utf-8")) % self.dim] += 1.0
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def keyword_embedder(monkeypatch: pytest.MonkeyPatch) -> KeywordEmbedder:
+    """Make :class:`KeywordEmbedder` the process's embedder (``get_embedder()``, every backend) for one test.
+
+    Only for tests whose stores live in ``tmp_path``: the expert and template indexes are cached in ``config/``.
+    """
+    from experts.embedding import factory
+    from experts.embedding.model_files import default_model_dir
+
+    fake = KeywordEmbedder()
+    for backend in factory.EMBED_BACKENDS:
+        monkeypatch.setitem(factory._embedders, (backend, str(default_model_dir())), fake)
+    return fake
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ TASK = (
 )
 
 
-@pytest.mark.integration
 @pytest.mark.model
 def test_placeholders_of_the_real_model_are_resolved_or_listed(tmp_path: Path) -> None:
     kb = tmp_path / "kb"

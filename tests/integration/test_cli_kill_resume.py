@@ -15,6 +15,8 @@ import pytest
 from tests.conftest import FIXTURES, POSTGRES_URL, read_calls
 from tests.integration.cli_proc import coe, coe_env, coe_run, kill_9, wait_while_running, write_fake_script
 
+pytestmark = pytest.mark.slow
+
 
 def _kill_and_resume(url: str, tmp_path: Path) -> None:
     calls = tmp_path / "calls.jsonl"
@@ -65,7 +67,6 @@ def test_kill_9_then_resume_sqlite(tmp_path: Path) -> None:
     _kill_and_resume(f"sqlite://{tmp_path / 'runs.sqlite'}", tmp_path)
 
 
-@pytest.mark.integration
 @pytest.mark.postgres
 def test_kill_9_then_resume_postgres(tmp_path: Path) -> None:
     _kill_and_resume(POSTGRES_URL, tmp_path)

@@ -41,6 +41,8 @@ from tests.integration.cli_proc import (
     write_fake_script,
 )
 
+pytestmark = pytest.mark.slow
+
 FRAMEWORK = FIXTURES / "wide.yaml"
 SLOTS = ("A", "B", "C", "D", "E", "F")
 TASK = "Plan a web service"
@@ -270,14 +272,12 @@ def test_matrix_reaches_ten_distinct_points_sqlite(sqlite_matrix: Matrix) -> Non
     assert len(_distinct(sqlite_matrix)) >= 10, sorted(_distinct(sqlite_matrix))
 
 
-@pytest.mark.integration
 @pytest.mark.postgres
 @pytest.mark.parametrize("point", POSTGRES_POINTS, ids=[p.name for p in POSTGRES_POINTS])
 def test_kill_point_postgres(point: KillPoint, postgres_matrix: Matrix) -> None:
     _check(point, postgres_matrix)
 
 
-@pytest.mark.integration
 @pytest.mark.postgres
 def test_matrix_reaches_ten_distinct_points_postgres(postgres_matrix: Matrix) -> None:
     _report("postgres", postgres_matrix)

@@ -32,6 +32,8 @@ from tests.integration.cli_proc import (
     write_fake_script,
 )
 
+pytestmark = pytest.mark.slow
+
 LEASE_SECONDS = "1.5"
 """Short leases keep the tests fast: a holder renews every 0.5 s, a dead one's lease expires after 1.5 s."""
 
@@ -102,7 +104,6 @@ def test_two_resumes_at_once_run_each_slot_once_sqlite(tmp_path: Path) -> None:
     _two_resumes_at_once(f"sqlite://{tmp_path / 'runs.sqlite'}", tmp_path)
 
 
-@pytest.mark.integration
 @pytest.mark.postgres
 def test_two_resumes_at_once_run_each_slot_once_postgres(tmp_path: Path) -> None:
     _two_resumes_at_once(POSTGRES_URL, tmp_path)
@@ -173,7 +174,6 @@ def test_sigterm_stops_like_ctrl_c(tmp_path: Path) -> None:
     assert sorted(read_calls(tmp_path / "calls.jsonl")) == ["A", "B", "C", "D", "D"]
 
 
-@pytest.mark.integration
 @pytest.mark.postgres
 def test_postgres_lease_refuses_renews_and_releases() -> None:
     thread = f"lease-{uuid.uuid4()}"

@@ -29,7 +29,7 @@ from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL, bundled_model_
 from state.errors import BackendError, GenerationStopped, ModelUnavailableError
 from state.settings import Settings
 
-pytestmark = [pytest.mark.integration, pytest.mark.model]
+pytestmark = pytest.mark.model
 
 llama_cpp: Any = pytest.importorskip("llama_cpp", reason='needs llama-cpp-python: pip install -e ".[llama]"')
 

@@ -71,6 +71,7 @@ def test_memory_round_trip() -> None:
     assert state.status == RunStatus.COMPLETED and state.document
 
 
+@pytest.mark.slow
 def test_sqlite_round_trip_and_second_process(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path / 'cp.sqlite'}"
     state = _run(url, "sq")
@@ -78,7 +79,7 @@ def test_sqlite_round_trip_and_second_process(tmp_path: Path) -> None:
     _check_second_process(url, "sq", state)
 
 
-@pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_postgres_round_trip_and_second_process() -> None:
     thread = f"pg-{uuid.uuid4()}"
@@ -112,11 +113,12 @@ def _check_second_process_turns(url: str, thread: str, state: Passport) -> None:
     assert json.loads(out.stdout) == state.model_dump(mode="json")
 
 
+@pytest.mark.slow
 def test_a_follow_up_turn_round_trips_on_sqlite(tmp_path: Path) -> None:
     _follow_up(f"sqlite://{tmp_path / 'cp.sqlite'}", "turns")
 
 
-@pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_follow_up_turn_round_trips_on_postgres() -> None:
     _follow_up(POSTGRES_URL, f"pg-turns-{uuid.uuid4()}")
@@ -193,6 +195,7 @@ def _first_use_by_10_processes(*urls: str) -> None:
         assert saved == {f"t{i}" for i in range(10)}, url
 
 
+@pytest.mark.slow
 def test_sqlite_first_use_by_10_processes(tmp_path: Path) -> None:
     # tests/unit/test_storage_errors.py races 8 threads on 200 new files: the switch to WAL needs its retry.
     _first_use_by_10_processes(*(f"sqlite://{tmp_path / f'new{k}' / 'runs.sqlite'}" for k in range(8)))
@@ -213,14 +216,13 @@ def _fresh_postgres_database() -> Iterator[str]:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-@pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_postgres_first_use_by_10_processes_on_a_new_database() -> None:
     with _fresh_postgres_database() as url:
         _first_use_by_10_processes(url)
 
 
-@pytest.mark.integration
 @pytest.mark.postgres
 def test_facts_are_remembered_in_postgres_per_user() -> None:
     from experts.embedding import get_embedder

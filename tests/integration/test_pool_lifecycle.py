@@ -15,7 +15,7 @@ import yaml
 
 from tests.integration.cli_proc import coe, coe_env, coe_run, wait_while_running
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.slow
 
 
 def _status(home: Path) -> list[dict]:  # type: ignore[type-arg]

@@ -22,7 +22,6 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 DEMO = re.search(r'&& coe run "([^"]+)"\n```', README)
 
 
-@pytest.mark.integration
 @pytest.mark.model
 def test_the_readme_demo_is_one_complete_working_function(tmp_path: Path) -> None:
     assert DEMO is not None, "the README's set-up command no longer ends with a coe run demo"

@@ -15,7 +15,7 @@ from state.framework import validation_errors
 from state.paths import config_dir
 from state.template import load_library
 
-pytestmark = [pytest.mark.integration, pytest.mark.model]
+pytestmark = pytest.mark.model
 
 
 def test_default_model_adapts_a_retrieved_template_to_a_valid_framework() -> None:

@@ -15,7 +15,6 @@ from tests.integration.cli_proc import coe_run
 TASK = "Write a haiku about the first snow of winter"  # one expert's work (creative_writer), a short answer
 
 
-@pytest.mark.integration
 @pytest.mark.model
 def test_coe_run_on_the_default_model(tmp_path: Path) -> None:
     env = {**os.environ, "COE_HOME": str(tmp_path)}
@@ -42,7 +41,6 @@ def test_coe_run_on_the_default_model(tmp_path: Path) -> None:
     assert (Path(os.environ.get("COE_MODEL_CACHE", Path.home() / ".cache" / "coe" / "models"))).exists()
 
 
-@pytest.mark.integration
 @pytest.mark.model
 def test_a_trivial_task_is_answered_directly_by_the_default_model(tmp_path: Path) -> None:
     env = {**os.environ, "COE_HOME": str(tmp_path)}

@@ -35,7 +35,7 @@ from experts.models.bundled import resolve_model_path
 from experts.pool.health import probe
 from tests.integration.cli_proc import coe_run, free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.model]
+pytestmark = [pytest.mark.model, pytest.mark.server]
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "Write a haiku about the first snow of winter"  # one expert, one slot, a short answer

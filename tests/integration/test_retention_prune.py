@@ -97,7 +97,6 @@ def postgres_schema_url() -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-@pytest.mark.integration
 @pytest.mark.postgres
 def test_prune_postgres(postgres_schema_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _exercise(postgres_schema_url, tmp_path, monkeypatch)

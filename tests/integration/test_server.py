@@ -26,7 +26,7 @@ TASK = "Write a Python function that checks whether a string is a palindrome"  #
 BRANCHY = load_framework_file(str(FIXTURES / "branchy.yaml")).model_dump(mode="json")
 T = TypeVar("T")
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.server
 
 
 class Server:
@@ -287,6 +287,7 @@ def test_a_waiting_run_survives_a_server_restart_in_postgres(tmp_path: Path) -> 
     assert values["status"] == "completed" and sorted(values["results"]) == ["A", "B", "C", "D"]
 
 
+@pytest.mark.postgres
 def test_a_run_killed_with_its_server_resumes_on_postgres_and_no_finished_slot_runs_again(tmp_path: Path) -> None:
     """kill -9 of the server in the middle of a run; a new server on the same database finishes it."""
     from graph.persistence import open_checkpointer

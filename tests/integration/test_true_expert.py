@@ -15,7 +15,7 @@ from graph.persistence import serializer
 from state import Passport
 from state.io import RunInput, RunOptions
 
-pytestmark = [pytest.mark.integration, pytest.mark.model]
+pytestmark = pytest.mark.model
 
 FRAMEWORK = {
     "id": "code_and_notes",

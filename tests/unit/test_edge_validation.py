@@ -51,6 +51,7 @@ def test_bad_input_exits_2_naming_it_and_saves_nothing(
     assert _saved_threads(cp) == []
 
 
+@pytest.mark.slow  # an 8,000-character task embedded and routed at every step
 def test_a_task_at_the_limit_runs_through_every_step(cp: list[str]) -> None:
     sentence = "Design the schema of the orders table and write the migration for it. "
     task = (sentence * (MAX_TASK_CHARS // len(sentence) + 1))[:MAX_TASK_CHARS].strip()

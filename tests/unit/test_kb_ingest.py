@@ -17,6 +17,7 @@ from experts.knowledge import store as kb_store
 from experts.knowledge.ingest import CHUNK_CHARS
 
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("keyword_embedder")  # about batches, staging and resuming, not similarity
 
 
 def _document(path: Path, paragraphs: int, seed: int = 0) -> Path:

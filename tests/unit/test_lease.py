@@ -7,6 +7,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,10 +117,14 @@ def test_a_lease_taken_over_is_reported_and_not_released(two: tuple[BaseCheckpoi
 
 
 def test_the_memory_saver_needs_no_lease() -> None:
+    """An in-memory run lives and dies with its process: two runs of one thread both enter, nothing is held."""
     saver = InMemorySaver()
     with thread_lease(saver, "t") as first, thread_lease(saver, "t") as second:
         first.check()
         second.check()
+        assert first.holder is None and second.holder is None  # no lease taken, so no holder to name
+        renewers = [t.name for t in threading.enumerate() if t.name.startswith("coe-lease-")]
+        assert renewers == []  # and none renewed in the background
 
 
 def test_lease_seconds(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,6 +68,7 @@ def test_lessons_are_kept_per_user_with_their_verdict_and_forgotten_by_run() -> 
     assert [r.id for r in alice.forget_run("run-1")] == [kept.id] and alice.kept() == []
 
 
+@pytest.mark.slow  # every lesson re-routes the guard texts with the real embedder
 def test_coe_feedback_route_to_teaches_the_next_runs_routing(tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
     slots = [
@@ -186,6 +187,7 @@ def test_the_scope_of_a_task_is_classified_with_the_persons_lessons() -> None:
     assert "the router has learned 1 routing lesson(s) of yours" in said
 
 
+@pytest.mark.slow  # as above, twice
 def test_a_kept_lesson_is_checked_again_once_after_the_catalog_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

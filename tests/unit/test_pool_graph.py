@@ -124,6 +124,7 @@ def test_a_run_away_generation_is_stopped_and_its_slot_runs_again_while_the_othe
     assert pool().status()["peak_measured_mb"] > 0.95 * 400
 
 
+@pytest.mark.slow  # four 3-second runaways
 def test_a_slot_that_keeps_running_away_fails_with_advice_after_three_evictions(tmp_path: Path) -> None:
     slots = [_slot("runaway", "python_coder")]
     script = {"rules": [{"slot": "runaway", "delay": 3.0, "grow_mb": 500}], "models": {CODER_MODEL: {"memory_mb": 50}}}

@@ -235,6 +235,7 @@ def failures_opening_together(threads: int, files: int, open_one: Callable[[int]
     return failures
 
 
+@pytest.mark.slow  # 1,600 files opened
 def test_threads_opening_new_files_together_all_succeed(tmp_path: Path) -> None:
     """Switching a new file to WAL fails at once ("database is locked") when another connection switches it too.
 
@@ -285,6 +286,7 @@ def _without_root_overrides() -> Callable[[], None] | None:
     return drop
 
 
+@pytest.mark.slow  # a `coe` process per command
 @pytest.mark.parametrize("what", ["read-only directory", "read-only file"])
 def test_a_read_only_place(tmp_path: Path, what: str) -> None:
     folder = tmp_path / "ro"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -211,6 +212,7 @@ def test_hnsw_is_used_for_large_libraries_and_finds_the_same_neighbours() -> Non
     assert recall >= 0.9
 
 
+@pytest.mark.slow  # the whole shipped library validated and searched through the CLI (seconds)
 def test_coe_templates_commands(tmp_path: Path) -> None:
     ok = runner.invoke(app, ["templates", "validate"])
     assert ok.exit_code == 0 and "0 errors" in ok.stdout
