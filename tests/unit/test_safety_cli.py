@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # each case starts `python -m cli` processes
+
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "Explain how TLS certificates are validated"
 PLAN = {
