@@ -453,6 +453,11 @@ def test_only_the_unfinished_end_of_the_last_line_of_text_goes() -> None:
         "Thanks.\n",
         "I will fix it, and then the tap",
     )
+    # issue 39's README demo stopped inside the code span it opened: the backtick ends nothing
+    assert cut_unfinished_end("It compares it with its reverse. If they are equal, the function `") == (
+        "It compares it with its reverse.\n",
+        "If they are equal, the function `",
+    )
 
 
 def test_a_code_answers_note_that_breaks_off_loses_its_unfinished_end() -> None:

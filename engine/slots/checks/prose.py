@@ -4,64 +4,94 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
+from typing import Literal
 
-from engine.slots.checks.text import FENCE_BLOCK, WORD, norm, split_sentences, without_closed_code
+from engine.slots.checks.text import WORD, norm, open_code_span, split_sentences, text_lines, without_closed_code
 from state.quality import CheckResult, Severity
 from state.result import SlotResult
 
 
+@dataclass(frozen=True)
+class _End:
+    """How a text breaks off: what, the words it stops on, and the stretch a cut may shorten."""
+
+    kind: Literal["sentence", "span", "block"]
+    """Mid-sentence (or announcing what never came), inside an inline code span, or inside a fenced block."""
+    words: str
+    start: int
+    """Where the stretch that may be cut back to its last full sentence begins (the line it starts in)."""
+    stop: int
+    """Where the unfinished part begins: no sentence end after it is kept."""
+
+
+_WHY = {
+    "sentence": "the answer stops mid-sentence",
+    "span": "the answer stops inside an inline code span it opened",
+    "block": "the answer ends inside a code block it never closed",
+}
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
+
+
 def ending_check(raw: str, severity: Severity = "hard") -> CheckResult:
-    """``contract.ends`` of a text alone: its last line of prose ends a sentence."""
-    unfinished = _unfinished(raw)
+    """``contract.ends`` of a text alone: it is not left inside code, and its last line of prose ends a sentence."""
+    end = _unfinished(raw)
     return CheckResult(
         name="contract.ends",
         severity=severity,
-        passed=unfinished is None,
-        detail=f"the answer stops mid-sentence ({unfinished!r})" if unfinished else "",
+        passed=end is None,
+        detail=f"{_WHY[end.kind]} ({end.words!r})" if end else "",
     )
 
 
-def _unfinished(raw: str) -> str | None:
-    """The end of the answer's last line of text when it stops mid-sentence (None: it ends properly).
+def _unfinished(raw: str) -> _End | None:
+    """How the answer breaks off (None: it ends properly).
 
+    A text left inside a fenced block or an inline code span (the last paragraph opens one with a backtick and
+    stops before any sentence end: "If they are equal, the function `") breaks off, whatever its last character.
     Code blocks, tables, list items and headings may end without punctuation; a line of prose may not, except a
     letter's signature (a name of a few words under a closing that ends with a comma: "Best regards,"). A last
     line of any kind that ends with a colon announces what never came ("... with the following data:").
     """
-    lines = [ln.rstrip() for ln in FENCE_BLOCK.sub("```", raw).splitlines() if ln.strip()]
-    if not lines:
+    lines, open_fence = text_lines(raw)
+    filled = [line for line in lines if line.text.strip()]
+    if open_fence is not None:
+        return _End("block", filled[-1].text.strip()[-40:], open_fence, open_fence)
+    if not filled or filled[-1].code:
         return None
-    last = lines[-1].strip()
-    if last.endswith(":") and not last.startswith("```"):
-        return last[-40:]
-    if last.startswith(("```", "|", "#", "-", "*", "+", ">")) or re.match(r"^\d+[.)]\s", last):
+    line = filled[-1]
+    last = line.text.strip()
+    span = open_code_span(raw)
+    if span is not None and not re.search(r"[.!?][\"')\]*_]*$", last):
+        opened_in = next(x for x in reversed(lines) if x.start <= span)
+        return _End("span", raw[opened_in.start :].strip()[-40:], opened_in.start, span)
+    end = _End("sentence", last[-40:], line.start, len(raw))
+    if last.endswith(":"):
+        return end
+    if last.startswith(("|", "#", "-", "*", "+", ">")) or re.match(r"^\d+[.)]\s", last):
         return None
     if re.search(r"[.!?:;)\]\"'`*_}>\u2026\u201d\u2019]$", last) or last.endswith("}}"):
         return None
-    if len(lines) > 1 and lines[-2].endswith(",") and len(lines[-2].split()) <= 4 and len(last.split()) <= 5:
+    before = filled[-2].text.strip() if len(filled) > 1 and not filled[-2].code else ""
+    if before.endswith(",") and len(before.split()) <= 4 and len(last.split()) <= 5:
         return None  # a signature under its closing
-    return last[-40:]
+    return end
 
 
 def cut_unfinished_end(text: str) -> tuple[str, str | None]:
-    """``text`` without the unfinished end of its last line of prose, and what went (None: nothing went).
+    """``text`` without its unfinished end, and what went (None: nothing went).
 
     A last line that announces what never came ("... reverse. Explanation:") or breaks off mid-sentence is cut back
-    to its last full sentence, or goes when it has none. Nothing is reworded, and nothing inside a code block is
-    touched: a text whose last line is in an unclosed block is left as it is.
+    to its last full sentence, or goes when it has none; an inline code span left open goes with the sentence it
+    opens in. Nothing is reworded, and nothing inside a code block is touched: a text that ends in an unclosed
+    block is left as it is.
     """
-    if _unfinished(text) is None:
+    end = _unfinished(text)
+    if end is None or end.kind == "block":
         return text, None
-    lines = text.rstrip().split("\n")
-    last = len(lines) - 1
-    fences = sum(1 for line in lines[:last] if line.lstrip().startswith(("```", "~~~")))
-    if fences % 2 or lines[last].lstrip().startswith(("```", "~~~")):
-        return text, None
-    line = lines[last]
-    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)", line)]
-    kept = line[: ends[-1]] if ends else ""
-    out = [*lines[:last], kept] if kept.strip() else lines[:last]
-    return "\n".join(out).rstrip() + "\n", line[len(kept) :].strip()
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, end.start, end.stop)]
+    cut = ends[-1] if ends else end.start
+    return text[:cut].rstrip() + "\n", text[cut:].strip()
 
 
 def repetition_check(text: str) -> CheckResult:

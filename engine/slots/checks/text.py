@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
+from dataclasses import dataclass
 
 _OPEN_FENCE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
 FENCE_BLOCK = re.compile(r"^[ \t]*(```|~~~)[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
@@ -14,6 +15,8 @@ policy slot looped inside a ```plaintext block, which the check, skipping code, 
 fences are left alone: a program's printed output repeats by nature."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 WORD = re.compile(r"[\w']+")
+_FENCE_OPEN = re.compile(r"[ \t]*(```|~~~)")
+_TICKS = re.compile(r"`+")
 
 
 def code_blocks(text: str) -> list[tuple[str, str]]:
@@ -61,3 +64,66 @@ def similar(a: str, b: str, threshold: float) -> bool:
         return True
     matcher = difflib.SequenceMatcher(None, a[:2000], b[:2000], autojunk=False)
     return matcher.quick_ratio() >= threshold and matcher.ratio() >= threshold
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a text: where it starts, its text (without the newline), and whether it is code."""
+
+    start: int
+    text: str
+    code: bool
+    """Inside a fenced block, or one of its fences."""
+
+
+def text_lines(text: str) -> tuple[list[Line], int | None]:
+    """The lines of ``text``, and where the fence that is never closed starts (None: every fence is closed).
+
+    Fences are read as :data:`FENCE_BLOCK` reads them: a block opens with a line starting with three backticks or
+    tildes and closes at the next line holding only the same fence.
+    """
+    lines: list[Line] = []
+    fence: str | None = None
+    opened = 0
+    start = 0
+    for raw in text.splitlines(keepends=True):
+        line = raw.rstrip("\r\n")
+        if fence is not None:
+            lines.append(Line(start, line, True))
+            if line.strip() == fence:
+                fence = None
+        elif (match := _FENCE_OPEN.match(line)) is not None:
+            fence, opened = match.group(1), start
+            lines.append(Line(start, line, True))
+        else:
+            lines.append(Line(start, line, False))
+        start += len(raw)
+    return lines, opened if fence is not None else None
+
+
+def open_code_span(text: str) -> int | None:
+    """Where the inline code span left open by the last paragraph of ``text`` begins (None: none is open).
+
+    The last paragraph is the run of prose lines (outside fenced blocks) that ends the text; a text that ends with a
+    code block has none. A span opens with a run of backticks and closes at the next run of the same length
+    (CommonMark's rule), so an odd backtick that nothing closes is an open span: the model stopped inside
+    "the function `".
+    """
+    lines, _ = text_lines(text)
+    filled = [line for line in lines if line.text.strip()]
+    if not filled or filled[-1].code:
+        return None
+    last = len(lines) - 1 - next(i for i, line in enumerate(reversed(lines)) if line.text.strip())
+    first = last
+    while first > 0 and lines[first - 1].text.strip() and not lines[first - 1].code:
+        first -= 1
+    begin = lines[first].start
+    paragraph = text[begin : lines[last].start + len(lines[last].text)]
+    runs = list(_TICKS.finditer(paragraph))
+    i = 0
+    while i < len(runs):
+        closer = next((j for j in range(i + 1, len(runs)) if len(runs[j].group(0)) == len(runs[i].group(0))), None)
+        if closer is None:
+            return begin + runs[i].start()
+        i = closer + 1
+    return None
