@@ -6,7 +6,7 @@ Each cuts what the person should not read twice, or computes what the model only
   (:func:`engine.slots.loop_watch.cut_loops`).
 * :func:`without_unfinished_end`: a code answer's note that breaks off is cut back to its last full sentence.
 * :func:`without_repeated_sections`: a section that repeats an earlier one, the task or a referenced slot, or that
-  is another slot's part, goes, and the rest are numbered again.
+  is another slot's part, goes, and the rest are numbered again; so does a code block that repeats earlier code.
 * :func:`computed`: a math answer's arithmetic is computed (:mod:`engine.slots.inline_arithmetic`).
 
 Each edit adds a ledger entry naming what changed, and the kept checks it affects are read again, so the caveat
@@ -17,14 +17,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.slots.checks import cut_unfinished_end, duplicates_check, ending_check, repeated_sections, repetition_check
+from engine.slots.checks import (
+    cut_unfinished_end,
+    duplicates_check,
+    ending_check,
+    repeated_sections,
+    repetition_check,
+)
+from engine.slots.checks.contract import RepeatedCode, repeated_code
 from engine.slots.inline_arithmetic import compute
 from engine.slots.loop_watch import cut_loops
 from state.passport import LedgerEntry
 from state.quality import CheckResult
-from state.result import SlotResult, render_section
+from state.result import OutlineItem, Section, SlotResult, render_section
 
-__all__ = ["computed", "without_loops", "without_repeated_sections", "without_unfinished_end"]
+__all__ = [
+    "computed",
+    "without_loops",
+    "without_repeated_sections",
+    "without_unfinished_end",
+]
 
 
 def without_loops(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> SlotResult:
@@ -45,7 +57,7 @@ def without_loops(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> S
     again: dict[str, Callable[[CheckResult], CheckResult]] = {
         looped.name: lambda _: looped,
         "contract.ends": lambda c: ending_check(raw, c.severity),
-        "contract.duplicates": lambda _: duplicates_check(cut, task),
+        "contract.duplicates": lambda _: duplicates_check(cut, task, module=_module(cut)),
     }
     cut = _rechecked(cut, again)
     summary = f"the kept answer looped: {removed} repeated sentence(s) removed, nothing reworded"
@@ -95,23 +107,35 @@ def without_repeated_sections(
     """The result without its sections that repeat something, are another slot's part, or are empty.
 
     Repeated: an earlier section, the task or a referenced slot (whose text is in the document already). Another
-    slot's part: a section titled as one of ``others`` (that slot writes it). Nothing is reworded: such a section
-    goes with its sub-sections, the rest keep their order and are numbered again, and a ledger entry names what
-    went. A result whose every section would go is kept as it is (its caveat says why).
+    slot's part: a section titled as one of ``others`` (that slot writes it). Then a code block that repeats code
+    written earlier in the answer goes, or only the definitions it repeats (:func:`repeated_code`), and a section
+    left empty by that goes too. Nothing is reworded: such a section goes with its sub-sections, the rest keep their
+    order and are numbered again, and a ledger entry names what went. A result whose every section would go is kept
+    as it is (its caveat says why).
     """
-    repeated = repeated_sections(result, task, references, others) + [
-        (s.label, f"section {s.label} is empty")  # e.g. every sentence of it was a repeat, cut with the loop
-        for s in result.sections
-        if not s.body.strip() and not result.has_subsections(s.label)
+    module = _module(result)
+    repeated = repeated_sections(result, task, references, others)
+    gone = {label for label, _ in repeated}
+
+    def under(label: str, labels: set[str]) -> bool:
+        return any(label == g or label.startswith(g + ".") for g in labels)
+
+    kept = [s for s in result.sections if not under(s.label, gone)]
+    code = repeated_code(result.model_copy(update={"sections": kept}), module=module)
+    repeated += [(c.label, c.why) for c in code]
+    kept = [_without_blocks(s, [c for c in code if c.label == s.label]) for s in kept]
+    empty = {
+        s.label  # e.g. every sentence of it was a repeat, cut with the loop, or its one block repeated another
+        for s in kept
+        if not s.body.strip() and not any(o.label.startswith(s.label + ".") for o in kept)
+    }
+    repeated += [
+        (label, f"section {label} is empty") for label in sorted(empty) if not any(c.label == label for c in code)
     ]
     if not repeated:
         return result
-    gone = {label for label, _ in repeated}
-
-    def cut(label: str) -> bool:
-        return any(label == g or label.startswith(g + ".") for g in gone)
-
-    kept = [s for s in result.sections if not cut(s.label)]
+    gone |= empty
+    kept = [s for s in kept if not under(s.label, empty)]
     if not kept:
         return result
     tops: dict[str, str] = {}
@@ -123,13 +147,32 @@ def without_repeated_sections(
         return ".".join([tops.get(top, top), *rest])
 
     sections = [s.model_copy(update={"label": renumbered(s.label)}) for s in kept]
-    outline = [o.model_copy(update={"label": renumbered(o.label)}) for o in result.outline if not cut(o.label)]
-    items = "\n".join(f"{o.label}. {o.title}" if o.level == 1 else f"   {o.label} {o.title}" for o in outline)
-    raw = f"## Outline\n{items}\n\n" + "\n\n".join(render_section(s) for s in sections) + "\n"
-    cleaned = result.model_copy(update={"raw": raw, "sections": sections, "outline": outline})
-    cleaned = _rechecked(cleaned, {"contract.duplicates": lambda _: duplicates_check(cleaned, task)})
+    outline = [o.model_copy(update={"label": renumbered(o.label)}) for o in result.outline if not under(o.label, gone)]
+    cleaned = result.model_copy(update={"raw": _rendered(outline, sections), "sections": sections, "outline": outline})
+    cleaned = _rechecked(cleaned, {"contract.duplicates": lambda _: duplicates_check(cleaned, task, module=module)})
     _record(ledger, result, "cut_sections", "; ".join(why for _, why in repeated)[:400] + ": removed, nothing reworded")
     return cleaned
+
+
+def _without_blocks(section: Section, blocks: list[RepeatedCode]) -> Section:
+    """``section`` with each of its repeated code ``blocks`` replaced by what stays of it (nothing, or its calls)."""
+    body = section.body
+    for block in sorted(blocks, key=lambda b: b.start, reverse=True):
+        before, after = body[: block.start].rstrip(), body[block.end :].lstrip("\n")
+        body = "\n\n".join(part for part in (before, block.kept.strip("\n"), after) if part.strip())
+    return section.model_copy(update={"body": body})
+
+
+def _module(result: SlotResult) -> bool:
+    """Whether the kept answer delivers one module (code or data, as its quality records): see :func:`repeated_code`."""
+    return result.quality is not None and result.quality.deliverable in ("code", "data")
+
+
+def _rendered(outline: list[OutlineItem], sections: list[Section]) -> str:
+    """The raw text of an outline and its sections, as an edit of the kept answer writes it again."""
+    items = "\n".join(f"{o.label}. {o.title}" if o.level == 1 else f"   {o.label} {o.title}" for o in outline)
+    body = "\n\n".join(render_section(s) for s in sections) + "\n"
+    return f"## Outline\n{items}\n\n{body}" if outline else body
 
 
 def computed(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:

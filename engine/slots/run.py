@@ -21,7 +21,12 @@ from engine.slots.checks import CheckContext, check_answer, copies_task, extract
 from engine.slots.contracts import Contract
 from engine.slots.draw_policy import Drawn, DrawPolicy, NextDraw
 from engine.slots.job import SlotJob
-from engine.slots.kept_answer import computed, without_loops, without_repeated_sections, without_unfinished_end
+from engine.slots.kept_answer import (
+    computed,
+    without_loops,
+    without_repeated_sections,
+    without_unfinished_end,
+)
 from engine.slots.loop_watch import LoopWatch
 from engine.slots.program_of_thought import Calculation, calculable, calculate, result_check
 from engine.slots.prompt import Prompt, fit_prompt, plain_prompt, plain_result
@@ -105,7 +110,7 @@ def run_slot(
     quality = _quality(slot, chosen, judged)
     result = _tidy(chosen.result.model_copy(update={"attempts": len(slot.draws), "quality": quality}), slot, chosen)
     _record_choice(slot, chosen, judged)
-    notices = _caveats(result, quality, slot, chosen)
+    notices = _caveats(result, result.quality or quality, slot, chosen)  # the checks of the text delivered
     resolution = (resolver or _resolver(job, settings, emit)).resolve(result, job.spec.title)
     return _done(slot, resolution, notices, started, emit)
 

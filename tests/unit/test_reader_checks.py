@@ -1,4 +1,4 @@
-"""Checks that see what a reader sees (issue 39): a text left inside code.
+"""Checks that see what a reader sees (issue 39): code written twice, a text left inside code.
 
 Built from the documents the default install (every expert on Qwen2.5-Coder-0.5B) delivered with every check
 passed: the README demo wrote ``is_palindrome`` under "1. Usage" and again under "2. `is_palindrome` function",
@@ -11,10 +11,16 @@ from __future__ import annotations
 import pytest
 
 from engine.slots.checks import CheckContext, check_answer, cut_unfinished_end, ending_check
+from engine.slots.checks.contract import duplicates_check, repeated_code
 from engine.slots.contracts import contract_of
-from state.framework import Deliverable
+from engine.slots.job import SlotJob
+from engine.slots.run import run_slot
+from state.context import resolve_settings
+from state.framework import Deliverable, SlotSpec
 from state.outline import parse_output
 from state.result import SlotResult
+from state.settings import Settings
+from tests.unit.scripted import Scripted
 
 DEMO_TASK = "Write a Python function that checks whether a string is a palindrome"
 FUNCTION = (
@@ -47,6 +53,113 @@ def checks_of(text: str, deliverable: Deliverable = "code") -> dict[str, tuple[b
     contract = contract_of(deliverable, "python" if deliverable == "code" else None)
     checks, _ = check_answer(parsed(text, deliverable), CheckContext(DEMO_TASK, contract))
     return {c.name: (c.passed, c.detail) for c in checks}
+
+
+def settings(**values: object) -> Settings:
+    return resolve_settings({"backend": "fake", "best_of": 3, **values}, env={})
+
+
+def code_job(task: str = DEMO_TASK) -> SlotJob:
+    """A code slot of a plan (the contract's prompt only: every draw is the scripted text)."""
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="code", language="python")
+    return SlotJob(
+        spec=spec, task=f"A small text utilities package.\n{task}", constraints=(), expert="python_coder",
+        persona="You write Python.", references={}, max_tokens=600, temperature=0.0,
+    )  # fmt: skip
+
+
+# --- the same code twice --------------------------------------------------------------------------------------
+
+
+def test_the_demos_function_under_two_sections_is_a_hard_duplicate() -> None:
+    checks = checks_of(DEMO)
+    assert checks["contract.duplicates"] == (False, "section 2 repeats a code block of section 1")
+    assert checks["python.runs"][0]  # the code itself is sound: the repeat is what a reader trips on
+    assert checks_of(CLEAN)["contract.duplicates"] == (True, "")
+
+
+def test_a_kept_answer_that_still_repeats_its_function_loses_the_repeat_and_its_broken_end() -> None:
+    outcome = run_slot(code_job(), Scripted([DEMO]), settings(), emit=lambda _: None)
+    result = outcome.result
+    assert result is not None and result.quality is not None
+    assert len(result.quality.candidates) == 3  # hard: every draw was the demo, so more were drawn
+    assert result.raw.count("def is_palindrome") == 1
+    assert result.sections[0].body.strip() == f"```python\n{FUNCTION}```"  # the module, untouched
+    assert result.sections[1].body == EXPLANATION  # the explanation stays, cut back to its last full sentence
+    assert result.raw.rstrip().endswith("with its reverse.")
+    cuts = {e.action: e.outputs_summary for e in outcome.ledger if e.agent == "harness"}
+    assert cuts["cut_sections"] == "section 2 repeats a code block of section 1: removed, nothing reworded"
+    assert "'If they are equal, the function `' removed" in cuts["cut_unfinished_end"]
+    kept = {c.name: c.passed for c in result.quality.checks}
+    assert kept["contract.duplicates"] and kept["contract.ends"]
+    assert outcome.notices == []  # the warnings speak of the text delivered, as its checks do
+
+
+def test_a_demo_answer_draws_another_candidate_and_keeps_the_clean_one() -> None:
+    backend = Scripted([DEMO, CLEAN])
+    outcome = run_slot(code_job(), backend, settings(), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.raw == CLEAN and len(backend.requests) == 2
+    assert "contract.duplicates: section 2 repeats a code block" in backend.requests[1].messages[-1].content
+
+
+USAGE_AGAIN = (
+    "## Outline\n1. is_palindrome\n2. Usage\n\n"
+    f"## 1. is_palindrome\n```python\n{FUNCTION}```\n\n"
+    "## 2. Usage\n```python\ndef is_palindrome(s):\n    return s == s[::-1]\n\n"
+    "print(is_palindrome('racecar'))\nprint(is_palindrome('hello'))\n```\n"
+)
+
+
+def test_a_function_defined_again_under_its_name_is_a_second_version_of_a_module_and_its_calls_stay() -> None:
+    assert checks_of(USAGE_AGAIN)["contract.duplicates"] == (
+        False,
+        "section 2 defines is_palindrome again (section 1 does)",
+    )
+    [again] = repeated_code(parsed(USAGE_AGAIN), module=True)
+    assert again.kept == "```python\nprint(is_palindrome('racecar'))\nprint(is_palindrome('hello'))\n```"
+    outcome = run_slot(code_job(), Scripted([USAGE_AGAIN]), settings(best_of=1), emit=lambda _: None)
+    assert outcome.result is not None
+    assert [s.title for s in outcome.result.sections] == ["is_palindrome", "Usage"]
+    assert outcome.result.sections[1].body == again.kept
+    # a tutorial in prose may improve a function under the same name; the same body twice is a repeat anywhere
+    assert repeated_code(parsed(USAGE_AGAIN, "prose")) == []
+    renamed = USAGE_AGAIN.replace(
+        "def is_palindrome(s):\n    return s == s[::-1]\n", FUNCTION.replace("is_pal", "is_a_pal")
+    )
+    [same] = repeated_code(parsed(renamed, "prose"))
+    assert same.why == "section 2 defines is_a_palindrome, the same function as is_palindrome of section 1"
+
+
+def test_code_that_is_not_written_twice_is_no_duplicate() -> None:
+    restart = "```bash\nsudo systemctl restart nginx\n```"
+    plan = (
+        "## Outline\n1. Change the config\n2. Renew the certificate\n\n"
+        f"## 1. Change the config\nEdit the server block, then restart:\n{restart}\n\n"
+        f"## 2. Renew the certificate\nRun certbot renew, then restart:\n{restart}\n"
+    )
+    assert repeated_code(parsed(plan, "plan")) == []  # a one-line command at two steps is a runbook's way
+    classes = (
+        "## Outline\n1. Shapes\n2. More shapes\n\n"
+        "## 1. Shapes\n```python\nclass Square:\n    def area(self):\n        return self.side ** 2\n```\n\n"
+        "## 2. More shapes\n```python\nclass Circle:\n    def area(self):\n        return 3.14 * self.r ** 2\n```\n"
+    )
+    assert repeated_code(parsed(classes), module=True) == []  # two classes' methods of one name
+    table = "```\nName,Age\nAlice,25\nBob,30\n```"
+    readme = (  # the review set's README: an example whose input and output read the same, in one section
+        "## Outline\n1. Example\n\n## 1. Example\nGiven `data.csv`:\n\n"
+        f"{table}\n\nrun `csvtidy data.csv -o out.csv`. This writes `out.csv` with the following content:\n\n{table}\n"
+    )
+    assert repeated_code(parsed(readme, "prose")) == []
+    assert duplicates_check(parsed(classes), DEMO_TASK, module=True).passed
+
+
+def test_the_line_that_announced_a_repeated_block_goes_with_it() -> None:
+    announced = DEMO.replace(
+        "## 2. `is_palindrome` function\n```", "## 2. `is_palindrome` function\nHere is the function:\n```"
+    )
+    [again] = repeated_code(parsed(announced), module=True)
+    section = parsed(announced).sections[1]
+    assert section.body[again.start : again.end] == f"Here is the function:\n```python\n{FUNCTION}```"
 
 
 # --- a text left inside code ----------------------------------------------------------------------------------

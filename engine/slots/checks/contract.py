@@ -1,14 +1,17 @@
 """The contract checks, for every deliverable.
 
-The answer follows the output structure and was not cut off; no section is a stub, a duplicate or a copy of the
-task's title; it does not ask the person for what the task gave, leak the prompt (its delimiters, its feedback's
-wording, the persona's lines, the protocol's example placeholders) or copy the slots it references instead of doing
-its own part.
+The answer follows the output structure and was not cut off (nor left inside code); no section is a stub, a
+duplicate or a copy of the task's title, and no code is written twice; it does not ask the person for what the task
+gave, leak the prompt (its delimiters, its feedback's wording, the persona's lines, the protocol's example
+placeholders) or copy the slots it references instead of doing its own part.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import re
+from dataclasses import dataclass
 
 from engine.prompts import EXAMPLE_DESCRIPTIONS
 from engine.slots.checks.check_context import CheckContext
@@ -93,7 +96,7 @@ def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
         _titles_check(result, ctx.task),
         _answers_check(result),
         _stubs_check(result, MIN_SECTION_WORDS[ctx.contract.deliverable]),
-        duplicates_check(result, ctx.task),
+        duplicates_check(result, ctx.task, module=ctx.contract.code_first),
         _leaks_check(result, ctx.persona),
         _placeholders_check(result),
         _own_work_check(result, ctx.references),
@@ -226,10 +229,145 @@ def repeated_sections(
     return found
 
 
-def duplicates_check(result: SlotResult, task: str) -> CheckResult:
-    """``contract.duplicates``: no two sections say the same, and none repeats the task."""
+def duplicates_check(result: SlotResult, task: str, *, module: bool = False) -> CheckResult:
+    """``contract.duplicates``: no two sections say the same, none repeats the task, no code is written twice.
+
+    ``module``: the answer delivers one module (code or data), so a function defined again under its name is a
+    second version of it (:func:`repeated_code`).
+    """
     found = [why for _, why in repeated_sections(result, task)]
+    found += [r.why for r in repeated_code(result, module=module)]
     return CheckResult(name="contract.duplicates", passed=not found, detail="; ".join(found[:2]))
+
+
+REPEATED_BLOCK_LINES = 3
+"""A code block of this many lines or more, written again word for word, is a duplicate; a shorter one only when it
+defines a function or class (a runbook may give the same one-line command at two steps)."""
+_PYTHON = ("python", "py", "python3", "")
+ANNOUNCEMENT_WORDS = 12
+"""A line this short that ends with a colon right before a block announces it, and goes when the block goes."""
+
+
+@dataclass(frozen=True)
+class RepeatedCode:
+    """A code block of a section that repeats code written earlier in the answer, and what a cut leaves of it."""
+
+    label: str
+    """The section the block is in."""
+    start: int
+    end: int
+    """Where the block (its fences included) is in the section's body."""
+    kept: str
+    """What stays in its place: nothing, or the block without the definitions it repeats (its other lines kept)."""
+    why: str
+
+
+def repeated_code(result: SlotResult, *, module: bool = False) -> list[RepeatedCode]:
+    """Each code block that repeats code an earlier block of the answer holds, in order.
+
+    Repeated: the same block again in a later section (its whitespace aside; :data:`REPEATED_BLOCK_LINES`; within
+    one section, an example's input and output may read the same), a Python function defined again with the same
+    body (names, comments and spacing aside: ``ast.unparse``), or, where the answer is one ``module``, a function or
+    class defined again under the same name (the README demo wrote ``is_palindrome`` under "1. Usage" and again
+    under "2. `is_palindrome` function"). Only definitions at a block's top level count, so methods of two classes
+    never do. Such a block goes whole, with the short line announcing it, or keeps its other lines (a usage block
+    that defines the function again before calling it keeps the calls).
+    """
+    found: list[RepeatedCode] = []
+    blocks: dict[str, str] = {}
+    names: dict[str, str] = {}
+    bodies: dict[str, tuple[str, str]] = {}
+    for section in result.sections:
+        here = section.label
+        for match in FENCE_BLOCK.finditer(section.body):
+            language, code = match.group(2).lower(), match.group(3)
+            key = " ".join(code.split())
+            if blocks.get(key, here) != here and _counts(code, language):
+                why = f"section {here} repeats a code block of section {blocks[key]}"
+                found.append(RepeatedCode(here, _announced(section.body, match.start()), match.end(), "", why))
+                continue
+            blocks.setdefault(key, here)
+            tree = _python_tree(code) if language in _PYTHON else None
+            if tree is None:
+                continue
+            again: list[str] = []
+            lines: set[int] = set()
+            for node in tree.body:
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue
+                shape = _shape(node)
+                same = bodies.get(shape) if shape else None
+                if same is not None and same[0] == node.name or same is None and module and node.name in names:
+                    again.append(f"defines {node.name} again (section {names[node.name]} does)")
+                elif same is not None:
+                    again.append(f"defines {node.name}, the same function as {same[0]} of section {same[1]}")
+                else:
+                    names.setdefault(node.name, here)
+                    if shape:
+                        bodies.setdefault(shape, (node.name, here))
+                    continue
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                lines.update(range(first, (node.end_lineno or node.lineno) + 1))
+            if again:
+                why = f"section {here} " + "; ".join(again)
+                kept = _without_lines(code, lines)
+                if kept is None:
+                    found.append(RepeatedCode(here, _announced(section.body, match.start()), match.end(), "", why))
+                else:
+                    body = section.body
+                    fenced = body[match.start() : match.start(3)] + kept + body[match.end(3) : match.end()]
+                    found.append(RepeatedCode(here, match.start(), match.end(), fenced, why))
+    return found
+
+
+def _announced(body: str, at: int) -> int:
+    """Where a block at ``at`` starts with the short line that announces it ("Here is the function:"), if any.
+
+    The announcement goes with the block: left alone, it would announce nothing.
+    """
+    before = body[:at].rstrip()
+    start = before.rfind("\n") + 1
+    line = before[start:].strip()
+    return start if line.endswith(":") and len(line.split()) <= ANNOUNCEMENT_WORDS and "```" not in line else at
+
+
+def _counts(code: str, language: str) -> bool:
+    """Whether a block written twice is a duplicate: long enough, or it defines something."""
+    if sum(1 for line in code.splitlines() if line.strip()) >= REPEATED_BLOCK_LINES:
+        return True
+    tree = _python_tree(code) if language in _PYTHON else None
+    return tree is not None and any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in tree.body
+    )
+
+
+def _python_tree(code: str) -> ast.Module | None:
+    """The block parsed as Python, or None (another language, or broken code)."""
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _shape(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+    """A function as :func:`ast.unparse` writes it under a neutral name ("" for a class or a stub's empty body)."""
+    if isinstance(node, ast.ClassDef) or all(
+        isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in node.body
+    ):
+        return ""
+    neutral = copy.copy(node)
+    neutral.name = "_"
+    return ast.unparse(neutral)
+
+
+def _without_lines(code: str, lines: set[int]) -> str | None:
+    """``code`` without the given (1-based) lines, or None when no statement is left (only comments and blanks)."""
+    kept = [line for n, line in enumerate(code.splitlines(), 1) if n not in lines]
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n")
+    tree = _python_tree(text)
+    if not text.strip() or (tree is not None and not tree.body):
+        return None
+    return text + "\n"
 
 
 def _long_sentences(text: str) -> list[str]:
