@@ -1,12 +1,14 @@
 """Edits of a slot's kept answer, none of which rewords it.
 
-Each cuts what the person should not read twice, or computes what the model only wrote out:
+Each cuts what the person should not read twice (or at all: an output nobody printed), or computes what the
+model only wrote out:
 
 * :func:`without_loops`: when every candidate looped, the kept one's repeated sentences go
   (:func:`engine.slots.loop_watch.cut_loops`).
 * :func:`without_unfinished_end`: a code answer's note that breaks off is cut back to its last full sentence.
 * :func:`without_repeated_sections`: a section that repeats an earlier one, the task or a referenced slot, or that
   is another slot's part, goes, and the rest are numbered again; so does a code block that repeats earlier code.
+* :func:`without_unprinted_output`: an output block after Python that the program, run, does not print goes.
 * :func:`computed`: a math answer's arithmetic is computed (:mod:`engine.slots.inline_arithmetic`).
 
 Each edit adds a ledger entry naming what changed, and the kept checks it affects are read again, so the caveat
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.slots.checks import (
+    code_blocks,
     cut_unfinished_end,
     duplicates_check,
     ending_check,
@@ -25,8 +28,10 @@ from engine.slots.checks import (
     repetition_check,
 )
 from engine.slots.checks.contract import RepeatedCode, repeated_code
+from engine.slots.checks.printed import numbers_only_from, unprinted_outputs
 from engine.slots.inline_arithmetic import compute
 from engine.slots.loop_watch import cut_loops
+from engine.slots.sandbox import SandboxLimits
 from state.passport import LedgerEntry
 from state.quality import CheckResult
 from state.result import OutlineItem, Section, SlotResult, render_section
@@ -36,6 +41,7 @@ __all__ = [
     "without_loops",
     "without_repeated_sections",
     "without_unfinished_end",
+    "without_unprinted_output",
 ]
 
 
@@ -166,6 +172,48 @@ def _without_blocks(section: Section, blocks: list[RepeatedCode]) -> Section:
 def _module(result: SlotResult) -> bool:
     """Whether the kept answer delivers one module (code or data, as its quality records): see :func:`repeated_code`."""
     return result.quality is not None and result.quality.deliverable in ("code", "data")
+
+
+def without_unprinted_output(
+    result: SlotResult, task: str, limits: SandboxLimits, ledger: list[LedgerEntry]
+) -> SlotResult:
+    """The result without the output blocks no program printed (:func:`unprinted_outputs`), each ledgered.
+
+    A block that follows Python and shows what the program would print is kept only when the program, run in the
+    sandbox, prints it; the label that announced a block goes with it. When a number the answer states came only
+    from such a block (not from the task, its code or what a program printed), the kept checks get a failing
+    ``python.printed`` check, so the document's caveat says so: the mortgage answer's boxed $2,500.
+    """
+    bodies = [s.body for s in result.sections] if result.sections else [result.raw]
+    gone = unprinted_outputs(bodies, limits)
+    if not gone:
+        return result
+    for index in sorted({u.body for u in gone}):
+        mine = sorted((u for u in gone if u.body == index), key=lambda u: u.start, reverse=True)
+        for cut in mine:
+            before, after = bodies[index][: cut.start].rstrip(), bodies[index][cut.end :].lstrip("\n")
+            bodies[index] = "\n\n".join(part for part in (before, after) if part.strip())
+    if result.sections:
+        sections = [s.model_copy(update={"body": body}) for s, body in zip(result.sections, bodies, strict=True)]
+        cleaned = result.model_copy(update={"raw": _rendered(result.outline, sections), "sections": sections})
+    else:
+        cleaned = result.model_copy(update={"raw": bodies[0].rstrip() + "\n"})
+    cleaned = _rechecked(cleaned, {"contract.ends": lambda c: ending_check(cleaned.raw, c.severity)})
+    for u in gone:
+        _record(
+            ledger, result, "cut_output", f"removed an output block no program printed ({u.why}): {u.shown[:160]!r}"
+        )
+    code = "\n".join(code for _, code in code_blocks(cleaned.body_text()))
+    stated = numbers_only_from(cleaned.body_text(), gone, f"{task}\n{code}")
+    if stated and cleaned.quality is not None:
+        detail = (
+            f"the answer states {', '.join(stated)}, which only an output block no program printed "
+            f"showed (removed: {gone[0].why})"
+        )
+        check = CheckResult(name="python.printed", passed=False, detail=detail[:400])
+        checks = [*cleaned.quality.checks, check]
+        cleaned = cleaned.model_copy(update={"quality": cleaned.quality.model_copy(update={"checks": checks})})
+    return cleaned
 
 
 def _rendered(outline: list[OutlineItem], sections: list[Section]) -> str:

@@ -1,4 +1,4 @@
-"""Checks that see what a reader sees (issue 39): code written twice, a text left inside code.
+"""Checks that see what a reader sees (issue 39): code written twice, a text left inside code, made-up output.
 
 Built from the documents the default install (every expert on Qwen2.5-Coder-0.5B) delivered with every check
 passed: the README demo wrote ``is_palindrome`` under "1. Usage" and again under "2. `is_palindrome` function",
@@ -12,9 +12,11 @@ import pytest
 
 from engine.slots.checks import CheckContext, check_answer, cut_unfinished_end, ending_check
 from engine.slots.checks.contract import duplicates_check, repeated_code
+from engine.slots.checks.printed import unprinted_outputs
 from engine.slots.contracts import contract_of
 from engine.slots.job import SlotJob
 from engine.slots.run import run_slot
+from engine.slots.sandbox import SandboxLimits
 from state.context import resolve_settings
 from state.framework import Deliverable, SlotSpec
 from state.outline import parse_output
@@ -201,3 +203,93 @@ def test_the_demos_ending_fails_and_is_cut_back_to_its_last_full_sentence() -> N
     assert cut_unfinished_end(over_lines) == ("It is short.\n", "Then it calls `is_pal\nand compares")
     unclosed = "Here is the code:\n\n```python\ndef f(x):\n    return g(x)"
     assert cut_unfinished_end(unclosed) == (unclosed, None)  # code is never cut
+
+
+# --- an output no program printed -----------------------------------------------------------------------------
+
+MORTGAGE_TASK = "Compute the monthly payment on a 300,000 dollar mortgage at 6% annual interest over 30 years."
+MORTGAGE_PROGRAM = (
+    "principal = 300000\nannual_rate = 0.06\nyears = 30\n\n"
+    "monthly_rate = annual_rate / 12\nn = years * 12\n"
+    "payment = principal * monthly_rate * (1 + monthly_rate) ** n / ((1 + monthly_rate) ** n - 1)\n"
+    'print(f"Monthly payment: ${payment:.2f}")\n'
+)
+MORTGAGE = (
+    "## Outline\n1. Monthly payment\n\n## 1. Monthly payment\n"
+    "The monthly payment follows from the annuity formula, with the monthly rate and the number of payments.\n\n"
+    f"```python\n{MORTGAGE_PROGRAM}```\n\nOutput:\n```\nMonthly payment: $2500.00\n```\n\n"
+    "The monthly payment on the mortgage is $2,500.\n\n\\boxed{2500}\n"
+)
+"""The mortgage answer: a program, an "output" it never printed ($2,500: the interest alone), the same boxed."""
+
+
+def finance_job(task: str = MORTGAGE_TASK) -> SlotJob:
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
+    return SlotJob(
+        spec=spec, task=task, constraints=(), expert="finance_analyst", persona="You compute.", references={},
+        max_tokens=600, temperature=0.0,
+    )  # fmt: skip
+
+
+def test_an_output_block_the_program_does_not_print_is_removed_and_its_number_gets_a_caveat() -> None:
+    outcome = run_slot(finance_job(), Scripted([MORTGAGE]), settings(best_of=1), emit=lambda _: None)
+    result = outcome.result
+    assert result is not None and result.quality is not None
+    assert "$2500.00" not in result.raw and "Output:" not in result.raw  # the block and the label that announced it
+    assert f"```python\n{MORTGAGE_PROGRAM}```" in result.raw  # the program stays; nothing is reworded
+    assert "The monthly payment on the mortgage is $2,500." in result.raw
+    [entry] = [e for e in outcome.ledger if e.action == "cut_output"]
+    assert entry.outputs_summary.startswith("removed an output block no program printed")
+    assert "Monthly payment: $1798.65" in entry.outputs_summary  # what the program really prints
+    caveat = result.quality.caveat or ""
+    assert "python.printed: the answer states 2,500, which only an output block no program printed showed" in caveat
+    assert any("python.printed" in n.message for n in outcome.notices)
+
+
+def test_an_output_block_its_program_prints_is_kept() -> None:
+    printed = MORTGAGE.replace("$2500.00", "$1798.65").replace("$2,500", "$1,798.65").replace("{2500}", "{1798.65}")
+    outcome = run_slot(finance_job(), Scripted([printed]), settings(best_of=1), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.raw == printed
+    assert not any(e.action == "cut_output" for e in outcome.ledger)
+
+
+def test_a_usage_blocks_output_is_run_after_the_functions_the_answer_defined() -> None:
+    usage = (
+        f"```python\n{FUNCTION}```\n\nUsage:\n```python\nprint(is_palindrome('A man, a plan, a canal: Panama'))\n"
+        "print(is_palindrome('hello'))\n```\n\n# Output\n```text\nTrue\nFalse\n```\n"
+    )
+    assert unprinted_outputs([usage], SandboxLimits()) == []
+    wrong = usage.replace("True\nFalse", "True\nTrue")
+    [gone] = unprinted_outputs([wrong], SandboxLimits())
+    assert gone.printed == "True\nFalse\n" and wrong[gone.start : gone.end] == "# Output\n```text\nTrue\nTrue\n```"
+
+
+def test_an_output_block_whose_program_cannot_run_alone_is_removed_without_a_run() -> None:
+    asks = (
+        "```python\nname = input('Your name: ')\nprint('Hello, ' + name)\n```\n\n"
+        "```output\nYour name: Ada\nHello, Ada\n```\n"
+    )
+    [gone] = unprinted_outputs(["Some words first.", asks], SandboxLimits(timeout_s=0.001))  # no time to run
+    assert (gone.body, gone.printed) == (1, None) and "input()" in gone.why
+    spans = asks[gone.start : gone.end]
+    assert spans.startswith("```output") and spans.endswith("Hello, Ada\n```")
+
+
+def test_code_after_an_output_label_and_output_after_other_blocks_are_left_alone() -> None:
+    code_after_label = f"```python\n{FUNCTION}```\n\nTo print the result:\n```\nprint(is_palindrome('abba'))\n```\n"
+    after_sql = "```sql\nSELECT count(*) FROM users;\n```\n\nOutput:\n```\n42\n```\n"
+    assert unprinted_outputs([code_after_label, after_sql], SandboxLimits()) == []
+
+
+def test_a_section_that_only_showed_a_made_up_output_goes_with_it() -> None:
+    shown = (
+        "## Outline\n1. is_palindrome\n2. Output\n\n"
+        f"## 1. is_palindrome\n```python\n{FUNCTION}```\n\n## 2. Output\n```output\nTrue\n```\n"
+    )
+    outcome = run_slot(code_job(), Scripted([shown]), settings(best_of=1), emit=lambda _: None)
+    result = outcome.result
+    assert result is not None  # the function prints nothing, and the section held nothing else
+    assert [(s.title, s.body) for s in result.sections] == [("is_palindrome", f"```python\n{FUNCTION}```")]
+    assert [o.title for o in result.outline] == ["is_palindrome"] and "True" not in result.raw
+    cuts = [e.action for e in outcome.ledger if e.agent == "harness"]
+    assert cuts == ["cut_output", "cut_sections"]

@@ -38,7 +38,7 @@ candidate was pasted in, and the feedback's sentences in an answer are the promp
 on the review set, "The outline was (keep it if it is right, fix it if a problem above concerns it):")."""
 _CHECK_NAME = re.compile(
     r"\b(?:contract\.(?:answers|complete|duplicates|ends|leaks|own_work|placeholders|structure|stubs|titles)"
-    r"|prose\.repetition|python\.(?:complete|defines|examples|lint|own_doctests|parses|runs|tests|tests_given"
+    r"|prose\.repetition|python\.(?:complete|defines|examples|lint|own_doctests|parses|printed|runs|tests|tests_given"
     r"|tests_use_module))\b"
 )
 """The checks' own names, which the retry feedback quotes: in an answer they are the feedback talking (a real
