@@ -9,10 +9,9 @@ starts with one line the harness adds, ``from <slot id> import *``, marked as su
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
-from engine.slots.checks import module_code
+from engine.slots.checks import module_code, module_name
 from state.framework import Framework
 from state.result import SlotResult
 
@@ -46,7 +45,7 @@ def code_artifacts(framework: Framework, results: Mapping[str, SlotResult]) -> d
         if code is None:
             continue
         language = (quality.language or "text").lower()
-        module = re.sub(r"\W+", "_", spec.id).strip("_").lower() or "module"
+        module = module_name(spec.id)
         name = "Dockerfile" if language == "dockerfile" else module + EXTENSIONS.get(language, ".txt")
         if name in files:
             name = f"{module}_{len(files)}{EXTENSIONS.get(language, '.txt')}"

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from state.framework import Deliverable
 
-__all__ = ["CandidateRecord", "CheckResult", "SlotQuality"]
+__all__ = ["PACKAGES_CHECK", "CandidateRecord", "CheckResult", "SlotQuality"]
 
 Severity = Literal["hard", "soft"]
 """A hard check failing means the answer is wrong or unusable as delivered (code that does not run, a
@@ -25,6 +25,10 @@ degenerate text); a soft one means it could be better (lint, hedges)."""
 
 
 _BRACES = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+
+PACKAGES_CHECK = "python.packages"
+"""The soft check that says which packages the code imports that the sandbox does not have (what could not be
+checked): it fails nothing, and the caveat names them."""
 
 
 class CheckResult(BaseModel):
@@ -102,11 +106,18 @@ class SlotQuality(BaseModel):
 
     @property
     def caveat(self) -> str | None:
-        """One line for the document when the kept answer still fails a hard check (None when it passes)."""
+        """One line for the document when the kept answer fails a hard check or could not be fully checked.
+
+        Not fully checked: the sandbox lacks a package the code imports (:data:`PACKAGES_CHECK`). None when the
+        answer passes and was checked.
+        """
         failed = self.failed_checks
-        if not failed:
+        lacking = [c.detail for c in self.checks if c.name == PACKAGES_CHECK and c.detail]
+        if not failed and not lacking:
             return None
         listed = "; ".join(f"{c.name}: {c.detail}" if c.detail else c.name for c in failed[:3])
+        said = [f"This part did not pass its checks ({listed}); review it before use."] if failed else []
+        said += [f"Not fully checked ({lacking[0]})."] if lacking else []
         # a placeholder a detail quotes ("it repeats the prompt's own text ('{{ASSIST:user:the detail}}')") is
         # shown without its braces: the document's placeholders are all resolved or listed, and this is neither
-        return _BRACES.sub(r"\1", f"This part did not pass its checks ({listed}); review it before use.")
+        return _BRACES.sub(r"\1", " ".join(said))

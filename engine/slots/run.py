@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from engine.assists.resolver import AssistResolver, Resolution
-from engine.slots.checks import CheckContext, check_answer, copies_task, extract_examples
+from engine.slots.checks import (
+    CheckContext,
+    check_answer,
+    copies_task,
+    extract_examples,
+    module_name,
+    python_modules,
+)
 from engine.slots.contracts import Contract
 from engine.slots.draw_policy import Drawn, DrawPolicy, NextDraw
 from engine.slots.job import SlotJob
@@ -130,6 +137,7 @@ def _prepare(job: SlotJob, settings: Settings) -> _Slot:
         contract=job.slot_contract,
         limits=SandboxLimits(timeout_s=settings.check_timeout_s),
         references=tuple(result.body_text() for _, result in job.references.values()),
+        modules=python_modules({ref: result for ref, (_, result) in job.references.items()}),
         first_title=first_title,
     )
 
@@ -264,6 +272,9 @@ class _Slot:
     limits: SandboxLimits
     references: tuple[str, ...]
     """The referenced slots' text (an answer that copies it fails its own-work check)."""
+    modules: dict[str, str]
+    """The referenced code slots' Python modules by the name each is delivered under (this slot's code may import
+    them)."""
     first_title: str | None
     """The title the grammar writes first (a plan's slot answers its own part), None: the model's own."""
     calculation: Calculation | None = None
@@ -394,6 +405,8 @@ class _Slot:
             truncated=gen.finish_reason == "length",
             limits=self.limits,
             persona=self.job.persona,
+            modules=self.modules,
+            module=module_name(self.job.spec.id),
         )
         checks, signals = check_answer(result, context)
         if gen.finish_reason == "halted":  # degenerate, whatever is left of the loop in the parsed text

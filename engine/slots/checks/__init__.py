@@ -7,7 +7,10 @@ deliverable:
 
 * **code** (:mod:`.code`) in Python: it parses; no function is a stub; it defines the functions the task names; it
   imports (runs) in the sandbox; the task's examples (:mod:`.examples`: ``>>>`` doctests, ``f(x) == y`` lines)
-  pass. Soft: the doctests in its own docstrings and its own tests pass, and ``ruff`` finds no error. SQL parses
+  pass. It runs beside the run's own modules it imports (a referenced code slot's, by its slot's name); a
+  third-party package the sandbox's Python cannot import gets a stand-in, and a failure that touched one fails no
+  hard check (``python.packages`` names the package, and the caveat says what was not checked). Soft: the doctests
+  in its own docstrings and its own tests pass, and ``ruff`` finds no error. SQL parses
   with sqlglot in the task's dialect; YAML and JSON load; a shell script passes ``bash -n``; a Dockerfile starts
   with ``FROM``.
 * **data**: the block parses as its language.
@@ -24,7 +27,7 @@ measured signals; :mod:`engine.slots.selection` turns them into a score.
 
 from engine.slots.checks.answer import check_answer, signals_of
 from engine.slots.checks.check_context import CheckContext
-from engine.slots.checks.code import module_code
+from engine.slots.checks.code import module_code, module_name, python_modules, third_party_imports
 from engine.slots.checks.contract import STUB, copies_task, duplicates_check, repeated_sections
 from engine.slots.checks.examples import Examples, extract_examples
 from engine.slots.checks.prose import cut_unfinished_end, ending_check, repetition_check, repetition_found
@@ -42,10 +45,13 @@ __all__ = [
     "ending_check",
     "extract_examples",
     "module_code",
+    "module_name",
+    "python_modules",
     "repeated_sections",
     "repetition_check",
     "repetition_found",
     "sentence_key",
     "signals_of",
+    "third_party_imports",
     "without_code",
 ]

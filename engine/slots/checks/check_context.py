@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.slots.contracts import Contract
@@ -21,3 +22,8 @@ class CheckContext:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     persona: str = ""
     """The expert's persona (the system prompt's first part): its lines must not come back as the answer."""
+    modules: Mapping[str, str] = field(default_factory=dict)
+    """The run's Python modules this answer may import, by the name each is delivered under (a referenced code
+    slot's module: :func:`engine.slots.checks.code.python_modules`): written beside it in the sandbox."""
+    module: str | None = None
+    """This slot's own module name as the run delivers it (its tests may import it by that name)."""

@@ -8,6 +8,14 @@ sandbox (:mod:`engine.slots.sandbox`); the task's examples pass. Soft: the docte
 tests (a tests section, which must not redefine the module's functions) pass, and ``ruff`` finds no error (pyflakes
 rules). A small model's own tests are often wrong where its code is right, so they rank candidates but never reject
 one.
+
+A check fails only for the code's own faults. The module runs beside the run's own modules it may import (a
+referenced code slot's, named as :func:`module_name` names it); every third-party package it imports (not the
+standard library, not the run's own) that the sandbox's Python cannot import gets a stand-in, so the code that
+does not need the package still runs. A failure that touched a stand-in fails no hard check: ``python.runs`` and
+``python.examples`` turn soft where it is their only failure, and ``python.packages`` names the packages for the
+caveat. A syntax error, a name the code never defined, or an example that fails without touching a stand-in fail
+as before.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -29,7 +38,7 @@ from engine.slots.checks.contract import STUB
 from engine.slots.checks.examples import Examples, extract_examples
 from engine.slots.checks.text import code_blocks
 from engine.slots.sandbox import run_python
-from state.quality import CheckResult
+from state.quality import PACKAGES_CHECK, CheckResult
 from state.result import SlotResult
 
 _DIALECTS = (
@@ -70,55 +79,89 @@ ASKS_FOR_TESTS = re.compile(
 
 
 _PY_RUNNER = r"""
-import contextlib, doctest, inspect, io, json, sys
+import contextlib, doctest, inspect, io, json, linecache, sys
+
+try:  # written by the sandbox when the code imports packages this Python may not have
+    import _coe_stubs
+except ImportError:
+    _coe_stubs = None
 
 def short(exc):
     return (type(exc).__name__ + ": " + str(exc))[:300]
 
+def involved(exc):
+    return _coe_stubs is not None and _coe_stubs.involved(exc, spec["files"])
+
+def holds(value):
+    return _coe_stubs is not None and _coe_stubs.holds(value)
+
+def source(name, text):  # tracebacks and the stand-in check read the line that failed
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+    return compile(text, name, "eval" if name.startswith("<example") else "exec")
+
 spec = json.load(open("checks.json"))
-out = {"import": None, "examples": [], "own_doctests": None, "tests": None}
+out = {"import": None, "import_stub": False, "examples": [], "own_doctests": None, "tests": None, "tests_stub": False}
 try:
     with contextlib.redirect_stdout(io.StringIO()):
         import solution
 except BaseException as exc:
     line = getattr(exc, "lineno", None)
     out["import"] = short(exc) + (" (line %s)" % line if line else "")
+    out["import_stub"] = involved(exc)
     print("COE-CHECKS " + json.dumps(out))
     sys.exit(0)
+for alias in spec["aliases"]:  # its own tests may import it by the name the run delivers it under
+    sys.modules.setdefault(alias, solution)
 module_globals = dict(vars(solution))
 flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+class Runner(doctest.DocTestRunner):
+    stub = False  # a failure touched a stand-in of a missing package
+
+    def report_failure(self, out, test, example, got):
+        self.stub = self.stub or "stand-in for " in got
+        super().report_failure(out, test, example, got)
+
+    def report_unexpected_exception(self, out, test, example, exc_info):
+        self.stub = self.stub or involved(exc_info[1])
+        super().report_unexpected_exception(out, test, example, exc_info)
 
 def run_doctest(text, name):
     test = doctest.DocTestParser().get_doctest(text, dict(module_globals), name, "task", 0)
     report = []
-    runner = doctest.DocTestRunner(optionflags=flags)
+    runner = Runner(optionflags=flags)
     with contextlib.redirect_stdout(io.StringIO()):
         runner.run(test, out=report.append)
     lines = [ln for ln in "".join(report).splitlines() if ln.strip() and not ln.startswith("*****")]
-    return runner.failures == 0, " | ".join(lines[-6:])[-300:]
+    return runner.failures == 0, " | ".join(lines[-6:])[-300:], runner.stub
 
 for text in spec["doctests"]:
     try:
-        ok, detail = run_doctest(text, "example")
+        ok, detail, stub = run_doctest(text, "example")
     except BaseException as exc:
-        ok, detail = False, short(exc)
-    out["examples"].append({"ok": ok, "source": text.splitlines()[0][:120], "detail": detail if not ok else ""})
-for call, value in spec["asserts"]:
+        ok, detail, stub = False, short(exc), involved(exc)
+    out["examples"].append(
+        {"ok": ok, "source": text.splitlines()[0][:120], "detail": detail if not ok else "", "stub": stub and not ok}
+    )
+for n, (call, value) in enumerate(spec["asserts"]):
+    stub = False
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            got = eval(call, dict(module_globals))
+            got = eval(source("<example %d>" % n, call), dict(module_globals))
         ok = got == eval(value, {})
+        stub = not ok and holds(got)
         detail = "" if ok else "%s returned %r, expected %s" % (call, got, value)
     except BaseException as exc:
-        ok, detail = False, short(exc)
-    out["examples"].append({"ok": ok, "source": call[:120], "detail": detail[:300]})
+        ok, detail, stub = False, short(exc), involved(exc)
+    out["examples"].append({"ok": ok, "source": call[:120], "detail": detail[:300], "stub": stub})
 finder = doctest.DocTestFinder(exclude_empty=True)
 own = [t for t in finder.find(solution, "solution", globs=dict(module_globals)) if t.examples]
 if own:
     failed = 0
+    stub_failed = 0
     details = []
     for test in own:
-        runner = doctest.DocTestRunner(optionflags=flags)
+        runner = Runner(optionflags=flags)
         report = []
         try:
             with contextlib.redirect_stdout(io.StringIO()):
@@ -126,16 +169,20 @@ if own:
         except BaseException as exc:
             report.append(short(exc))
             failed += 1
+            stub_failed += involved(exc)
         failed += runner.failures
+        stub_failed += runner.failures if runner.stub else 0
         if runner.failures:
             details.append(" ".join(report)[-200:])
     total = sum(len(t.examples) for t in own)
-    out["own_doctests"] = {"failed": failed, "total": total, "detail": " ".join(details)[:300]}
+    out["own_doctests"] = {
+        "failed": failed, "stub_failed": stub_failed, "total": total, "detail": " ".join(details)[:300]
+    }
 if spec["tests"]:
     namespace = dict(module_globals)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(spec["tests"], "tests.py", "exec"), namespace)
+            exec(source("tests.py", spec["tests"]), namespace)
             for name, value in list(namespace.items()):
                 if name.startswith("test_") and callable(value) and name not in module_globals:
                     try:
@@ -147,6 +194,7 @@ if spec["tests"]:
         out["tests"] = "ok"
     except BaseException as exc:
         out["tests"] = short(exc)
+        out["tests_stub"] = involved(exc)
 print("COE-CHECKS " + json.dumps(out))
 """
 
@@ -157,7 +205,7 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
     code, tests = module_code(result)
     if code is None or not code.strip():
         return [CheckResult(name="code.present", passed=False, detail="no code block in the answer")]
-    if language in ("python", "py", "python3"):
+    if language in _PYTHON:
         return _python_checks(code, tests, ctx)
     if language == "sql":
         return [_sql_check(code, ctx.task)]
@@ -231,59 +279,171 @@ def _static_checks(tree: ast.Module, code: str, tests: str | None, task: str, ex
 
 
 def _sandbox_checks(code: str, tests: str | None, ctx: CheckContext, examples: Examples) -> list[CheckResult]:
-    """The module run in the sandbox: it imports, the task's examples pass; soft: its own doctests and tests."""
+    """The module run in the sandbox: it imports, the task's examples pass; soft: its own doctests and tests.
+
+    The run's own modules it may import are written beside it; the third-party packages it imports that the
+    sandbox's Python does not have get stand-ins (:func:`engine.slots.sandbox.run_python`), and a failure that
+    touched one is the sandbox's lack: it fails no hard check (:func:`_lacking`).
+    """
+    siblings = _siblings(ctx)
+    aliases = [ctx.module] if ctx.module and ctx.module not in siblings and _importable(ctx.module) else []
     spec = {
         "doctests": list(examples.doctests),
         "asserts": [list(pair) for pair in examples.asserts],
         "tests": tests or "",
+        "files": ["solution.py", "tests.py", *(f"{name}.py" for name in siblings)],
+        "aliases": aliases,
     }
-    files = {"solution.py": code, "checks.json": json.dumps(spec), "run_checks.py": _PY_RUNNER}
-    ran = run_python(files, "run_checks.py", limits=ctx.limits)
+    files = {
+        **{f"{name}.py": text for name, text in siblings.items()},
+        "solution.py": code,
+        "checks.json": json.dumps(spec),
+        "run_checks.py": _PY_RUNNER,
+    }
+    imported = third_party_imports([code, tests or "", *siblings.values()], {*siblings, *aliases})
+    ran = run_python(files, "run_checks.py", limits=ctx.limits, stubs=imported)
     report = _report(ran.stdout)
     if report is None:
         why = "timed out" if ran.timed_out else (ran.violations[0] if ran.violations else ran.stderr.strip()[-200:])
         return [CheckResult(name="python.runs", passed=False, detail=f"the checks could not run: {why}")]
-    checks = [
-        CheckResult(
-            name="python.runs",
-            passed=report["import"] is None and not ran.violations,
-            detail=report["import"] or (f"refused: {ran.violations[0]}" if ran.violations else ""),
-        )
-    ]
-    results = report["examples"]
-    if results:
-        passed = sum(1 for r in results if r["ok"])
-        first_bad = next((r for r in results if not r["ok"]), None)
-        checks.append(
-            CheckResult(
-                name="python.examples",
-                passed=passed == len(results),
-                score=passed / len(results),
-                detail=f"{passed} of {len(results)} examples pass"
-                + (f"; {first_bad['source']}: {first_bad['detail']}" if first_bad else ""),
-            )
-        )
-    own = report["own_doctests"]
-    if own:
-        checks.append(
-            CheckResult(
-                name="python.own_doctests",
-                severity="soft",
-                passed=own["failed"] == 0,
-                score=max(0.0, 1 - own["failed"] / max(own["total"], 1)),
-                detail="" if own["failed"] == 0 else f"{own['failed']} of {own['total']} fail: {own['detail']}",
-            )
-        )
+    missing = _missing(ran.stubbed)
+    checks = [_runs_check(report, ran.violations, missing)]
+    if report["examples"]:
+        checks.append(_examples_check(report["examples"], missing))
+    if report["own_doctests"]:
+        checks.append(_own_doctests_check(report["own_doctests"], missing))
     if tests is not None:
+        ok = report["tests"] == "ok"
+        lacking = f"{missing} {_is_are(ran.stubbed)} not installed in the sandbox: " if report["tests_stub"] else ""
         checks.append(
-            CheckResult(
-                name="python.tests",
-                severity="soft",
-                passed=report["tests"] == "ok",
-                detail="" if report["tests"] == "ok" else str(report["tests"]),
-            )
+            CheckResult(name="python.tests", severity="soft", passed=ok, detail="" if ok else lacking + report["tests"])
         )
+    if missing:
+        checks.append(_lacking(ran.stubbed))
     return checks
+
+
+def _own_doctests_check(own: dict[str, Any], missing: str) -> CheckResult:
+    """The doctests of its own docstrings pass (soft); the detail says how many failures touched a stand-in."""
+    needs = f" ({own['stub_failed']} need {missing})" if missing and own["stub_failed"] else ""
+    return CheckResult(
+        name="python.own_doctests",
+        severity="soft",
+        passed=own["failed"] == 0,
+        score=max(0.0, 1 - own["failed"] / max(own["total"], 1)),
+        detail="" if own["failed"] == 0 else f"{own['failed']} of {own['total']} fail{needs}: {own['detail']}",
+    )
+
+
+def _runs_check(report: dict[str, Any], violations: list[str], missing: str) -> CheckResult:
+    """It imports; a failure that touched a missing package's stand-in is soft (the sandbox's lack, not a fault)."""
+    failure = report["import"]
+    if failure is not None and missing and report["import_stub"]:
+        return CheckResult(
+            name="python.runs", severity="soft", passed=False, detail=f"it needs {missing} to import: {failure}"
+        )
+    return CheckResult(
+        name="python.runs",
+        passed=failure is None and not violations,
+        detail=failure or (f"refused: {violations[0]}" if violations else ""),
+    )
+
+
+def _examples_check(results: list[dict[str, Any]], missing: str) -> CheckResult:
+    """The task's examples pass; those that failed only by touching a missing package's stand-in are not counted.
+
+    If every example failed that way, the check is soft: nothing of the code's own could be run against them.
+    """
+    excused = [r for r in results if not r["ok"] and r.get("stub") and missing]
+    counted = [r for r in results if r not in excused]
+    passed = sum(1 for r in counted if r["ok"])
+    first_bad = next((r for r in counted if not r["ok"]), None) or (excused[0] if excused else None)
+    detail = f"{passed} of {len(counted)} examples pass" if counted else f"no example runs without {missing}"
+    if excused and counted:
+        detail += f" ({len(excused)} more need {missing})"
+    if first_bad:
+        detail += f"; {first_bad['source']}: {first_bad['detail']}"
+    return CheckResult(
+        name="python.examples",
+        severity="hard" if counted else "soft",
+        passed=bool(counted) and passed == len(counted),
+        score=passed / len(counted) if counted else 0.0,
+        detail=detail,
+    )
+
+
+def _lacking(names: list[str]) -> CheckResult:
+    """What the sandbox could not check: soft and passed (nothing is wrong with the code); the caveat names it."""
+    them = "it" if len(names) == 1 else "them"
+    return CheckResult(
+        name=PACKAGES_CHECK,
+        severity="soft",
+        passed=True,
+        detail=f"{_missing(names)} {_is_are(names)} not installed in the sandbox: checked parse, lint and the code "
+        f"that does not need {them}",
+    )
+
+
+def _missing(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def _is_are(names: list[str]) -> str:
+    return "are" if len(names) > 1 else "is"
+
+
+def third_party_imports(sources: list[str], own: set[str]) -> list[str]:
+    """The top-level packages ``sources`` import that are neither the standard library nor the run's own modules.
+
+    Every ``import`` and ``from ... import`` anywhere in the code (inside functions too); relative imports are the
+    code's own. Whether one is *missing* is for the sandbox's Python to say (:func:`engine.slots.sandbox.run_python`).
+    """
+    names: set[str] = set()
+    for text in sources:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.partition(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.partition(".")[0])
+    return sorted(n for n in names if n not in sys.stdlib_module_names and n not in own and n not in _RESERVED)
+
+
+_RESERVED = frozenset({"solution", "run_checks", "checks", "tests", "_coe_guard", "_coe_stubs"})
+"""Names of the sandbox's own files: never a sibling module or a stand-in."""
+
+
+def _importable(name: str) -> bool:
+    return name.isidentifier() and name not in sys.stdlib_module_names and name not in _RESERVED
+
+
+def _siblings(ctx: CheckContext) -> dict[str, str]:
+    """The run's other modules this answer may import, by name; one that would hide a standard module is left out."""
+    return {name: text for name, text in ctx.modules.items() if _importable(name) and name != ctx.module}
+
+
+def module_name(slot_id: str) -> str:
+    """The name a slot's module is delivered under (``coe run --out-dir``) and imported by: its id, as a name."""
+    return re.sub(r"\W+", "_", slot_id).strip("_").lower() or "module"
+
+
+def python_modules(references: Mapping[str, SlotResult]) -> dict[str, str]:
+    """The Python modules of referenced code slots, by the name each is delivered under (:func:`module_name`)."""
+    modules: dict[str, str] = {}
+    for slot_id, result in references.items():
+        quality = result.quality
+        if quality is None or quality.deliverable != "code" or (quality.language or "").lower() not in _PYTHON:
+            continue
+        code, _ = module_code(result)
+        if code is not None:
+            modules[module_name(slot_id)] = code
+    return modules
+
+
+_PYTHON = ("python", "py", "python3")
 
 
 def _report(stdout: str) -> dict[str, Any] | None:
