@@ -18,18 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.faults_lab import PLAN, TASK
+
 pytestmark = pytest.mark.slow  # each case starts `python -m cli` processes
 
 ROOT = Path(__file__).resolve().parents[2]
-TASK = "Explain how TLS certificates are validated"
-PLAN = {
-    "id": "p",
-    "title": "Plan",
-    "slots": [
-        {"id": "a", "title": "A", "description": "Write part A.", "expert": "general_reasoning"},
-        {"id": "b", "title": "B", "description": "Write part B.", "expert": "general_reasoning", "deps": ["a"]},
-    ],
-}
 BAD = os.fsdecode(b"\xff")
 """A byte that is not UTF-8, as Python hands it over from the command line (a lone surrogate)."""
 
