@@ -27,24 +27,13 @@ DIRECTORY_MARKS = {"integration": "integration", "bench": "bench"}
 """A test under ``tests/<folder>`` gets the folder's mark, so a new test there is out of the fast loop."""
 
 
-SLOW_TESTS = {
-    "unit/test_embedding.py::test_backend_matches_sentence_transformers_reference[numpy]": "the NumPy encoder",
-    "unit/test_embedding.py::test_a_damaged_onnx_cache_file_is_rebuilt": "builds the ONNX graph",
-    "unit/test_embedding.py::test_the_int8_encoder_is_cached_beside_the_float_one": "quantises the ONNX graph",
-    "unit/test_readme.py::test_embedding_example_runs": "a Python process runs the README's example",
-}
-"""Tests of files other work owns, marked ``slow`` here (by node id under tests/) so those files stay as they are."""
-
-
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the folder it lives in (:data:`DIRECTORY_MARKS`) and by :data:`SLOW_TESTS`."""
+    """Mark each test by the folder it lives in (:data:`DIRECTORY_MARKS`)."""
     for item in items:
         where = item.path.relative_to(TESTS)
         if where.parts[0] in DIRECTORY_MARKS:
             item.add_marker(DIRECTORY_MARKS[where.parts[0]])
-        if f"{where.as_posix()}::{item.name}" in SLOW_TESTS:
-            item.add_marker("slow")
 
 
 def _postgres_address(conninfo: str, **kwargs: Any) -> tuple[bool, str]:

@@ -33,6 +33,7 @@ def test_embedder_is_shared_and_names_the_sentence_transformers_model() -> None:
     assert default.dim == 384 and default.encode([]).shape == (0, 384)
 
 
+@pytest.mark.slow  # builds the ONNX graph
 def test_a_damaged_onnx_cache_file_is_rebuilt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from experts.embedding.onnx_bert import OnnxMiniLM
 
@@ -67,6 +68,7 @@ def test_int8_backend_is_close_to_the_reference_and_names_a_model_of_its_own() -
     assert int8.model_id == get_embedder("onnx").model_id + ":int8"
 
 
+@pytest.mark.slow  # quantises the ONNX graph
 def test_the_int8_encoder_is_cached_beside_the_float_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from experts.embedding.onnx_bert import OnnxMiniLM
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,6 +21,7 @@ def _block(marker: str, page: str = "README.md") -> str:
     return match.group(1)
 
 
+@pytest.mark.slow  # a Python process runs the documented example
 def test_embedding_example_runs(tmp_path: Path) -> None:
     code = _block("<!-- embed-example -->", "docs/server.md")
     assert len(code.strip().splitlines()) <= 10
