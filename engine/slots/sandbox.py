@@ -443,39 +443,8 @@ def run_python(
     if bad:
         raise ValueError(f"stub name {bad[0]!r} is not a package name")
     with tempfile.TemporaryDirectory(prefix="coe-sandbox-") as tmp:
-        root = Path(tmp)
-        for name, text in files.items():
-            path = (root / name).resolve()
-            if root.resolve() not in path.parents:
-                raise ValueError(f"file name {name!r} leaves the sandbox directory")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        guard = root / "_coe_guard.py"
-        guard.write_text(
-            _GUARD.replace("__PREFIX__", repr(VIOLATION)).replace("__STUBBED__", repr(STUBBED)), encoding="utf-8"
-        )
-        if stubs:
-            (root / "_coe_stubs.py").write_text(_STUBS, encoding="utf-8")
-        env = {
-            "HOME": tmp,
-            "TMPDIR": tmp,
-            "PATH": "/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "PYTHONIOENCODING": "utf-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "OPENBLAS_NUM_THREADS": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "COE_SANDBOX_LIMITS": ",".join(
-                str(v)
-                for v in (
-                    limits.memory_mb * 1024 * 1024,
-                    int(limits.timeout_s) + 1,
-                    limits.max_file_mb * 1024 * 1024,
-                )
-            ),
-            "COE_SANDBOX_STUBS": ",".join(sorted(set(stubs))),
-        }
+        guard = _write_files(Path(tmp), files, stubs)
+        env = _environment(tmp, limits, stubs)
         started = time.perf_counter()
         proc = subprocess.Popen(
             [sys.executable, "-I", str(guard), main, *args],
@@ -502,3 +471,44 @@ def run_python(
     return SandboxResult(
         None if timed_out else proc.returncode, stdout, stderr, timed_out, round(seconds, 3), violations, stubbed
     )
+
+
+def _write_files(root: Path, files: dict[str, str], stubs: Collection[str]) -> Path:
+    """Write the program's files, the guard that runs it (returned) and, when asked for, the stand-ins."""
+    for name, text in files.items():
+        path = (root / name).resolve()
+        if root.resolve() not in path.parents:
+            raise ValueError(f"file name {name!r} leaves the sandbox directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    guard = root / "_coe_guard.py"
+    guard.write_text(
+        _GUARD.replace("__PREFIX__", repr(VIOLATION)).replace("__STUBBED__", repr(STUBBED)), encoding="utf-8"
+    )
+    if stubs:
+        (root / "_coe_stubs.py").write_text(_STUBS, encoding="utf-8")
+    return guard
+
+
+def _environment(tmp: str, limits: SandboxLimits, stubs: Collection[str]) -> dict[str, str]:
+    """The program's whole environment: nothing of ours leaks in; the limits and stand-ins the guard applies."""
+    return {
+        "HOME": tmp,
+        "TMPDIR": tmp,
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "COE_SANDBOX_LIMITS": ",".join(
+            str(v)
+            for v in (
+                limits.memory_mb * 1024 * 1024,
+                int(limits.timeout_s) + 1,
+                limits.max_file_mb * 1024 * 1024,
+            )
+        ),
+        "COE_SANDBOX_STUBS": ",".join(sorted(set(stubs))),
+    }

@@ -80,8 +80,8 @@ def _long_description(lab: Lab) -> list[str]:
     return ["run", TASK, "--framework", str(lab.plan(slots=slots))]
 
 
-def _cli_cases() -> list[Case]:
-    """The matrix over the ``coe`` command, as ``bench/bench_faults.py`` counts it."""
+def _cli_cases_1() -> list[Case]:
+    """Part 1 of the matrix over the ``coe`` command."""
     task = ["run", TASK]
     return [
         cli_refused("task-empty", "empty task", lambda lab: ["run", ""], "task: is empty"),
@@ -144,6 +144,13 @@ def _cli_cases() -> list[Case]:
         ),
         cli_refused("profile-bad", "--profile nope", lambda lab: [*task, "--profile", "nope"], "nope", kind="options"),
         cli_refused("backend-bad", "--backend nope", lambda lab: [*task, "--backend", "nope"], "nope", kind="options"),
+    ]
+
+
+def _cli_cases_2() -> list[Case]:
+    """Part 2 of the matrix over the ``coe`` command."""
+    task = ["run", TASK]
+    return [
         cli_refused(
             "model-missing",
             "--model /no/such.gguf",
@@ -200,6 +207,13 @@ def _cli_cases() -> list[Case]:
             "s.bin",
             kind="files",
         ),
+    ]
+
+
+def _cli_cases_3() -> list[Case]:
+    """Part 3 of the matrix over the ``coe`` command."""
+    task = ["run", TASK]
+    return [
         cli_refused(
             "plan-missing",
             "--framework missing",
@@ -256,6 +270,13 @@ def _cli_cases() -> list[Case]:
         cli_refused(
             "plan-long", "--framework with an 8,001-character description", _long_description, "8000", kind="files"
         ),
+    ]
+
+
+def _cli_cases_4() -> list[Case]:
+    """Part 4 of the matrix over the ``coe`` command."""
+    task = ["run", TASK]
+    return [
         cli_refused(
             "env-tokens",
             "COE_MAX_TOKENS=lots",
@@ -311,6 +332,13 @@ def _cli_cases() -> list[Case]:
             "ftp://x",
             kind="storage",
         ),
+    ]
+
+
+def _cli_cases_5() -> list[Case]:
+    """Part 5 of the matrix over the ``coe`` command."""
+    task = ["run", TASK]
+    return [
         cli_refused(
             "cp-nofile",
             "--checkpoint sqlite://",
@@ -371,6 +399,13 @@ def _cli_cases() -> list[Case]:
         _answer_case(
             "answer-not-json", "--answer maybe to a plan approval", lambda lab: ["--answer", "maybe"], "maybe"
         ),
+    ]
+
+
+def _cli_cases_6() -> list[Case]:
+    """Part 6 of the matrix over the ``coe`` command."""
+    task = ["run", TASK]
+    return [
         _answer_case(
             "answers-missing",
             "--answers-file missing",
@@ -426,6 +461,12 @@ def _cli_cases() -> list[Case]:
         cli_refused(
             "kb-missing", "kb add a missing path", lambda lab: ["kb", "add", "/no/docs"], "/no/docs", kind="files"
         ),
+    ]
+
+
+def _cli_cases_7() -> list[Case]:
+    """Part 7 of the matrix over the ``coe`` command."""
+    return [
         cli_refused(
             "kb-binary",
             "kb add a binary file named .txt",
@@ -466,6 +507,19 @@ def _cli_cases() -> list[Case]:
             "pg-fresh-10", "cli", "10 first runs at once on a new PostgreSQL database", _fresh_postgres, kind="storage"
         ),
         Case("corrupt-row", "cli", "threads with one unreadable run beside healthy ones", _corrupt_row, kind="storage"),
+    ]
+
+
+def _cli_cases() -> list[Case]:
+    """The matrix over the ``coe`` command, as ``bench/bench_faults.py`` counts it."""
+    return [
+        *_cli_cases_1(),
+        *_cli_cases_2(),
+        *_cli_cases_3(),
+        *_cli_cases_4(),
+        *_cli_cases_5(),
+        *_cli_cases_6(),
+        *_cli_cases_7(),
     ]
 
 
