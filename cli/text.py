@@ -24,6 +24,8 @@ from rich.markup import escape
 from typer.core import TyperCommand
 from typer.models import CommandFunctionType
 
+from state.io import first_surrogate
+
 __all__ = ["CoeCommand", "CoeTyper", "escaped", "first_surrogate", "one_line"]
 
 _UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -45,11 +47,6 @@ def escaped(text: str) -> str:
 def one_line(text: str) -> str:
     """``text`` escaped for one line of a listing: line breaks and tabs written as escapes too."""
     return _UNSAFE_LINE.sub(_code, text)
-
-
-def first_surrogate(text: str) -> int | None:
-    """The position of the first byte that was not UTF-8 (a lone surrogate), or None when there is none."""
-    return next((at for at, char in enumerate(text) if "\ud800" <= char <= "\udfff"), None)
 
 
 def _texts(value: Any) -> list[str]:

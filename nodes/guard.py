@@ -25,7 +25,7 @@ from state.context import RunContext, resolve_settings
 from state.enums import Mode, RunStatus
 from state.errors import ConfigError, FrameworkError, InputError
 from state.framework import Framework, parse_framework
-from state.io import MAX_TASK_CHARS, RunOptions
+from state.io import MAX_TASK_CHARS, RunOptions, first_surrogate
 from state.passport import RESET, LedgerEntry, Mission, Notice, Passport, Refusal, RunInfo, utcnow
 from state.paths import LOCAL_USER, user_kb_dir
 from state.settings import Settings
@@ -44,11 +44,11 @@ def check_task(task: object) -> str:
     if "\x00" in stripped:
         at = stripped.index("\x00")
         raise InputError("task", f"contains a NUL character at position {at}; a task is text, remove it")
-    for at, char in enumerate(stripped):
-        if "\ud800" <= char <= "\udfff":
-            raise InputError(
-                "task", f"is not valid Unicode at position {at} (bytes that are not UTF-8?); send it as UTF-8 text"
-            )
+    bad = first_surrogate(stripped)
+    if bad is not None:
+        raise InputError(
+            "task", f"is not valid Unicode at position {bad} (bytes that are not UTF-8?); send it as UTF-8 text"
+        )
     return stripped
 
 

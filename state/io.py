@@ -16,6 +16,15 @@ answer. The guard and :class:`~state.framework.SlotSpec` share it, so a task the
 by a later step."""
 
 
+def first_surrogate(text: str) -> int | None:
+    """The position of the first character that stands for a byte that was not UTF-8 (a lone surrogate), or None.
+
+    Python turns such bytes of ``argv`` or a file into lone surrogates; the guard refuses them in a task, the CLI in
+    every text argument.
+    """
+    return next((at for at, char in enumerate(text) if "\ud800" <= char <= "\udfff"), None)
+
+
 class RunOptions(BaseModel):
     """Optional run inputs beyond the task and mode."""
 
