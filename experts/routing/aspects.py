@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Aspect", "aspect_title", "deliverable_noun", "named_deliverables", "task_aspects"]
+__all__ = ["Aspect", "aspect_title", "deliverable_noun", "headline_deliverable", "named_deliverables", "task_aspects"]
 
 MAX_ASPECTS = 8
 """More than this and the task is a list of requirements, not of deliverables: it is kept as one aspect."""
@@ -58,6 +58,10 @@ MAKING_VERBS = frozenset(
 )
 """Verbs that make a deliverable: after an infinitive series, "and write a report" is a second piece of work,
 where "and run the tests" is one more step of the first."""
+
+COMPOSITE_NOUNS = frozenset("plan suite pipeline workflow workflows".split())
+"""Deliverable nouns whose listed parts after a colon are deliverables of their own ("the plan: how the schemas
+map, the scripts that move the data, and the steps"), where a file's, a letter's or a leaflet's are its content."""
 
 TITLE_VERBS = frozenset("write draft create build produce compose generate".split())
 """Verbs whose object is the deliverable itself: a slot for "write a blameless postmortem" is titled by the
@@ -100,7 +104,23 @@ _OWN_GOAL = re.compile(r"^(?:i|we) (?:need|want|would like|'d like|plan|are plan
 """A sentence that says what the person means to do ("We want to split ..."), not what they ask for."""
 _SUBJECT = re.compile(r"^(?:it|they|we|he|she|this|these|which|there)\s+\w+", re.I)
 """A clause with its own subject ("it adds shared lists"): the material of a deliverable, not a list of them."""
-_REQUEST = re.compile(r"^(?:i|we) (?:need|want|would like|'d like)\s+(?=(?:a|an|the|some|two|three)\b)", re.I)
+_REQUEST = re.compile(
+    r"^(?:i|we)(?: (?:need|want|would like)|'d like| 'd like)\s+(?=(?:a|an|the|some|two|three)\b)", re.I
+)
+_CONSTRAINT = re.compile(
+    r"^(?:make sure|be sure|ensure|remember to|don't forget to|do not forget to|note that|keep in mind)\b", re.I
+)
+"""A sentence that sets a condition on the deliverable ("Make sure it mentions: ..."), not a deliverable."""
+_TOPIC = re.compile(r"^(?:what|how|when|where|why|which|who|whether)\b", re.I)
+"""A listed part that is a question the deliverable answers ("what to eat, how to take the prep"): its content."""
+_CLAUSE = re.compile(
+    r"^(?:(?:the|a|an|our|my|your|their|its|each|every|no)\s+)?[\w'-]+(?:\s+[\w'-]+){0,2}\s+"
+    r"(?:is|are|was|were|has|have|had|can|could|will|would|should|must|may|might|does|do|did|stays?|remains?|"
+    r"expires?|contains?|takes?|sends?|emails?|gets?|runs?|uses?|needs?|goes|works?|becomes?|lets?|allows?)\b",
+    re.I,
+)
+"""A listed part with its own subject and verb ("the code stays valid for an hour", "scanning is faster"): what
+the deliverable says or what the input is, not a thing to make."""
 _RELATIVE = re.compile(r"\b(?:that|which|who|whose|where|when|so that|to|for|with|from|by|on|about|of)\s", re.I)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
 _COLON = re.compile(r":\s+")
@@ -115,7 +135,7 @@ _PREPOSITION = re.compile(
 )
 """A part that qualifies the one before it: a preposition, a gerund, or a relative clause after a comma ("the
 endpoint POST /v1/invoices, which takes JSON ...")."""
-_GIVEN = re.compile(r"\b(?:these|those|this|the following|following|below|above)\b[\w\s'-]*$", re.I)
+_GIVEN = re.compile(r"\b(?:these|those|this|the following|following|below|above)\b[\w\s',-]*$", re.I)
 _DELIVERABLE_NOUN = (
     r"(?:script|function|query|queries|notice|policy|checklist|report|summary|plan|document|documentation|guide|"
     r"email|emails|letter|memo|post|page|diagram|table|list|test|tests|dashboard|presentation|slide|slides|"
@@ -125,10 +145,19 @@ _DELIVERABLE_NOUN = (
     r"entry|file|sql|message|speech|talk|statement|procedure|exercise|exercises|problems|questions|chapter|"
     r"section|form|screen|component|migration|configuration|config|dialogue|program|tool|cli|chart|charts|"
     r"announcement|instructions|workflow|workflows|note|notes|suite|fixture|fixtures|route|routes|rule|rules|"
-    r"command|invitation|article|solver)\b"
+    r"command|invitation|article|solver|leaflet|brochure|flyer|poster|newsletter|handbook|manual|sheet|factsheet|changelog|description|schema|"
+    r"playbook)\b"
 )
 _DETERMINER = r"(?:a|an|the|one|two|three|four|five|some)\s"
-_DELIVERABLE = re.compile(r"^" + _DETERMINER + r"\s*(?:[\w'-]+\s+){0,3}?" + _DELIVERABLE_NOUN, re.I)
+_DELIVERABLE = re.compile(
+    r"^"
+    + _DETERMINER
+    + r"\s*(?:(?!(?:to|of|for|in|on|with|by|from|each|per|about)\b)[\w'-]+\s+){0,3}?"
+    + _DELIVERABLE_NOUN,
+    re.I,
+)
+"""A part that names a deliverable of its own: a determiner, at most three words and a deliverable noun, no
+preposition between ("the parties to each contract" is what is stored, not a contract to write)."""
 _IT = re.compile(r"\bit\b")
 """The pronoun, lowercase only: "IT" names a department."""
 _ONE_WORD_COORDINATE = re.compile(r"^(?:a|an|the)\s+([\w'-]+)$", re.I)
@@ -147,12 +176,14 @@ Usage sections", "integration tests" of "unit and integration tests")."""
 _OWN_EXPLANATION = re.compile(
     r"^(?:explain|justify|describe|comment on)\s+(?:why\b.*|how\b.*|it|them|this|that|(?:each|every)\s+[\w'-]+|"
     r"your\s+[\w'-]+|the\s+(?:code|query|choice|choices|reasoning|approach|logic|steps|trade-?offs)|"
-    r"what\s+(?:it|they|this)\s+does?)$",
+    r"what\s+(?:it|they|this)\s+does?)$"
+    r"|^show\s+(?:the\s+|your\s+|all\s+|each\s+)?(?:[\w'-]+\s+)?(?:work|working|steps|calculations?|reasoning|"
+    r"derivation|workings)$",
     re.I,
 )
 """A part that explains the deliverable before it ("write the index that helps it and explain why"): the same
 piece of work, not a second one. An explanation with its own object or audience ("explain the change to the
-finance team") is a deliverable of its own."""
+finance team") is a deliverable of its own. Showing the work ("solve for x and show the steps") is the same."""
 _INFINITIVE = re.compile(r"\bto\s+([A-Za-z'-]+)")
 """An infinitive inside a clause: its coordinated verbs ("to set up X, install Y and run Z") are one purpose."""
 _ONE_WORD_OBJECT = re.compile(r"^(?:(?:the|a|an|our|its|their|your|my)\s+)?[\w'-]+$", re.I)
@@ -260,6 +291,38 @@ def named_deliverables(task: str) -> list[Aspect]:
     return unique if len(unique) <= MAX_ASPECTS else []
 
 
+_HEADLINE = re.compile(
+    r"^(?:(?:i|we)\s+)?(?:need|want)?\s*(?:"
+    + _DETERMINER
+    + r")?\s*(?:[\w'/.-]+\s+){0,4}?"
+    + _DELIVERABLE_NOUN
+    + r"(?=\s+(?:for|of|on|about|to|that|which|\w+ing)\b|\s*[:.,]|\s*$)",
+    re.I,
+)
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
+_AUDIENCE = re.compile(r"^(?:for|to)\s[^:]{1,80}:\s*", re.I)
+
+
+def headline_deliverable(task: str) -> str | None:
+    """The deliverable a task without instructions is headed by ("Threat model for the Stripe webhook: ..."), or None.
+
+    Only the task's first sentence counts, after an audience written before a colon ("For the night shift: a
+    runbook for ..."): a noun phrase of at most four words and a deliverable noun, followed by what it is for or
+    about, a colon, or the end; and no later sentence, list line or listed part is headed by another.
+    """
+    first, *rest = (s.strip() for s in _SENTENCES.split(_CODE.sub(" ", task).strip()))
+    first = _AUDIENCE.sub("", first)
+    found = _HEADLINE.match(first)
+    if found is None:
+        return None
+    listed = [_BULLET.sub("", part) for line in rest for part in _PARTS.split(line)]
+    after = first[found.end() :]
+    listed += _PARTS.split(after.split(":", 1)[1]) if ":" in after else []
+    if any(_HEADLINE.match(part.strip()) for part in listed):
+        return None  # "SQL: claims filed last month. Python script mailing that list ...": two deliverables
+    return found.group(0).strip()
+
+
 def _resolve_it(aspect: Aspect, first: Aspect) -> str:
     """The second aspect's text with its "it" naming the deliverable of the ``first``, when that is one.
 
@@ -295,8 +358,8 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     request = _REQUEST.match(text)
     if request is not None:
         text = "deliver " + text[request.end() :]
-    if not text or _first_word(text) not in VERBS or text.split()[0].isupper():
-        return []  # context, a question, or code ("SELECT * FROM ...")
+    if not text or _first_word(text) not in VERBS or text.split()[0].isupper() or _CONSTRAINT.match(text):
+        return []  # context, a question, a condition on the deliverable, or code ("SELECT * FROM ...")
     for pair in BINOMIALS:
         text = re.sub(re.escape(pair), pair.replace(" and ", f" {_PLACEHOLDER} "), text, flags=re.I)
     aspects: list[Aspect] = []
@@ -363,8 +426,11 @@ def _listed_objects(head: str, listing: str) -> list[Aspect]:
             parts.append(part)
     if any(not p[0].isalpha() for p in parts):
         return []  # a formula or a number, not a list of things to make
-    if parts and _SUBJECT.match(parts[0]):
-        return []  # "Write release notes: it adds shared lists, fixes a crash ...": what to say, not what to make
+    if parts and (_SUBJECT.match(parts[0]) or all(_CLAUSE.match(p) or _TOPIC.match(p) for p in parts)):
+        return []  # "Write release notes: it adds shared lists, the crash is fixed ...": what to say, not to make
+    noun = deliverable_noun(found[0]) if len(found) == 1 else None
+    if noun and noun not in COMPOSITE_NOUNS and not all(_DELIVERABLE.match(p) for p in parts):
+        return []  # "a docker-compose file ...: a Node API, PostgreSQL 16 and Redis": the parts of one thing
     if len(found) != 1 or len(parts) < 2 or found[0].verb in JOINT_VERBS or _GIVEN.search(head):
         return []  # one thing, a choice among the listed ("decide between: ..."), or given material
     verb = found[0].verb

@@ -12,7 +12,10 @@ that asks for one function by its name and parameters ("Write a Python function 
 A task whose instructions name its deliverables (:func:`experts.routing.aspects.named_deliverables`) is
 *single* when they name exactly one ("Write the opening scene of a mystery novel set on a night train") and
 *multi* when they name several ("Diagnose the causes, propose indexes, rewrite the query and explain the
-change"), whatever the similarities say.
+change"), whatever the similarities say. A task that names none and asks a question ("which painkillers are safe
+with warfarin, and which should he avoid?") wants one answer, and one headed by a deliverable ("Threat model
+for the Stripe webhook: ...", :func:`experts.routing.aspects.headline_deliverable`) is that deliverable: both
+*single*, whatever the similarities say.
 
 Otherwise it is *single* when it reads more like one expert's capability (the router's score for the whole
 task) than like any template of the library: ``expert - template >= SINGLE_MARGIN``. Within
@@ -36,7 +39,7 @@ import yaml
 
 from experts.embedding.encoder import Embedder
 from experts.embedding.vectors import Vectors, check_vectors
-from experts.routing.aspects import named_deliverables
+from experts.routing.aspects import headline_deliverable, named_deliverables
 from experts.routing.router import ExpertRouter
 from experts.routing.templates import TemplateIndex
 from state.errors import ConfigError
@@ -86,6 +89,13 @@ def _prototype_vectors(embedder: Embedder, path: Path) -> Vectors:
 
 
 _CODE = re.compile(r"```[\w+-]*\n(.*?)```", re.S)
+_QUESTION = re.compile(r"\?(?:\s|$)")
+"""A question mark that ends a sentence: a task that asks and names no deliverable wants one answer."""
+_ASKS_FOR_WORK = re.compile(
+    r"\b(?:(?:can|could|would|will) you|please|(?:i|we) (?:need|want|would like)|(?:i|we)'d like)\b", re.I
+)
+"""A request inside a question ("could you write that as a story? I need a Django model ..."): work, not a
+question to answer, whatever the aspect pass found."""
 _ASKED_FUNCTION = re.compile(r"\b(?:function|method)\s+`?([A-Za-z_]\w*)\s*\([^()]*\)", re.I)
 
 
@@ -176,6 +186,12 @@ def classify(
     if len(named) == 1 and kind == "multi":
         kind, rule = "single", None
         reason = f"the task names one deliverable ({named[0].text!r}): one expert's work (similarity: {reason})"
+    elif not named and kind == "multi" and (headline := headline_deliverable(task)) is not None:
+        kind, rule = "single", None
+        reason = f"the task is headed by one deliverable ({headline!r}) and names no other: one expert's work"
+    elif not named and kind == "multi" and _QUESTION.search(task) and not _ASKS_FOR_WORK.search(task):
+        kind, rule = "single", None
+        reason = f"the task asks a question and names no deliverables: one answer (similarity: {reason})"
     elif len(named) >= 2 and kind == "single":
         kind, rule = "multi", None
         listed = "; ".join(a.text for a in named)

