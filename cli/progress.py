@@ -113,7 +113,8 @@ class Progress:
         elif not self.tokens:
             elapsed = time.perf_counter() - self._start
             status = {"dispatched": "queued", "running": "started"}.get(row["status"], row["status"])
-            status = "calculated" if kind == "slot_calculated" else status
+            if kind == "slot_calculated":  # a second program votes when the answer and the first disagree
+                status = "calculated again" if event.get("again") else "calculated"
             line = f"[{elapsed:7.1f}s] {slot}: {status}"
             if kind == "slot_retry":
                 line += f" (attempt {row['attempt']})"

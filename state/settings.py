@@ -133,9 +133,9 @@ class Settings(BaseModel):
         description="A slot still failing its checks gets one last candidate from the biggest installed model.",
     )
     calculate: Annotated[bool, Env("COE_CALCULATE")] = Field(
-        default=False,  # off until measured worth its time: 128 s against 7.6 s median on four math tasks
-        description="A math slot's result is computed by a program a code model writes and the sandbox runs; "
-        "candidates must state it.",
+        default=True,
+        description="A task's numeric result (math; finance, general, medical tasks that ask for a value) is "
+        "computed by a program a code model writes and the sandbox runs; the answer shows it and its program.",
     )
     check_timeout_s: Annotated[float, Env("COE_CHECK_TIMEOUT_S")] = Field(
         default=10.0, gt=0.0, le=600.0, description="Seconds the sandbox lets one check of generated code run."

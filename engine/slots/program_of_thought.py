@@ -10,9 +10,11 @@ the compound interest.
 (the biggest installed code model, else the slot's own) and runs it in :mod:`engine.slots.sandbox`;
 :func:`result_check` is the ``math.result`` check of each candidate: it states the values the program printed
 (to the digits it shows, within 1%; a percentage reads as its fraction too). A candidate that does not state them
-fails, so more are drawn, and the one kept is the one that agrees with the computation; when none does, its
-caveat names the value the program printed, for the person to weigh. Nothing is written into the answer: the
-program checks it, the expert's words are kept.
+fails, so one more is drawn with the value named. When the kept answer still disagrees, a second program, sampled,
+votes (:func:`verdict`): with the answer, with the first program, or with neither. :func:`with_working` then adds
+the working to the kept answer as its source, as a lookup shows its quote: a "Computed result" section with the
+result the vote gives (none for a three-way split), the program that printed it and its output, and a sentence on
+the agreement (a disagreement said plainly, never silently). The expert's own words are kept as written.
 
 A program's value that the task itself states (``4 rolls``) proves nothing, and a program that fails, prints no
 number or prints more than :data:`MAX_VALUES` of them gives no check.
@@ -23,16 +25,32 @@ from __future__ import annotations
 import ast
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import engine.prompts as prompts
 from engine.slots.checks import code_blocks
 from engine.slots.inline_arithmetic import compute
 from engine.slots.sandbox import SandboxLimits, run_python
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
+from state.passport import LedgerEntry
 from state.quality import CheckResult
+from state.result import OutlineItem, Section, SlotResult, render_section
 
-__all__ = ["Calculation", "MAX_VALUES", "calculable", "calculate", "printed_values", "result_check"]
+__all__ = [
+    "WORKING_TITLE",
+    "Calculation",
+    "MAX_VALUES",
+    "Verdict",
+    "calculable",
+    "calculate",
+    "final_statement",
+    "printed_values",
+    "result_check",
+    "verdict",
+    "with_working",
+]
 
 PROGRAM_TOKENS = 600
 """The program's answer budget: a few lines of arithmetic and their comments (the longest of five review-set
@@ -45,14 +63,22 @@ RELATIVE_TOLERANCE = 0.01
 
 CALCULATED_EXPERTS = ("math_reasoning",)
 """Experts whose task's result is always computed (a proof's program prints no number, and gives no check)."""
-NUMERIC_EXPERTS = ("finance_analyst",)
+NUMERIC_EXPERTS = ("finance_analyst", "general_reasoning", "medical_clinical")
 """Experts whose task's result is computed when the task asks for one (:data:`_ASKS_A_VALUE`) and states two numbers
-or more (a project's cash flows and discount rate, a sum and a rate), not when it asks for a plan or a budget."""
+or more (a project's cash flows and discount rate, a sum and a rate, a dose per kilogram and a weight, a word
+problem the router gave the generalist), not when it asks for a plan or a budget."""
+WORKING_TITLE = "Computed result"
+"""The title of the section that shows the program, what it printed and whether the answer agrees."""
 _ASKS_A_VALUE = re.compile(
     r"\?|\b(?:how (?:much|many|long)|what (?:is|was|will|would)|calculate|compute|work out|whether)\b", re.I
 )
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])(\s*%)?")
+_BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
+_GIVES_RESULT = re.compile(
+    r"\b(?:therefore|thus|hence|so|in total|altogether|the (?:final )?(?:answer|result|total)|answer:|result:)\b",
+    re.I,
+)
 _TIME = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::\d{2})?(?![\d:])")
 
 
@@ -86,17 +112,20 @@ def calculate(
     *,
     slot_id: str,
     cancel: threading.Event | None = None,
+    temperature: float = 0.0,
 ) -> Calculation:
     """Ask ``backend`` for a program that prints the task's answer, and run it in the sandbox.
 
     The calculation's ``values`` are empty (no check) when no program came back, it failed, it printed no single
-    result, or what it printed the task states already. Backend errors propagate.
+    result, or what it printed the task states already. Backend errors propagate. The first program is greedy; a
+    second one (:func:`verdict`) is sampled at ``temperature``.
     """
     request = GenerationRequest(
         messages=(ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip())),),
         max_tokens=PROGRAM_TOKENS,
-        temperature=0.0,
-        slot_id=f"{slot_id}@calculate",
+        temperature=temperature,
+        seed=2 if temperature else 0,
+        slot_id=f"{slot_id}@calculate" if not temperature else f"{slot_id}@recalculate",
         cancel=cancel,
     )
     gen = backend.generate(request)
@@ -137,9 +166,25 @@ def printed_values(output: str, task: str = "") -> tuple[float | str, ...]:
     return values if 0 < len(values) <= MAX_VALUES else ()
 
 
+def final_statement(text: str) -> str:
+    r"""Where an answer states its result: its last ``\boxed{}``, else its last line giving one, else all of it.
+
+    A line gives a result when it says so ("Therefore, ...", "The total is ..."). An intermediate figure ("6
+    hours = 360 minutes" before a boxed 21600) is not the answer's result.
+    """
+    boxed: list[str] = _BOXED.findall(text)
+    if boxed:
+        return boxed[-1]
+    lines = [line for line in text.splitlines() if _GIVES_RESULT.search(line) and _NUMBER.search(line)]
+    return lines[-1] if lines else text
+
+
 def result_check(text: str, calc: Calculation) -> CheckResult:
-    """``math.result``: the answer states every value the program printed (``calc.values`` must not be empty)."""
-    stated = compute(text)[0]  # its own arithmetic, computed, counts as stated
+    """``math.result``: the answer states what the program printed (``calc.values`` must not be empty).
+
+    One value: the answer's result (:func:`final_statement`) states it. Several (x and y): the answer states each.
+    """
+    stated = compute(final_statement(text) if len(calc.values) == 1 else text)[0]  # its arithmetic, computed
     numbers = _numbers(stated)
     times = {f"{int(m.group(1))}:{m.group(2)}" for m in _TIME.finditer(stated)}
     missing = [
@@ -156,6 +201,121 @@ def result_check(text: str, calc: Calculation) -> CheckResult:
         if missing
         else "",
     )
+
+
+Agreement = Literal["agrees", "answer", "computed", "split"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the document gives as the task's result, and on whose agreement.
+
+    ``agrees``: the answer states what the program printed. Otherwise a second program, sampled, votes:
+    ``answer`` (it prints what the answer states: two against the first program), ``computed`` (it prints what
+    the first printed: two programs against the answer) or ``split`` (three values, no result).
+    """
+
+    agreement: Agreement
+    shown: Calculation
+    """The program shown as the working: the one that agrees with the result."""
+    other: Calculation | None = None
+    """The program that was outvoted, or the second of a split."""
+
+    @property
+    def result(self) -> str:
+        """The value the document gives as the result ('' for a split)."""
+        return "" if self.agreement == "split" else last_line(self.shown.output)
+
+    @property
+    def check(self) -> CheckResult:
+        """``math.result`` of the kept answer, as the vote decided it."""
+        shown = last_line(self.shown.output)
+        details = {
+            "agrees": "",
+            "answer": "",
+            "computed": f"two programs written for this task print {shown!r}, and the answer does not state it",
+            "split": f"a program printed {shown!r}, a second one "
+            f"{last_line(self.other.output) if self.other else ''!r}, and the answer states neither",
+        }
+        return CheckResult(
+            name="math.result", passed=self.agreement in ("agrees", "answer"), detail=details[self.agreement]
+        )
+
+
+def verdict(text: str, first: Calculation, again: Callable[[], Calculation | None]) -> Verdict:
+    """The vote on a kept answer ``text`` and the ``first`` program (which gives a check); ``again`` draws a second.
+
+    The second program is drawn only when the answer and the first disagree.
+    """
+    if result_check(text, first).passed:
+        return Verdict("agrees", first)
+    second = again()
+    if second is None or not second.values:  # no second vote: the answer and the program still disagree
+        return Verdict("split", first, second)
+    if result_check(text, second).passed:
+        return Verdict("answer", second, first)
+    if all(any(_same(v, w) for w in second.values) for v in first.values):
+        return Verdict("computed", first, second)
+    return Verdict("split", first, second)
+
+
+def last_line(output: str) -> str:
+    """The last printed line: the value as the program wrote it."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _same(a: float | str, b: float | str) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return abs(a - b) <= max(1e-9, RELATIVE_TOLERANCE * 0.1 * max(abs(a), abs(b)))
+
+
+_NOTES: dict[str, str] = {
+    "agrees": "The answer above states the same value.",
+    "answer": "A first program printed {other}; this second one agrees with the answer above, so the result is the "
+    "answer's.",
+    "computed": "**The answer above does not state this value, and a second program printed it too: take {result} as "
+    "the result, and check the step where the answer departs from it.**",
+    "split": "**The answer above does not state this value, and a second program printed {other}: the three "
+    "disagree, so no result is given.** Check the steps before relying on any of them.",
+}
+
+
+def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -> SlotResult:
+    """``result`` with a last section giving the result, the program that computed it and its output.
+
+    The section is the harness's, not the expert's: the result as the vote decided it (:class:`Verdict`), the
+    program (written by its model) and what the sandbox printed, verbatim, and a sentence on the agreement; a
+    ledger entry says the same.
+    """
+    calc = vote.shown
+    value = last_line(calc.output)
+    other = last_line(vote.other.output) if vote.other is not None and vote.other.output else "nothing usable"
+    head = f"**Result: {vote.result}**" if vote.result else f"**Computed: {value}** (not confirmed)"
+    note = _NOTES[vote.agreement].format(other=repr(other), result=vote.result)
+    body = (
+        f"{head}: printed by this Python program, which {calc.model} wrote for the task and the sandbox ran.\n\n"
+        f"```python\n{calc.program.strip()}\n```\n\nOutput:\n\n```text\n{calc.output.strip()}\n```\n\n{note}"
+    )
+    ledger.append(
+        LedgerEntry(
+            agent="harness",
+            action="show_working",
+            slot_id=result.slot_id,
+            outputs_summary=f"{vote.agreement}: added the result {vote.result[:80] or '(none)'!r} and the program "
+            f"that printed {value[:80]!r}" + (f"; the other program printed {other[:80]!r}" if vote.other else ""),
+        )
+    )
+    if not result.sections:
+        return result.model_copy(update={"raw": f"{result.raw.rstrip()}\n\n## {WORKING_TITLE}\n\n{body}\n"})
+    label = str(
+        1 + max((int(s.label.split(".")[0]) for s in result.sections if s.label.split(".")[0].isdigit()), default=0)
+    )
+    section = Section(label=label, title=WORKING_TITLE, level=1, body=body)
+    outline = [*result.outline, OutlineItem(label=label, title=WORKING_TITLE, level=1)] if result.outline else []
+    raw = f"{result.raw.rstrip()}\n\n{render_section(section)}\n"
+    return result.model_copy(update={"raw": raw, "sections": [*result.sections, section], "outline": outline})
 
 
 def _program(text: str) -> str | None:

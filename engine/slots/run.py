@@ -1,4 +1,4 @@
-"""The work of one slot, as named stages: prepare, draw, check, choose, tidy, resolve assists, record.
+"""The work of one slot, as named stages: prepare, calculate, draw, check, choose, vote, tidy, resolve assists, record.
 
 Runs in a scheduler worker thread and reports everything through its :class:`SlotOutcome`: the node that collects
 it turns that into Passport updates, so nothing here touches graph state. The draws follow a pure policy
@@ -36,7 +36,15 @@ from engine.slots.kept_answer import (
     without_unprinted_output,
 )
 from engine.slots.loop_watch import LoopWatch
-from engine.slots.program_of_thought import Calculation, calculable, calculate, result_check
+from engine.slots.program_of_thought import (
+    Calculation,
+    Verdict,
+    calculable,
+    calculate,
+    result_check,
+    verdict,
+    with_working,
+)
 from engine.slots.prompt import Prompt, fit_prompt, plain_prompt, plain_result
 from engine.slots.sandbox import SandboxLimits
 from engine.slots.selection import best, judge, score
@@ -57,6 +65,10 @@ ProgressSink = Callable[[dict[str, object]], None]
 
 ARITHMETIC_EXPERTS = ("math_reasoning",)
 """Experts whose answers have their arithmetic computed by the harness (:mod:`engine.slots.inline_arithmetic`)."""
+RECALCULATE_TEMPERATURE = 0.6
+"""The second program's temperature: another program for the vote, not the first one again."""
+COMPUTED_BEST_OF = 2
+"""Candidates in all for a slot whose result a program computed: the first, and one naming the value."""
 JUDGED = ("prose", "plan", "table")
 """Deliverables whose checks are weak enough that a judge may break a tie between passing candidates."""
 
@@ -115,6 +127,10 @@ def run_slot(
     except _DrawFailed as exc:  # the first draw failed: there is nothing to choose from
         return _failed(job, exc.message, 1, started, slot.ledger, emit)
     chosen, judged = _choose(slot.draws, slot.contract, job, backend)
+    try:
+        slot.verdict = _vote(slot, chosen, backend, emit)
+    except GenerationStopped as exc:
+        return _stopped(slot, exc, started, emit)
     quality = _quality(slot, chosen, judged)
     result = _tidy(chosen.result.model_copy(update={"attempts": len(slot.draws), "quality": quality}), slot, chosen)
     _record_choice(slot, chosen, judged)
@@ -152,24 +168,49 @@ def _calculation(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) -> Cal
     job = slot.job
     if not (slot.settings.calculate and job.whole_task and calculable(job.task, job.expert)):  # a part: maybe no number
         return None
+    return _program_run(slot, backend, emit, 0.0)
+
+
+def _vote(slot: _Slot, chosen: _Draw, backend: ExpertBackend, emit: ProgressSink) -> Verdict | None:
+    """The vote on the kept answer and the program (None without a computed result).
+
+    A second program, sampled at :data:`RECALCULATE_TEMPERATURE`, is drawn only when the two disagree.
+    """
+    calc = slot.calculation
+    if calc is None or not calc.values:
+        return None
+
+    def again() -> Calculation | None:
+        slot.recalculation = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE)
+        return slot.recalculation
+
+    return verdict(chosen.result.body_text(), calc, again)
+
+
+def _program_run(slot: _Slot, backend: ExpertBackend, emit: ProgressSink, temperature: float) -> Calculation | None:
+    """One program for the task, run in the sandbox and ledgered (None when the backend failed)."""
+    job = slot.job
     model, owner = job.escalation if job.escalation is not None else (job.model, backend)
     t0 = time.perf_counter()
     calc: Calculation | None = None
     try:
-        calc = calculate(job.task, owner, model, slot.limits, slot_id=job.spec.id, cancel=job.cancel)
+        calc = calculate(
+            job.task, owner, model, slot.limits, slot_id=job.spec.id, cancel=job.cancel, temperature=temperature
+        )
         note = calc.note
     except GenerationStopped:
         raise
     except Exception as exc:  # a backend's own error type is unknown: the slot goes on without the check
         note = f"no program: {type(exc).__name__}: {exc}"
     checks = calc is not None and bool(calc.values)
-    emit({"event": "slot_calculated", "slot": job.spec.id, "note": note, "check": checks})
+    emit({"event": "slot_calculated", "slot": job.spec.id, "note": note, "check": checks, "again": bool(temperature)})
     slot.ledger.append(
         LedgerEntry(
             agent=model,
-            action="calculate",
+            action="calculate" if not temperature else "recalculate",
             slot_id=job.spec.id,
-            inputs_summary="a Python program that prints the task's result, run in the sandbox",
+            inputs_summary="a Python program that prints the task's result, run in the sandbox"
+            + (f" (a second one, at t={temperature:g}: the answer and the first disagree)" if temperature else ""),
             outputs_summary=note[:500],
             duration_ms=int((time.perf_counter() - t0) * 1000),
             prompt_tokens=calc.prompt_tokens if calc is not None else 0,
@@ -183,16 +224,19 @@ def _policy(slot: _Slot) -> DrawPolicy:
     """The slot's draw policy, from its job, its contract and the run's settings."""
     job, settings, contract = slot.job, slot.settings, slot.contract
     runnable = settings.best_of > 1 and contract.language == "python" and bool(extract_examples(job.task).count)
+    # a computed result is shown with the answer (with_working), so a disagreeing answer gets one more draw with
+    # the value named, not four and a bigger model's (128 s against 7.6 s: docs/decisions/answers.md)
+    computed = slot.calculation is not None and bool(slot.calculation.values)
     return DrawPolicy(
         temperature=job.temperature,
         two_prompts=job.whole_task,
         plain_first=job.whole_task and contract.function is not None,
         alternate=contract.code_first,
-        best_of=settings.best_of,
+        best_of=min(settings.best_of, COMPUTED_BEST_OF) if computed else settings.best_of,
         outline_retries=settings.max_outline_retries,
         runnable_examples=runnable,
         time_factor=settings.candidate_time_factor,
-        escalation=job.escalation is not None and settings.escalate,
+        escalation=job.escalation is not None and settings.escalate and not computed,
     )
 
 
@@ -279,6 +323,10 @@ class _Slot:
     """The title the grammar writes first (a plan's slot answers its own part), None: the model's own."""
     calculation: Calculation | None = None
     """The task's result computed by a program: every candidate is checked against it."""
+    verdict: Verdict | None = None
+    """The vote on the kept answer and the programs (a second one drawn when they disagree)."""
+    recalculation: Calculation | None = None
+    """The second program, drawn for the vote when the kept answer and the first disagree."""
     ledger: list[LedgerEntry] = field(default_factory=list)
     draws: list[_Draw] = field(default_factory=list)
     reported_cuts: set[str] = field(default_factory=set)
@@ -500,11 +548,14 @@ def _choose(draws: list[_Draw], contract: Contract, job: SlotJob, backend: Exper
 
 def _quality(slot: _Slot, chosen: _Draw, judged: bool) -> SlotQuality:
     """The slot's confidence vector: every candidate, its checks, and the choice."""
-    calculated = slot.calculation.completion_tokens if slot.calculation is not None else 0
+    calculated = sum(c.completion_tokens for c in (slot.calculation, slot.recalculation) if c is not None)
+    checks = chosen.checks
+    if slot.verdict is not None:  # the vote decides math.result: an answer a second program confirms passes
+        checks = [c for c in checks if c.name != "math.result"] + [slot.verdict.check]
     return SlotQuality(
         deliverable=slot.contract.deliverable,
         language=slot.contract.language,
-        checks=chosen.checks,
+        checks=checks,
         signals=chosen.signals,
         candidates=[d.record.model_copy(update={"chosen": d is chosen}) for d in slot.draws],
         chosen=chosen.record.id,
@@ -525,6 +576,8 @@ def _tidy(result: SlotResult, slot: _Slot, chosen: _Draw) -> SlotResult:
     result = without_repeated_sections(result, job.task, slot.references, ledger, job.others)
     if job.expert in ARITHMETIC_EXPERTS:
         result = computed(result, ledger)
+    if slot.verdict is not None:  # last: the working is the harness's, not cut as the answer's own
+        result = with_working(result, slot.verdict, ledger)
     return result
 
 

@@ -47,6 +47,14 @@ def _faults(r: Result) -> None:
     assert r["by_surface"] == {"cli": 4, "api": 0}
 
 
+def _gsm8k(r: Result) -> None:
+    s = r["summary"]
+    assert s["quick"] is True and s["problems"] == len(r["outcomes"]) == 2
+    assert [(o["row"], o["gold"]) for o in r["outcomes"]] == [(0, 45.0), (1, 10.0)]  # the sample's first two
+    assert set(s["accuracy_percent"]) == {"harness", "harness_text", "bare_1.5b", "bare_0.5b"}
+    assert all(o["document"] and o["harness_status"] == "completed" for o in r["outcomes"])
+
+
 def _humaneval(r: Result) -> None:
     s = r["summary"]
     assert s["quick"] is True and s["problems"] == len(r["outcomes"]) == 2
@@ -132,6 +140,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_assist": ("assist", _assist),
     "bench_episodes": ("episodes", _episodes),
     "bench_faults": ("faults", _faults),
+    "bench_gsm8k": ("gsm8k", _gsm8k),
     "bench_humaneval": ("humaneval", _humaneval),
     "bench_ingest": ("ingest", _ingest),
     "bench_memory": ("memory", _memory),

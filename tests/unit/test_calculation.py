@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from engine.slots.job import SlotJob
-from engine.slots.program_of_thought import Calculation, calculable, calculate, printed_values, result_check
-from engine.slots.run import run_slot
+from engine.slots.program_of_thought import (
+    Calculation,
+    calculable,
+    calculate,
+    final_statement,
+    printed_values,
+    result_check,
+)
+from engine.slots.run import SlotOutcome, run_slot
 from engine.slots.sandbox import SandboxLimits
 from state.context import resolve_settings
 from state.framework import SlotSpec
@@ -108,8 +115,14 @@ def test_no_candidate_states_it_the_kept_one_says_what_the_program_printed() -> 
     settings = resolve_settings({"backend": "fake", "best_of": 2, "calculate": True}, env={})
     outcome = run_slot(math_job(), backend, settings, emit=lambda _: None)
     assert outcome.result is not None
-    # the program, two candidates, and the judge of their tie
-    assert [r.slot_id for r in backend.requests] == ["answer@calculate", "answer", "answer", "answer@judge"]
+    # the program, two candidates, the judge of their tie, and a second program for the vote
+    assert [r.slot_id for r in backend.requests] == [
+        "answer@calculate",
+        "answer",
+        "answer",
+        "answer@judge",
+        "answer@recalculate",
+    ]
     assert any("math.result" in n.message and "0.5177" in n.message for n in outcome.notices)
 
 
@@ -134,3 +147,89 @@ def test_without_a_usable_program_or_with_calculate_off_the_slot_runs_as_before(
     part = Scripted([answer("0.6")])
     run_slot(SlotJob(**{**job.__dict__, "task": f"A dice game.\n{DICE}"}), part, settings, emit=lambda _: None)
     assert len(part.requests) == 1  # and only a slot that is the whole task: a plan's part may be no number
+
+
+def test_the_kept_answer_shows_the_computed_result_and_its_program() -> None:
+    backend = Scripted([PROGRAM, answer("about 0.518")])
+    settings = resolve_settings({"backend": "fake", "calculate": True}, env={})
+    outcome = run_slot(math_job(), backend, settings, emit=lambda _: None)
+    assert outcome.result is not None
+    last = outcome.result.sections[-1]
+    assert [s.title for s in outcome.result.sections] == ["Probability", "Computed result"] and last.label == "2"
+    assert "**Result: 0.5177469135802468**" in last.body and "print(1 - (5 / 6) ** 4)" in last.body
+    assert "```text\n0.5177469135802468\n```" in last.body and "states the same value" in last.body
+    assert outcome.result.outline[-1].title == "Computed result"
+    [shown] = [e for e in outcome.ledger if e.action == "show_working"]
+    assert shown.outputs_summary.startswith("agrees:")
+    assert not any(e.action == "recalculate" for e in outcome.ledger)  # no second program when they agree
+
+
+def disagreeing(second: str) -> tuple[SlotOutcome, Scripted, Scripted]:
+    """A math slot whose two candidates state 0.6 and 0.7 where the program prints 0.5177, and ``second`` the
+    second program's answer: the bigger model writes both programs and draws nothing else."""
+    backend = Scripted([answer("0.6"), answer("0.7"), answer("0.8"), answer("0.9")])
+    settings = resolve_settings({"backend": "fake", "best_of": 4, "calculate": True}, env={})
+    bigger = Scripted([PROGRAM, second])
+    job = SlotJob(**{**math_job().__dict__, "escalation": ("big", bigger)})
+    return run_slot(job, backend, settings, emit=lambda _: None), backend, bigger
+
+
+def test_an_answer_that_disagrees_gets_one_more_draw_then_a_second_program_votes() -> None:
+    # best_of 4 and escalation on: with a computed result, two candidates in all and no bigger model's
+    outcome, backend, bigger = disagreeing("```python\nprint(0.25)\n```")
+    assert outcome.result is not None
+    assert [r.slot_id for r in bigger.requests] == ["answer@calculate", "answer@recalculate"]
+    assert bigger.requests[1].temperature > 0  # another program, not the first one again
+    assert [r.slot_id for r in backend.requests] == ["answer", "answer", "answer@judge"]
+    assert "0.5177" in backend.requests[1].messages[-1].content  # the second draw is told the value
+    last = outcome.result.sections[-1]  # three values: no result, said plainly
+    assert last.title == "Computed result" and "**Computed: 0.5177469135802468** (not confirmed)" in last.body
+    assert "the three disagree" in last.body and "'0.25'" in last.body
+    [shown] = [e for e in outcome.ledger if e.action == "show_working"]
+    assert shown.outputs_summary.startswith("split:")
+    assert any("math.result" in n.message for n in outcome.notices)  # and the caveat says it too
+
+
+def test_two_programs_that_agree_outvote_the_answer() -> None:
+    outcome, _, _ = disagreeing("```python\nfrom math import isclose\nprint(1 - 625 / 1296)\n```")
+    assert outcome.result is not None and outcome.result.quality is not None
+    last = outcome.result.sections[-1]
+    assert "**Result: 0.5177469135802468**" in last.body and "a second program printed it too" in last.body
+    assert not outcome.result.quality.passed and any("two programs" in n.message for n in outcome.notices)
+
+
+def test_a_second_program_that_agrees_with_the_answer_makes_it_the_result() -> None:
+    outcome, _, _ = disagreeing("```python\nprint(0.6)\n```")
+    assert outcome.result is not None and outcome.result.quality is not None
+    last = outcome.result.sections[-1]
+    assert "**Result: 0.6**" in last.body and "print(0.6)" in last.body and "'0.5177469135802468'" in last.body
+    assert outcome.result.quality.passed and not outcome.notices  # the vote confirms the answer: no caveat
+
+
+def test_a_program_without_a_result_adds_no_section() -> None:
+    backend = Scripted(["```python\nraise SystemExit(3)\n```", answer("0.6")])
+    outcome = run_slot(math_job(), backend, resolve_settings({"backend": "fake"}, env={}), emit=lambda _: None)
+    assert outcome.result is not None and [s.title for s in outcome.result.sections] == ["Probability"]
+    assert not any(e.action == "show_working" for e in outcome.ledger)
+
+
+def test_calculation_is_on_by_default_for_a_word_problem_the_generalist_gets() -> None:
+    assert resolve_settings({}, env={}).calculate
+    word = "A shop sells 12 pens for 3 dollars each and 5 books for 8 dollars each. How much is that in all?"
+    assert calculable(word, "general_reasoning") and calculable(
+        "A dose of 5 mg/kg for a 12 kg child: what is it?", "medical_clinical"
+    )
+    assert not calculable("Write a 300 word essay on 2 topics.", "general_reasoning")
+
+
+def test_the_answers_result_is_its_final_statement_not_an_intermediate_figure() -> None:
+    # GSM8K train row 5 (kept answer, 2026-11-28): "360 minutes" on the way, a boxed 21600 as the result
+    shadow = (
+        "\\[ 6 \\text{ hours} = 6 \\times 60 \\text{ minutes/hour} = 360 \\text{ minutes} \\]\n"
+        "\\[ 1800 \\text{ feet} \\times 12 \\text{ inches/foot} = 21600 \\text{ inches} \\]\n"
+        "Therefore, the length of the shadows is \\(\\boxed{21600}\\) inches."
+    )
+    assert final_statement(shadow) == "21600" and not states(shadow, "360", "How long are the shadows?")
+    hours = "She works 3 hours, then 2 more: 3 + 2 = 5 hours.\nSo she stays at work for 3 hours.\nCheck: 3 > 0."
+    assert final_statement(hours) == "So she stays at work for 3 hours." and not states(hours, "5", "How long?")
+    assert states("The total comes to 5 hours.", "5", "How long?")  # no box, no cue: the whole text
