@@ -4,6 +4,7 @@ Each case runs ``coe`` processes on the fake backend in a fresh lab (:mod:`tests
 input is refused with exit code 2 and a message naming the problem, or the run completes, and nothing saved is
 lost (a stopped run resumes with no slot run twice). ``bench/bench_faults.py`` runs the same cases and writes the
 matrix's table and totals. The cases that need the test PostgreSQL are marked ``postgres``; all start processes.
+The cases that time nothing run three at a time in a thread pool, each in its own lab (:func:`pooled`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -657,9 +659,31 @@ POSTGRES = {"cp-pg-db", "pg-fresh-10"}
 """The cases that reach the test PostgreSQL (a child process does, where the test's own guard cannot see it)."""
 
 
+SERIAL_KINDS = {"interrupt", "resume"}
+"""Cases that time signals or races between processes: each runs alone, when its test runs."""
+WORKERS = 3
+"""The other cases run this many at a time, as soon as the first of them is tested: most of a case is starting
+``coe`` processes, so the matrix takes about half the time it took one case after another."""
+
+
+@pytest.fixture(scope="module")
+def pooled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future]]:
+    """The selected cases that may run side by side, started in a thread pool: case id -> its outcome's future."""
+    module = request.node.nodeid
+    selected = {
+        item.callspec.id
+        for item in request.session.items
+        if item.nodeid.startswith(module) and hasattr(item, "callspec")
+    }
+    cases = [c for c in CLI_CASES if c.id in selected and c.kind not in SERIAL_KINDS and c.id not in POSTGRES]
+    with ThreadPoolExecutor(WORKERS) as workers:
+        yield {c.id: workers.submit(c.run, Lab(tmp_path_factory.mktemp(c.id))) for c in cases}
+
+
 @pytest.mark.parametrize(
     "case", [pytest.param(c, id=c.id, marks=[pytest.mark.postgres] if c.id in POSTGRES else []) for c in CLI_CASES]
 )
-def test_the_fault_holds(case: Case, tmp_path: Path) -> None:
-    outcome = case.run(Lab(tmp_path))
+def test_the_fault_holds(case: Case, tmp_path: Path, pooled: dict[str, Future]) -> None:
+    future = pooled.get(case.id)
+    outcome: Outcome = future.result(timeout=900) if future is not None else case.run(Lab(tmp_path))
     assert outcome.held, f"{case.what}: {outcome}"

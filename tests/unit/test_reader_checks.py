@@ -232,7 +232,8 @@ def finance_job(task: str = MORTGAGE_TASK) -> SlotJob:
 
 
 def test_an_output_block_the_program_does_not_print_is_removed_and_its_number_gets_a_caveat() -> None:
-    outcome = run_slot(finance_job(), Scripted([MORTGAGE]), settings(best_of=1), emit=lambda _: None)
+    off = settings(best_of=1, calculate=False)  # the cut alone: no program of thought (the next test has it)
+    outcome = run_slot(finance_job(), Scripted([MORTGAGE]), off, emit=lambda _: None)
     result = outcome.result
     assert result is not None and result.quality is not None
     assert "$2500.00" not in result.raw and "Output:" not in result.raw  # the block and the label that announced it
@@ -249,8 +250,22 @@ def test_an_output_block_the_program_does_not_print_is_removed_and_its_number_ge
 def test_an_output_block_its_program_prints_is_kept() -> None:
     printed = MORTGAGE.replace("$2500.00", "$1798.65").replace("$2,500", "$1,798.65").replace("{2500}", "{1798.65}")
     outcome = run_slot(finance_job(), Scripted([printed]), settings(best_of=1), emit=lambda _: None)
-    assert outcome.result is not None and outcome.result.raw == printed
+    assert outcome.result is not None and outcome.result.raw.startswith(printed.rstrip())  # then the working
     assert not any(e.action == "cut_output" for e in outcome.ledger)
+    assert "**Result: Monthly payment: $1798.65**" in outcome.result.raw  # the program of thought agrees
+
+
+def test_the_mortgage_answer_ends_with_the_computed_payment_and_says_the_answer_departs_from_it() -> None:
+    # the case, by default settings: the answer's $2,500 (the interest alone) is never delivered silently
+    program = f"```python\n{MORTGAGE_PROGRAM}```"
+    outcome = run_slot(finance_job(), Scripted([program, MORTGAGE, MORTGAGE, program]), settings(), lambda _: None)
+    result = outcome.result
+    assert result is not None and result.quality is not None
+    working = result.sections[-1]
+    assert working.title == "Computed result" and "**Result: Monthly payment: $1798.65**" in working.body
+    assert "The answer above does not state this value, and a second program printed it too" in working.body
+    assert "The monthly payment on the mortgage is $2,500." in result.raw  # the expert's words, kept
+    assert any("math.result" in n.message and "two programs" in n.message for n in outcome.notices)
 
 
 def test_a_usage_blocks_output_is_run_after_the_functions_the_answer_defined() -> None:
