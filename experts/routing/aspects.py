@@ -104,9 +104,7 @@ _OWN_GOAL = re.compile(r"^(?:i|we) (?:need|want|would like|'d like|plan|are plan
 """A sentence that says what the person means to do ("We want to split ..."), not what they ask for."""
 _SUBJECT = re.compile(r"^(?:it|they|we|he|she|this|these|which|there)\s+\w+", re.I)
 """A clause with its own subject ("it adds shared lists"): the material of a deliverable, not a list of them."""
-_REQUEST = re.compile(
-    r"^(?:i|we)(?: (?:need|want|would like)|'d like| 'd like)\s+(?=(?:a|an|the|some|two|three)\b)", re.I
-)
+_REQUEST = re.compile(r"^(?:i|we)(?: (?:need|want|would like)| ?'d like)\s+(?=(?:a|an|the|some|two|three)\b)", re.I)
 _CONSTRAINT = re.compile(
     r"^(?:make sure|be sure|ensure|remember to|don't forget to|do not forget to|note that|keep in mind)\b", re.I
 )
