@@ -15,7 +15,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore
 
-from graph.routing import after_adapt, after_confirm, after_execute, after_guard, after_scope
+from graph.routing import after_adapt, after_check_parts, after_confirm, after_execute, after_guard, after_scope
 from nodes import (
     adapt_template,
     aexecute_slots,
@@ -23,6 +23,7 @@ from nodes import (
     ask_plan_fit,
     ask_user,
     assemble,
+    check_parts,
     confirm_plan,
     execute_slots,
     guard,
@@ -32,14 +33,39 @@ from nodes import (
     select_template,
 )
 from state.context import RunContext
+from state.errors import InputError
 from state.framework import MAX_SLOTS
-from state.io import RunInput, RunOutput
+from state.io import RunInput, RunOutput, unknown_keys
 from state.passport import AskUser, Passport, PlannedPassport
 
 RECURSION_LIMIT = 2 * MAX_SLOTS + 20
 """Enough super-steps for the largest framework: each slot needs at most two execute_slots rounds."""
 
-CoeGraph = CompiledStateGraph[Passport, RunContext, RunInput, RunOutput]
+
+class CoeGraph(CompiledStateGraph[Passport, RunContext, RunInput, RunOutput]):
+    """The compiled graph, refusing an input key it does not take.
+
+    LangGraph keeps only the input schema's keys of a run's input, so ``graph.invoke({"task": ..., "mod": ...})``
+    would run without the misspelt field and without a word. ``invoke`` and ``ainvoke`` go through ``stream`` and
+    ``astream``, so the two are where an input mapping is checked (:func:`state.io.unknown_keys`, the same
+    message the server answers with 422) before anything is written. A resume (``Command``) or ``None`` passes.
+    """
+
+    def stream(self, input: Any, *args: Any, **kwargs: Any) -> Any:
+        """``CompiledStateGraph.stream`` after the input check."""
+        _check_input(input)
+        return super().stream(input, *args, **kwargs)
+
+    def astream(self, input: Any, *args: Any, **kwargs: Any) -> Any:
+        """``CompiledStateGraph.astream`` after the input check (made when called, as the sync form)."""
+        _check_input(input)
+        return super().astream(input, *args, **kwargs)
+
+
+def _check_input(given: Any) -> None:
+    message = unknown_keys("input", RunInput, given)
+    if message is not None:
+        raise InputError("input", message.removeprefix("input: "))
 
 
 def build_graph(
@@ -65,6 +91,7 @@ def build_graph(
     builder.add_node("confirm_plan", confirm_plan)
     builder.add_node("execute_slots", slots_node(), input_schema=PlannedPassport)
     builder.add_node("ask_user", ask_user, input_schema=AskUser)
+    builder.add_node("check_parts", check_parts)
     builder.add_node("assemble", assemble)
     builder.add_edge(START, "guard")
     builder.add_conditional_edges("guard", after_guard)
@@ -76,11 +103,16 @@ def build_graph(
     builder.add_edge("ask_plan_fit", "route_slots")
     builder.add_edge("route_slots", "confirm_plan")
     builder.add_conditional_edges("confirm_plan", after_confirm)
-    builder.add_conditional_edges("execute_slots", after_execute, ["execute_slots", "ask_user", "assemble"])
+    builder.add_conditional_edges(
+        "execute_slots", after_execute, ["execute_slots", "ask_user", "check_parts", "assemble"]
+    )
+    builder.add_conditional_edges("check_parts", after_check_parts)
     builder.add_edge("ask_user", "execute_slots")
     builder.add_edge("assemble", END)
     compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
-    return compiled.with_config(recursion_limit=RECURSION_LIMIT)
+    # The subclass built from the compiled graph's attributes, as ``Pregel.copy`` builds its copies.
+    checked = CoeGraph(**{k: v for k, v in vars(compiled).items() if k != "__orig_class__"})
+    return checked.with_config(recursion_limit=RECURSION_LIMIT)
 
 
 def slots_node() -> RunnableLambda[PlannedPassport, dict[str, Any]]:

@@ -13,8 +13,9 @@ schema's keys, so a typo (``max_token``) or an extra input field was ignored. Be
 * 409 when a thread run's ``command.resume`` finds no question waiting: ``thread <id> has no question waiting
   for an answer``; 422 when ``resume`` maps interrupt ids the thread does not have (naming the ones it has), or is
   empty;
-* 409 when a thread run's ``input`` arrives while the thread waits for an answer, unless the input says
-  ``options.abandon: true`` (then the run starts, and the guard records the abandoned run).
+* 409 when a thread run's ``input`` arrives while the thread waits for an answer, or while its last run stopped
+  half-way (killed, cancelled, failed in a step, held at a breakpoint) and no run is in flight, unless the input
+  says ``options.abandon: true`` (then the run starts, and the guard records the abandoned run).
 
 The thread's state is read through the same server, with the caller's own headers (so a thread the caller may not
 see stays a 404 from the server itself). Everything else passes through untouched.
@@ -39,9 +40,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server.auth import authenticate
 from server.feedback_route import feedback_route
 from state.context import RunContext
-from state.io import RunInput
+from state.io import RunInput, unknown_keys
 
-__all__ = ["KeyRequired", "RunCheck", "app", "input_problem", "resume_problem", "waiting_problem"]
+__all__ = ["KeyRequired", "RunCheck", "app", "input_problem", "resume_problem", "stopped_problem", "waiting_problem"]
 
 _RUN_CREATE = re.compile(r"^/threads/([0-9a-fA-F-]{32,36})/runs(?:/stream|/wait)?/?$")
 _STATELESS_RUN = re.compile(r"^(?:/threads/[0-9a-fA-F-]{32,36})?/runs(?:/stream|/wait|/crons)?/?$")
@@ -73,12 +74,9 @@ def resume_problem(thread_id: str, resume: Any, pending: list[str]) -> tuple[int
 def input_problem(payload: dict[str, Any]) -> tuple[int, str] | None:
     """(422, message) when a run request's ``context`` or ``input`` holds a key the graph does not take."""
     for name, schema in (("context", RunContext), ("input", RunInput)):
-        given = payload.get(name)
-        if not isinstance(given, dict):
-            continue  # absent, or a bad type the server and the guard answer themselves
-        unknown = sorted(str(k) for k in given if k not in schema.model_fields)
-        if unknown:
-            return 422, (f"{name}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(schema.model_fields)}")
+        message = unknown_keys(name, schema, payload.get(name))
+        if message is not None:
+            return 422, message
     return None
 
 
@@ -87,10 +85,7 @@ def waiting_problem(thread_id: str, run_input: Any, waiting: list[tuple[str, str
 
     ``options.abandon: true`` in the input starts it anyway (the guard records the run it abandons).
     """
-    if not waiting or run_input is None:
-        return None
-    options = run_input.get("options") if isinstance(run_input, dict) else None
-    if isinstance(options, dict) and options.get("abandon") is True:
+    if not waiting or run_input is None or _abandons(run_input):
         return None
     pending = ", ".join(f"{kind} ({intr_id})" for intr_id, kind in waiting)
     return 409, (
@@ -98,6 +93,39 @@ def waiting_problem(thread_id: str, run_input: Any, waiting: list[tuple[str, str
         'with command={"resume": ...} (coe resume), or send the input with options.abandon: true to abandon '
         "the waiting run"
     )
+
+
+def stopped_problem(thread_id: str, run_input: Any, state: dict[str, Any]) -> tuple[int, str] | None:
+    """(409, message) when a new ``input`` would drop a run of an idle thread that stopped half-way.
+
+    Killed with its server, cancelled, failed in a step, or held at a breakpoint: LangGraph would start the new
+    input from the start and drop the steps still to run (``coe run`` refuses the same). Not checked while a run is
+    in flight (the caller reads the thread's status): that is the multitask strategy's case. ``options.abandon:
+    true`` starts it anyway (the guard records the run it abandons).
+    """
+    if run_input is None or not _stopped(state) or _abandons(run_input):
+        return None
+    steps = ", ".join(str(n) for n in state.get("next") or [])
+    return 409, (
+        f"thread {thread_id} has a run that stopped half-way (next: {steps}): a new input would drop it. Finish it "
+        "by sending input null (coe resume), or send the input with options.abandon: true to abandon that run"
+    )
+
+
+def _stopped(state: dict[str, Any]) -> bool:
+    """The thread's last run has steps still to run, past the guard, and no question waiting."""
+    steps = [str(n) for n in state.get("next") or []]
+    values = state.get("values")
+    if not isinstance(values, dict):
+        values = {}
+    if not steps or steps == ["guard"] or state.get("interrupts"):
+        return False  # over, or nothing done yet (an input the guard raised on: a retry loses nothing)
+    return values.get("refused") is None and values.get("status") != "rejected"
+
+
+def _abandons(run_input: Any) -> bool:
+    options = run_input.get("options") if isinstance(run_input, dict) else None
+    return isinstance(options, dict) and options.get("abandon") is True
 
 
 class RunCheck:
@@ -140,8 +168,14 @@ async def _problem(scope: Scope, path: str, payload: dict[str, Any]) -> tuple[in
         return None if state is None else resume_problem(match.group(1), command["resume"], list(_waiting(state)))
     if payload.get("input") is not None:
         state = await _thread_state(scope, match.group(1))
-        if state is not None:
-            return waiting_problem(match.group(1), payload["input"], list(_waiting(state).items()))
+        if state is None:
+            return None
+        waiting = waiting_problem(match.group(1), payload["input"], list(_waiting(state).items()))
+        if waiting is not None or not _stopped(state):
+            return waiting
+        thread = await _read(scope, f"/threads/{match.group(1)}")
+        busy = thread is None or thread.get("status") == "busy"
+        return None if busy else stopped_problem(match.group(1), payload["input"], state)
     return None
 
 
@@ -180,14 +214,19 @@ async def _read_body(receive: Receive) -> tuple[bytes, list[Message]]:
 
 async def _thread_state(scope: Scope, thread_id: str) -> dict[str, Any] | None:
     """The thread's state read through this server, as the caller; None when the core should answer."""
+    return await _read(scope, f"/threads/{thread_id}/state")
+
+
+async def _read(scope: Scope, path: str) -> dict[str, Any] | None:
+    """GET ``path`` of this server with the caller's own headers; None unless it answers 200 with an object."""
     host, port = scope.get("server") or ("127.0.0.1", 80)
     headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", []) if k in _FORWARDED}
     async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=30) as client:
-        response = await client.get(f"/threads/{thread_id}/state", headers=headers)
+        response = await client.get(path, headers=headers)
     if response.status_code != 200:
         return None  # not found, not the caller's, not readable: the server's own answer follows
-    state = response.json()
-    return state if isinstance(state, dict) else None
+    found = response.json()
+    return found if isinstance(found, dict) else None
 
 
 def _waiting(state: dict[str, Any]) -> dict[str, str]:

@@ -25,6 +25,21 @@ def first_surrogate(text: str) -> int | None:
     return next((at for at, char in enumerate(text) if "\ud800" <= char <= "\udfff"), None)
 
 
+def unknown_keys(name: str, schema: type[BaseModel], given: Any) -> str | None:
+    """``name: unknown key(s) ...; allowed: ...`` when the mapping ``given`` holds a key ``schema`` does not take.
+
+    LangGraph keeps only the input schema's keys of a run's input and the server keeps only the context schema's,
+    so a typo (``max_token``) would be ignored without a word; the server and the compiled graph refuse it with
+    this message. Anything but a mapping is left to the schema's own validation.
+    """
+    if not isinstance(given, dict):
+        return None
+    unknown = sorted(str(k) for k in given if k not in schema.model_fields)
+    if not unknown:
+        return None
+    return f"{name}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(schema.model_fields)}"
+
+
 class RunOptions(BaseModel):
     """Optional run inputs beyond the task and mode."""
 

@@ -1,9 +1,10 @@
 """Issue 42 over the API, driven as it was found: ``langgraph dev`` with two users' keys and langgraph-sdk.
 
 Fake backend only (no model is loaded). Operator-only settings refused before their files are read, for every
-one of them; unknown keys of a run's context and input refused; a new input on a waiting thread refused (409),
-the question kept, ``options.abandon`` honoured; feedback with the SDK's default key header; the meta routes
-closed without a key; a bad keys file at start stops ``langgraph dev`` with the message.
+one of them; unknown keys of a run's context and input refused; a new input on a waiting thread, or on one whose
+run stopped half-way, refused (409), the question and the run kept, ``options.abandon`` honoured; feedback with
+the SDK's default key header; the meta routes closed without a key; a bad keys file at start stops ``langgraph
+dev`` with the message.
 """
 
 from __future__ import annotations
@@ -163,6 +164,30 @@ def test_a_new_input_on_a_waiting_thread_is_refused_and_the_question_kept(server
     assert out["still"]["value"]["kind"] == "approve_plan" and out["approved"]["status"] == "completed"
     assert out["abandoned"]["status"] == "completed"
     assert any(e["action"] == "abandon_run" for e in out["values"]["ledger"])
+
+
+def test_a_new_input_on_a_run_that_stopped_half_way_is_refused_and_the_run_kept(server: Server) -> None:
+    """A run held before its slots (a breakpoint; a killed or cancelled run reads the same: steps still to run)."""
+
+    async def scenario(client: Any) -> dict[str, Any]:
+        thread = (await client.threads.create())["thread_id"]
+        plan = {"task": "Plan a small service", "options": {"framework": PLAN}}
+        await client.runs.wait(thread, "college_of_experts", input=plan, interrupt_before=["execute_slots"])
+        try:
+            await client.runs.wait(thread, "college_of_experts", input={"task": TASK})
+            refused: tuple[int, str] = (200, "")
+        except httpx.HTTPStatusError as exc:
+            refused = (exc.response.status_code, exc.response.text)
+        kept = (await client.threads.get_state(thread))["next"]
+        finished = await client.runs.wait(thread, "college_of_experts", input=None)
+        retried = await client.runs.wait(thread, "college_of_experts", input={"task": TASK})
+        return {"refused": refused, "kept": kept, "finished": finished, "retried": retried}
+
+    out = server.run(KEYS["alice"], scenario)
+    assert out["refused"][0] == 409 and "stopped half-way" in out["refused"][1], out["refused"]
+    assert "execute_slots" in out["refused"][1] and "options.abandon" in out["refused"][1]
+    assert out["kept"] == ["execute_slots"]
+    assert out["finished"]["status"] == "completed" and out["retried"]["status"] == "completed"
 
 
 def test_feedback_works_with_the_sdks_default_key_header(server: Server) -> None:

@@ -68,6 +68,7 @@ def _api_cases() -> list[Case]:
             "wizard",
         ),
         _api("api-backend", "context backend nope", {"task": TASK}, "nope", {"backend": "nope"}),
+        _api("api-input-key", "input with an unknown key", {"task": TASK, "mod": "confirm"}, "mod"),
         _api("api-context-key", "context with an unknown key", {"task": TASK}, "colour", {"colour": 1}),
         _api("api-tokens", "context max_tokens -1", {"task": TASK}, "max_tokens", {"max_tokens": -1}),
     ]

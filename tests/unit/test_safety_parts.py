@@ -14,7 +14,7 @@ import pytest
 
 from experts.backends.protocol import ChatMessage, GenerationRequest
 from experts.backends.remote import RemoteBackend
-from server.http_app import input_problem, waiting_problem
+from server.http_app import input_problem, stopped_problem, waiting_problem
 from state.errors import ConfigError, GenerationStopped
 from tests.unit.local_http import serving
 
@@ -101,3 +101,26 @@ def test_a_new_input_on_a_waiting_thread_is_refused_unless_it_abandons_it() -> N
     assert "approve_plan" in problem[1] and "options.abandon" in problem[1] and "resume" in problem[1]
     assert waiting_problem("t1", {"task": "other", "options": {"abandon": True}}, waiting) is None
     assert waiting_problem("t1", {"task": "other"}, []) is None
+
+
+@pytest.mark.parametrize(
+    ("state", "refused"),
+    [
+        ({"next": ["execute_slots"], "values": {"status": "running"}}, True),  # killed, cancelled or held
+        ({"next": [], "values": {"status": "completed"}}, False),  # over
+        ({"next": ["guard"], "values": {}}, False),  # the guard raised on the input: nothing done, a retry is fine
+        ({"next": ["assemble"], "values": {"refused": "task: empty"}}, False),
+        ({"next": ["execute_slots"], "values": {"status": "rejected"}}, False),
+        ({"next": ["ask_user"], "interrupts": [{"id": "x"}], "values": {}}, False),  # waiting: waiting_problem's
+    ],
+)
+def test_a_new_input_on_a_run_that_stopped_half_way_is_refused_unless_it_abandons_it(
+    state: dict[str, object], refused: bool
+) -> None:
+    problem = stopped_problem("t1", {"task": "other"}, state)
+    assert (problem is not None) is refused
+    if problem is not None:
+        assert problem[0] == 409 and "stopped half-way" in problem[1] and "execute_slots" in problem[1]
+        assert "options.abandon" in problem[1] and "input null" in problem[1]
+    assert stopped_problem("t1", {"task": "other", "options": {"abandon": True}}, state) is None
+    assert stopped_problem("t1", None, state) is None
