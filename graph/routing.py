@@ -36,8 +36,8 @@ def after_confirm(state: Passport) -> Literal["execute_slots", "route_slots", "_
     return "execute_slots"
 
 
-def after_execute(state: Passport) -> Literal["execute_slots", "assemble"] | list[Send | str]:
-    """Loop on ``execute_slots`` while slots run; then ask the person for the slots awaiting answers; assemble.
+def after_execute(state: Passport) -> Literal["execute_slots", "check_parts", "assemble"] | list[Send | str]:
+    """Loop on ``execute_slots`` while slots run; ask the person for the slots awaiting answers; check the parts.
 
     The questions wait until no slot is running, so the person gets every pending question at once: one
     ``ask_user`` task per slot (parallel interrupts, answered together or one at a time). Nothing runs next to
@@ -67,4 +67,14 @@ def after_execute(state: Passport) -> Literal["execute_slots", "assemble"] | lis
         return "execute_slots"
     if asks:
         return asks
-    return "execute_slots" if pending else "assemble"
+    return "execute_slots" if pending else "check_parts"
+
+
+def after_check_parts(state: Passport) -> Literal["execute_slots", "assemble"]:
+    """Parts sent back (pending again) run again; otherwise the document is assembled."""
+    if state.framework is not None:
+        for spec in state.framework.slots:
+            st = state.slot_states.get(spec.id)
+            if st is not None and st.status == SlotStatus.PENDING:
+                return "execute_slots"
+    return "assemble"

@@ -5,6 +5,7 @@ from nodes.answer_directly import answer_directly
 from nodes.ask_plan_fit import ask_plan_fit
 from nodes.ask_user import ask_user
 from nodes.assemble import assemble
+from nodes.check_parts import check_parts
 from nodes.confirm_plan import confirm_plan
 from nodes.execute_slots import aexecute_slots, execute_slots
 from nodes.guard import guard
@@ -20,6 +21,7 @@ __all__ = [
     "ask_plan_fit",
     "ask_user",
     "assemble",
+    "check_parts",
     "confirm_plan",
     "execute_slots",
     "guard",

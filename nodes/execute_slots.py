@@ -209,7 +209,7 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
     return SlotJob(
         spec=spec,
         task=state.mission.task,
-        constraints=tuple(state.mission.constraints),
+        constraints=(*state.mission.constraints, *state.agreement.get(spec.id, ())),
         expert=expert,
         persona=scope.persona,
         references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},

@@ -340,6 +340,8 @@ def _follow_up_reset(earlier: Turn, notices: list[Notice]) -> dict[str, Any]:
         "results": {RESET: None},
         "routing": {RESET: None},
         "assists": {RESET: None},
+        "agreement": {RESET: None},
+        "part_rounds": 0,
         "defaults": [RESET],
         "notices": [RESET, *notices],
     }

@@ -213,6 +213,11 @@ class Passport(BaseModel):
     notices: Annotated[list[Notice], append_list] = Field(default_factory=list)
     assists: Annotated[dict[str, list[AssistRecord]], merge_dict] = Field(default_factory=dict)
     """Per slot: every assist request of its answer and how it was resolved (a re-run slot replaces its list)."""
+    agreement: Annotated[dict[str, list[str]], merge_dict] = Field(default_factory=dict)
+    """Per slot: the facts it must use, from another part it disagreed with (``check_parts``): the definitions its
+    re-run's prompt lists as constraints."""
+    part_rounds: int = 0
+    """Times ``check_parts`` compared the finished parts this run (it sends slots back after the first only)."""
     document: str | None = None
     summary: RunSummary | None = None
     status: RunStatus = RunStatus.PENDING

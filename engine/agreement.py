@@ -1,0 +1,250 @@
+"""Do the parts of a document agree? Names one part defines and another uses, read from the kept answers' code.
+
+Slots are written apart (in parallel, or each seeing only the parts it references), so a query can select a
+column the schema part never defined, and two parts can each define the ``Book`` model differently. This module
+reads the finished slots' code blocks and returns each :class:`Disagreement`: which slot should be written again,
+and the facts it must use (the other part's definition, verbatim). No model is asked; ``nodes.check_parts`` sends
+the slot back once.
+
+What is compared (docs/answers.md, "Parts that agree"):
+
+* SQL: the tables the parts create (``CREATE TABLE``, parsed with sqlglot). A table two parts create with
+  different columns; a query in one part that uses a column of a table another part created, which that table does
+  not have (sqlglot's ``qualify`` against the schema). A table no part creates is not judged: it may be the
+  person's own.
+* Python: a class or function that two parts define with different fields or parameters (``class Book`` with
+  ``borrowed`` in one part and ``borrowed_by`` in the other).
+
+Figures (the same quantity with two values) are not compared here yet.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from engine.slots.checks.text import code_blocks
+from state.result import SlotResult
+
+__all__ = ["Disagreement", "Part", "disagreements"]
+
+_SQL = ("sql", "postgresql", "postgres", "mysql", "sqlite", "tsql", "plsql", "psql")
+_PYTHON = ("python", "py", "python3")
+_ENTRY_POINTS = frozenset({"main", "run", "cli", "app"})
+"""Functions each script of a document may define for itself: two parts' ``main`` need not agree."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One finished slot as the comparison reads it: its id, title and kept answer."""
+
+    slot_id: str
+    title: str
+    result: SlotResult
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Two parts that do not fit: ``slot_id`` is written again with ``facts``, the definition ``source_id`` gave."""
+
+    slot_id: str
+    source_id: str
+    kind: str
+    """``sql.columns`` (a query uses a column the table lacks), ``sql.tables`` or ``python.names`` (two
+    definitions of one name differ)."""
+    detail: str
+    """What does not fit, in one line."""
+    facts: str
+    """What the slot must use: the other part's definition, verbatim, with one sentence on it."""
+
+
+def disagreements(parts: Sequence[Part]) -> list[Disagreement]:
+    """Every disagreement between the parts, in the parts' order (the later part of a pair is sent back)."""
+    found = _sql_disagreements(parts) + _python_disagreements(parts)
+    order = {p.slot_id: at for at, p in enumerate(parts)}
+    return sorted(found, key=lambda d: (order[d.slot_id], d.kind))
+
+
+# ---------------------------------------------------------------- SQL
+
+
+@dataclass(frozen=True)
+class _Table:
+    name: str
+    columns: tuple[str, ...]
+    ddl: str
+
+
+def _sql_of(result: SlotResult) -> list[str]:
+    return [code for language, code in code_blocks(result.raw) if language in _SQL]
+
+
+def _statements(code: str) -> list[object]:
+    import sqlglot
+    from sqlglot.errors import ParseError
+
+    try:
+        return [s for s in sqlglot.parse(code, read="postgres") if s is not None]
+    except (ParseError, ValueError):
+        return []  # the slot's own check (sql.parses) answers for a block that does not parse
+
+
+def _tables(code: str) -> list[_Table]:
+    from sqlglot import exp
+
+    found = []
+    for statement in _statements(code):
+        if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "TABLE":
+            continue
+        schema = statement.this
+        if not isinstance(schema, exp.Schema) or not isinstance(schema.this, exp.Table):
+            continue
+        columns = tuple(c.name.lower() for c in schema.expressions if isinstance(c, exp.ColumnDef))
+        if columns:
+            found.append(_Table(schema.this.name.lower(), columns, statement.sql(dialect="postgres", pretty=True)))
+    return found
+
+
+def _sql_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
+    created: dict[str, tuple[Part, _Table]] = {}  # the first part to create each table defines it
+    out: list[Disagreement] = []
+    for part in parts:
+        for code in _sql_of(part.result):
+            for table in _tables(code):
+                first = created.get(table.name)
+                if first is None:
+                    created[table.name] = (part, table)
+                elif first[0].slot_id != part.slot_id and set(first[1].columns) != set(table.columns):
+                    out.append(_table_differs(part, first[0], first[1], table))
+    for part in parts:
+        schema = {name: table for name, (owner, table) in created.items() if owner.slot_id != part.slot_id}
+        for code in _sql_of(part.result):
+            out.extend(_query_disagreements(part, code, schema, created))
+    return _once(out)
+
+
+def _table_differs(part: Part, owner: Part, first: _Table, second: _Table) -> Disagreement:
+    return Disagreement(
+        slot_id=part.slot_id,
+        source_id=owner.slot_id,
+        kind="sql.tables",
+        detail=f"table {first.name} has columns ({', '.join(second.columns)}) here and "
+        f"({', '.join(first.columns)}) in the part {owner.title!r}",
+        facts=f"The part {owner.title!r} defines table {first.name}; use it exactly as defined there, with the same "
+        f"column names:\n```sql\n{first.ddl}\n```",
+    )
+
+
+def _query_disagreements(
+    part: Part, code: str, schema: Mapping[str, _Table], created: Mapping[str, tuple[Part, _Table]]
+) -> list[Disagreement]:
+    from sqlglot import exp
+    from sqlglot.errors import OptimizeError
+    from sqlglot.optimizer.qualify import qualify
+    from sqlglot.schema import MappingSchema
+
+    out = []
+    for statement in _statements(code):
+        if not isinstance(statement, exp.Query | exp.Insert | exp.Update | exp.Delete):
+            continue
+        used = sorted({t.name.lower() for t in statement.find_all(exp.Table)} & set(schema))
+        if not used:
+            continue
+        mapping = MappingSchema({n: {c: "TEXT" for c in schema[n].columns} for n in used}, dialect="postgres")
+        try:
+            qualify(statement.copy(), schema=mapping, dialect="postgres", validate_qualify_columns=True)
+        except OptimizeError as exc:
+            owner = created[used[0]][0]
+            ddl = "\n\n".join(schema[n].ddl for n in used)
+            out.append(
+                Disagreement(
+                    slot_id=part.slot_id,
+                    source_id=owner.slot_id,
+                    kind="sql.columns",
+                    detail=f"{str(exc).splitlines()[0]} (tables {', '.join(used)} as the part {owner.title!r} "
+                    "defines them)",
+                    facts=f"The part {owner.title!r} defines the tables this part queries; use only their columns, "
+                    f"spelled as there:\n```sql\n{ddl}\n```",
+                )
+            )
+        except Exception:  # noqa: BLE001 - sqlglot's optimizer raises other types on SQL it cannot model
+            continue
+    return out
+
+
+# ---------------------------------------------------------------- Python
+
+
+@dataclass(frozen=True)
+class _Definition:
+    name: str
+    shape: tuple[str, ...]
+    """A class's fields (annotated names, ``__init__`` parameters) or a function's parameters."""
+    source: str
+
+
+def _definitions(code: str) -> list[_Definition]:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    out = []
+    for node in tree.body:
+        if node_name(node).startswith(("_", "test")):
+            continue
+        if isinstance(node, ast.ClassDef):
+            fields = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+            init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+            if init is not None:
+                fields += [a.arg for a in init.args.args[1:] + init.args.kwonlyargs]
+            if fields:
+                out.append(
+                    _Definition(node.name, tuple(dict.fromkeys(fields)), ast.get_source_segment(code, node) or "")
+                )
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name not in _ENTRY_POINTS:
+            params = tuple(a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs)
+            out.append(_Definition(node.name, params, ast.get_source_segment(code, node) or ""))
+    return out
+
+
+def node_name(node: ast.stmt) -> str:
+    """The name a top-level class or function statement defines ("" for any other statement)."""
+    return node.name if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) else ""
+
+
+def _python_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
+    defined: dict[str, tuple[Part, _Definition]] = {}
+    out = []
+    for part in parts:
+        for language, code in code_blocks(part.result.raw):
+            if language not in _PYTHON:
+                continue
+            for definition in _definitions(code):
+                first = defined.get(definition.name)
+                if first is None:
+                    defined[definition.name] = (part, definition)
+                elif first[0].slot_id != part.slot_id and set(first[1].shape) != set(definition.shape):
+                    out.append(_python_differs(part, first[0], first[1], definition))
+    return _once(out)
+
+
+def _python_differs(part: Part, owner: Part, first: _Definition, second: _Definition) -> Disagreement:
+    what = "fields" if first.source.lstrip().startswith("class") else "parameters"
+    return Disagreement(
+        slot_id=part.slot_id,
+        source_id=owner.slot_id,
+        kind="python.names",
+        detail=f"{first.name} has {what} ({', '.join(second.shape)}) here and ({', '.join(first.shape)}) in the "
+        f"part {owner.title!r}",
+        facts=f"The part {owner.title!r} defines {first.name}; use it with the same {what}, as defined there (do not "
+        f"define it differently):\n```python\n{first.source}\n```",
+    )
+
+
+def _once(found: list[Disagreement]) -> list[Disagreement]:
+    """One disagreement per (slot, kind, detail): a block repeated in an answer is one finding."""
+    seen: dict[tuple[str, str, str], Disagreement] = {}
+    for d in found:
+        seen.setdefault((d.slot_id, d.kind, d.detail), d)
+    return list(seen.values())

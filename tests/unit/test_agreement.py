@@ -1,0 +1,163 @@
+"""Parts that agree (issue 40, item 3): the comparison of finished parts, and the round that sends one back."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from engine.agreement import Part, disagreements
+from experts.backends.fake import FakeBackend
+from experts.backends.protocol import Generation, GenerationRequest
+from graph import build_graph
+from state import Passport, RunStatus
+from state.io import RunInput, RunOptions
+from state.result import SlotResult
+
+SCHEMA = """```sql
+CREATE TABLE customers (
+    customer_id SERIAL PRIMARY KEY,
+    first_name VARCHAR(50) NOT NULL,
+    last_name VARCHAR(50) NOT NULL
+);
+CREATE TABLE orders (
+    order_id SERIAL PRIMARY KEY,
+    customer_id INT REFERENCES customers (customer_id),
+    amount NUMERIC(10, 2) NOT NULL,
+    order_date DATE NOT NULL
+);
+```"""
+# The issue's query: it groups by a customer_name the schema part never defined.
+QUERY = """```sql
+SELECT c.customer_name, SUM(o.amount) AS revenue
+FROM orders o JOIN customers c ON o.customer_id = c.customer_id
+WHERE o.order_date >= CURRENT_DATE - INTERVAL '90 days'
+GROUP BY c.customer_name
+ORDER BY revenue DESC
+LIMIT 10;
+```"""
+FIXED = QUERY.replace("c.customer_name", "c.first_name || ' ' || c.last_name AS customer_name", 1).replace(
+    "GROUP BY c.customer_name", "GROUP BY c.customer_id, c.first_name, c.last_name"
+)
+
+
+def _part(slot_id: str, text: str) -> Part:
+    return Part(slot_id, slot_id.title(), SlotResult(slot_id=slot_id, expert="e", raw=text))
+
+
+def test_a_query_that_uses_a_column_the_schema_part_lacks_is_sent_back_with_the_schema() -> None:
+    [found] = disagreements([_part("schema", SCHEMA), _part("query", QUERY)])
+    assert (found.slot_id, found.source_id, found.kind) == ("query", "schema", "sql.columns")
+    assert "customer_name" in found.detail
+    assert "CREATE TABLE customers" in found.facts and "first_name" in found.facts
+
+
+def test_a_query_that_fits_the_schema_and_a_table_no_part_creates_are_not_judged() -> None:
+    assert disagreements([_part("schema", SCHEMA), _part("query", FIXED)]) == []
+    other = "```sql\nSELECT p.total FROM payments p;\n```"
+    assert disagreements([_part("schema", SCHEMA), _part("query", other)]) == []
+
+
+def test_a_table_two_parts_create_differently_sends_the_later_one_back() -> None:
+    again = "```sql\nCREATE TABLE customers (id INT PRIMARY KEY, customer_name TEXT);\n```"
+    found = disagreements([_part("schema", SCHEMA), _part("query", again)])
+    assert [(d.slot_id, d.kind) for d in found] == [("query", "sql.tables")]
+    assert "customer_name" in found[0].detail and "first_name" in found[0].facts
+
+
+def test_a_class_two_parts_define_with_different_fields_is_found_and_a_main_is_not() -> None:
+    design = (
+        "```python\nclass Book(BaseModel):\n    id: int\n    title: str\n    borrowed: bool\n\n"
+        "def main():\n    pass\n```"
+    )
+    code = (
+        "```python\nclass Book(BaseModel):\n    id: int\n    title: str\n    borrowed_by: int | None\n\n"
+        "def main(argv):\n    pass\n```"
+    )
+    [found] = disagreements([_part("design", design), _part("implementation", code)])
+    assert (found.slot_id, found.kind) == ("implementation", "python.names")
+    assert "borrowed_by" in found.detail and "borrowed: bool" in found.facts
+    same = design.replace("def main():", "def main(argv):")
+    assert disagreements([_part("design", design), _part("implementation", same)]) == []
+
+
+def _answer(title: str, body: str) -> str:
+    return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n"
+
+
+PLAN = {
+    "id": "customers",
+    "title": "Top customers",
+    "slots": [
+        {"id": "schema", "title": "Schema", "description": "Write the tables.", "expert": "sql_specialist"},
+        {"id": "query", "title": "Query", "description": "Write the query.", "expert": "sql_specialist"},
+    ],
+}
+
+
+class Recording(FakeBackend):
+    """The fake backend, keeping the prompt of every call for the query slot."""
+
+    prompts: list[str]
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        if request.slot_id == "query":
+            self.prompts.append("\n".join(m.content for m in request.messages))
+        return super().generate(request)
+
+
+def _run(write_script: Any, query_calls: list[str], prompts: list[str], monkeypatch: pytest.MonkeyPatch) -> Passport:
+    made: list[Recording] = []
+
+    def backend(settings: Any, model: str | None = None) -> FakeBackend:
+        if not made:  # one backend for the run, as the pool keeps one: its first_calls count across rounds
+            made.append(Recording.from_settings(settings))
+            made[0].prompts = prompts
+        return made[0]
+
+    monkeypatch.setattr(importlib.import_module("nodes.execute_slots"), "get_backend", backend)
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "schema", "text": _answer("Tables", SCHEMA)},
+                {
+                    "slot": "query",
+                    "first_calls": [{"text": _answer("Query", q)} for q in query_calls[:-1]],
+                    "text": _answer("Query", query_calls[-1]),
+                },
+            ]
+        }
+    )
+    graph = build_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "parts"}}
+    task = RunInput(task="Top ten customers by revenue", options=RunOptions(framework=PLAN))
+    graph.invoke(task.model_dump(mode="json"), config, context={"backend": "fake", "fake_script": str(script)})
+    return Passport.model_validate(graph.get_state(config).values)
+
+
+def test_the_run_sends_the_disagreeing_part_back_once_with_the_schema_and_keeps_the_fixed_answer(
+    write_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompts: list[str] = []
+    state = _run(write_script, [QUERY, FIXED], prompts, monkeypatch)
+    assert state.status == RunStatus.COMPLETED
+    actions = [(e.action, e.slot_id) for e in state.ledger if e.action in ("check_parts", "send_back")]
+    assert actions == [("check_parts", None), ("send_back", "query"), ("check_parts", None)]
+    assert "CREATE TABLE customers" in state.agreement["query"][0]
+    assert len(prompts) == 2 and "CREATE TABLE customers" not in prompts[0]
+    assert "use only their columns" in prompts[1] and "first_name VARCHAR(50)" in prompts[1]
+    doc = state.document or ""
+    assert "first_name || ' ' || c.last_name" in doc and "GROUP BY c.customer_name" not in doc
+    assert "parts disagree" not in doc
+
+
+def test_a_part_that_still_disagrees_after_its_second_writing_is_a_warning_of_the_document(
+    write_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = _run(write_script, [QUERY, QUERY], [], monkeypatch)
+    actions = [e.action for e in state.ledger if e.action in ("check_parts", "send_back")]
+    assert actions == ["check_parts", "send_back", "check_parts"]  # one round, bounded
+    doc = state.document or ""
+    assert "parts disagree (sql.columns)" in doc and "customer_name" in doc.partition("## Warnings")[2]
