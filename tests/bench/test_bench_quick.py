@@ -55,6 +55,12 @@ def _gsm8k(r: Result) -> None:
     assert all(o["document"] and o["harness_status"] == "completed" for o in r["outcomes"])
 
 
+def _multipart(r: Result) -> None:
+    assert r["quick"] is True and [row["id"] for row in r["rows"]] == ["mp-slugify", "mp-library-schema"]
+    assert all(row["status"] == "completed" for row in r["rows"]) and r["multi_slot"] >= 1
+    assert r["agree_by_checks"] == r["multi_slot"]  # the fake backend's parts hold no code that could disagree
+
+
 def _humaneval(r: Result) -> None:
     s = r["summary"]
     assert s["quick"] is True and s["problems"] == len(r["outcomes"]) == 2
@@ -144,6 +150,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_humaneval": ("humaneval", _humaneval),
     "bench_ingest": ("ingest", _ingest),
     "bench_memory": ("memory", _memory),
+    "bench_multipart": ("multipart", _multipart),
     "bench_feedback": ("feedback", _feedback),
     "bench_injection": ("injection", _injection),
     "bench_overhead": ("overhead", _overhead),
