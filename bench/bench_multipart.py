@@ -11,6 +11,7 @@ Each task runs through the compiled graph with default settings, in process, as 
 * ``check_parts``' findings in its first round (``found``), the parts it sent back, and what still disagreed
   after the round (``left``: the document's ``parts disagree`` warnings); the document **agrees by the checks**
   when nothing is left;
+* the document itself (in the JSON), to be read;
 * for a task with ``values``: how many of them the document states (a number equal to the value to the cent; the
   memo and the script may each state the payment). This is the one measure here not made by the checker itself.
 
@@ -58,6 +59,8 @@ class Row:
     resend_seconds: float = 0.0
     values_stated: int = 0
     values_total: int = 0
+    document: str = ""
+    """The delivered document, to be read (in the JSON only)."""
 
     @property
     def agrees(self) -> bool:
@@ -104,6 +107,7 @@ def row_of(item: Item, state: Passport, seconds: float) -> Row:
         resend_seconds=round(resend, 1),
         values_stated=stated_values(state.document or "", item.values),
         values_total=len(item.values),
+        document=state.document or "",
     )
 
 

@@ -3,19 +3,22 @@
 The parts are written apart, so a query can use a column the schema part never defined and two parts can define
 one class differently (:mod:`engine.agreement` says what is compared). The first time the run gets here, each
 part that disagrees with an earlier one goes back to ``execute_slots`` with the other part's definition as a
-constraint of its prompt (``Passport.agreement``); its dependents keep their text. The second time, or when
-nothing disagrees, the run goes on to ``assemble``, and what still disagrees is a warning of the document. Each
-step is in the ledger (``check_parts``, ``send_back``).
+constraint of its prompt (``Passport.agreement``); its answer is kept aside (``Passport.first_writings``) and its
+dependents keep their text. The second time, a part whose second writing fails its checks where the first passed
+gets its first writing back (a send-back never makes a part worse); then, or when nothing disagrees, the run goes
+on to ``assemble``, and what still disagrees is a warning of the document. Each step is in the ledger
+(``check_parts``, ``send_back``, ``keep_first_writing``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.agreement import Part, disagreements
+from engine.agreement import Disagreement, Part, disagreements
 from state.enums import SlotStatus
 from state.framework import topological_order
-from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
+from state.passport import RESET, FirstWriting, LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
+from state.result import SlotResult
 
 NODE = "check_parts"
 SEND_BACK_ROUNDS = 1
@@ -24,29 +27,31 @@ SEND_BACK_ROUNDS = 1
 
 def check_parts(state: PlannedPassport) -> dict[str, Any]:
     """Compare the finished parts; send the disagreeing ones back (first round) or warn about them."""
-    fw = state.framework
-    parts = [
-        Part(sid, fw.slot(sid).title, state.results[sid])
-        for sid in topological_order(fw)
-        if sid in state.results and (state.slot_states.get(sid) or SlotState()).status == SlotStatus.DONE
-    ]
-    found = disagreements(parts) if len(parts) > 1 else []
     rounds = state.part_rounds + 1
-    send_back = bool(found) and rounds <= SEND_BACK_ROUNDS
-    ledger = [
-        LedgerEntry(
-            agent="harness",
-            action=NODE,
-            inputs_summary=f"{len(parts)} finished part(s), round {rounds}",
-            outputs_summary="; ".join(f"[{d.slot_id}] {d.kind}: {d.detail}" for d in found)[:500] or "the parts agree",
-        )
-    ]
-    update: dict[str, Any] = {"part_rounds": rounds, "ledger": ledger, "updated_at": utcnow()}
-    if not send_back:
-        update["notices"] = [
+    update: dict[str, Any] = {"part_rounds": rounds, "updated_at": utcnow()}
+    ledger: list[LedgerEntry] = []
+    notices: list[Notice] = []
+    results = dict(state.results)
+    kept = _first_writings_back(state)
+    for sid, first in kept.items():
+        results[sid] = first.result
+        ledger.append(LedgerEntry(agent="harness", action="keep_first_writing", slot_id=sid, outputs_summary=_why(sid)))
+        notices.append(Notice(level="warning", source=NODE, slot_id=sid, message=_why(sid)))
+    if kept:
+        update["results"] = {sid: first.result for sid, first in kept.items()}
+        update["assists"] = {sid: first.assists for sid, first in kept.items()}
+        others = [n for n in state.notices if n.slot_id not in kept]  # the second writings' notices go
+        notices = [*others, *(n for first in kept.values() for n in first.notices), *notices]
+    parts = _parts(state, results)
+    found = disagreements(parts) if len(parts) > 1 else []
+    ledger.insert(0, _entry(parts, rounds, found))
+    update["ledger"] = ledger
+    if not found or rounds > SEND_BACK_ROUNDS:
+        notices += [
             Notice(level="warning", source=NODE, slot_id=d.slot_id, message=f"parts disagree ({d.kind}): {d.detail}")
             for d in found
         ]
+        update["notices"] = [RESET, *notices] if kept else notices
         return update
     facts: dict[str, list[str]] = {}
     for d in found:
@@ -56,11 +61,53 @@ def check_parts(state: PlannedPassport) -> dict[str, Any]:
                 agent="harness", action="send_back", slot_id=d.slot_id, inputs_summary=d.kind, outputs_summary=d.detail
             )
         )
-    again = {
+    update["agreement"] = facts
+    update["first_writings"] = {
+        sid: FirstWriting(
+            result=results[sid],
+            assists=state.assists.get(sid, []),
+            notices=[n for n in state.notices if n.slot_id == sid],
+        )
+        for sid in facts
+    }
+    update["slot_states"] = {
         sid: (state.slot_states.get(sid) or SlotState()).model_copy(
             update={"status": SlotStatus.PENDING, "started_at": None, "finished_at": None, "error": None}
         )
         for sid in facts
     }
-    update.update({"agreement": facts, "slot_states": again})
     return update
+
+
+def _parts(state: PlannedPassport, results: dict[str, SlotResult]) -> list[Part]:
+    fw = state.framework
+    return [
+        Part(sid, fw.slot(sid).title, results[sid])
+        for sid in topological_order(fw)
+        if sid in results and (state.slot_states.get(sid) or SlotState()).status == SlotStatus.DONE
+    ]
+
+
+def _first_writings_back(state: PlannedPassport) -> dict[str, FirstWriting]:
+    """The parts sent back whose second writing fails its checks where the first passed them."""
+    back = {}
+    for sid, first in state.first_writings.items():
+        now = state.results.get(sid)
+        first_passed = first.result.quality is not None and first.result.quality.passed
+        now_passed = now is not None and now.quality is not None and now.quality.passed
+        if first_passed and not now_passed:
+            back[sid] = first
+    return back
+
+
+def _why(slot_id: str) -> str:
+    return f"the second writing of part {slot_id} failed its checks where the first passed: the first is kept"
+
+
+def _entry(parts: list[Part], rounds: int, found: list[Disagreement]) -> LedgerEntry:
+    return LedgerEntry(
+        agent="harness",
+        action=NODE,
+        inputs_summary=f"{len(parts)} finished part(s), round {rounds}",
+        outputs_summary="; ".join(f"[{d.slot_id}] {d.kind}: {d.detail}" for d in found)[:500] or "the parts agree",
+    )

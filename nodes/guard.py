@@ -341,6 +341,7 @@ def _follow_up_reset(earlier: Turn, notices: list[Notice]) -> dict[str, Any]:
         "routing": {RESET: None},
         "assists": {RESET: None},
         "agreement": {RESET: None},
+        "first_writings": {RESET: None},
         "part_rounds": 0,
         "defaults": [RESET],
         "notices": [RESET, *notices],

@@ -140,6 +140,15 @@ class Notice(_Model):
     slot_id: str | None = None
 
 
+class FirstWriting(_Model):
+    """A part as it was before ``check_parts`` sent it back: kept if its second writing fails its checks."""
+
+    result: SlotResult
+    assists: list[AssistRecord] = Field(default_factory=list)
+    notices: list[Notice] = Field(default_factory=list)
+    """The part's notices then (its second writing's notices go with it)."""
+
+
 RESET = "*"
 """As a key of a mapping update, or the first item of a list update, it empties the field before the rest of the
 update is added (a new turn's fresh start). A plain string, so the update survives the checkpoint's
@@ -216,6 +225,8 @@ class Passport(BaseModel):
     agreement: Annotated[dict[str, list[str]], merge_dict] = Field(default_factory=dict)
     """Per slot: the facts it must use, from another part it disagreed with (``check_parts``): the definitions its
     re-run's prompt lists as constraints."""
+    first_writings: Annotated[dict[str, FirstWriting], merge_dict] = Field(default_factory=dict)
+    """Per slot sent back: its answer before, which comes back if the second writing fails its checks."""
     part_rounds: int = 0
     """Times ``check_parts`` compared the finished parts this run (it sends slots back after the first only)."""
     document: str | None = None
@@ -263,6 +274,7 @@ STATE_TYPES: tuple[type, ...] = (
     Refusal,
     Settings,
     SlotState,
+    FirstWriting,
     RoutingDecision,
     LedgerEntry,
     Notice,

@@ -161,3 +161,24 @@ def test_a_part_that_still_disagrees_after_its_second_writing_is_a_warning_of_th
     assert actions == ["check_parts", "send_back", "check_parts"]  # one round, bounded
     doc = state.document or ""
     assert "parts disagree (sql.columns)" in doc and "customer_name" in doc.partition("## Warnings")[2]
+
+
+def test_a_second_writing_that_fails_its_checks_gives_the_first_back(
+    write_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = "```sql\nSELEC c.first_name FROM customers c WHERE;\n```"
+    state = _run(write_script, [QUERY, broken], [], monkeypatch)
+    actions = [
+        (e.action, e.slot_id) for e in state.ledger if e.action in ("check_parts", "send_back", "keep_first_writing")
+    ]
+    assert actions == [
+        ("check_parts", None),
+        ("send_back", "query"),
+        ("check_parts", None),
+        ("keep_first_writing", "query"),
+    ]
+    doc = state.document or ""
+    assert "GROUP BY c.customer_name" in doc and "SELEC c.first_name" not in doc  # the first writing, whole
+    warnings = doc.partition("## Warnings")[2]
+    assert "the first is kept" in warnings and "parts disagree (sql.columns)" in warnings
+    assert "fails its checks" not in warnings  # the second writing's own warning went with it
