@@ -189,6 +189,7 @@ _CODE = re.compile(r"```.*?```", re.S)
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|'[^'\n]{3,400}'")
 _BRACKETED = re.compile(r"\([^()\n]{0,400}\)|\[[^\[\]\n]{0,400}\]")
 """A parenthesised or bracketed span ("customers(id, name)"): its commas and "and"s are not the task's."""
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLACEHOLDER = "\x00"
 _COMMA = "\x01"
 
@@ -255,6 +256,7 @@ def named_deliverables(task: str) -> list[Aspect]:
     deliverables).
     """
     body = _BRACKETED.sub(_shield, _QUOTED.sub(_shield, _CODE.sub(" ", task)))
+    body = _THOUSANDS.sub(_COMMA, body)  # "a 250,000 loan" is one figure, not a list
     aspects: list[Aspect] = []
     context: list[str] = []
     sentences = [s.strip().rstrip(".!?").strip() for s in _SENTENCES.split(body)]

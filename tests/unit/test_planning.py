@@ -75,6 +75,19 @@ def test_a_colon_list_names_one_aspect_per_item_with_the_goal_as_context() -> No
     assert {a.context for a in aspects} == {"Secure a Python FastAPI backend"}
 
 
+def test_a_figure_with_a_thousands_comma_is_not_split_into_a_list() -> None:
+    """Seen on the real run of mp-loan-model-memo: "a 250,000 loan" was titled "a 250 and 000 loan"."""
+    task = (
+        "Build the repayment model for a 250,000 loan at 4.5% a year over 25 years with monthly payments, a Python "
+        "script that prints its amortisation table, and a memo to the borrower quoting the monthly payment."
+    )
+    assert (
+        texts(task)[0]
+        == "Build the repayment model for a 250,000 loan at 4.5% a year over 25 years with monthly payments"
+    )
+    assert len(texts(task)) == 3
+
+
 def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
     aspects = task_aspects(SLOW_QUERY)
     assert [a.text for a in aspects] == [
