@@ -15,7 +15,7 @@ What is compared (docs/answers.md, "Parts that agree"):
 * Python: a class or function that two parts define with different fields or parameters (``class Book`` with
   ``borrowed`` in one part and ``borrowed_by`` in the other).
 
-Figures (the same quantity with two values) are not compared here yet.
+* Figures: a part that states one of the task's computed figures (:mod:`engine.figures`) with another value.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from engine.figures import figures_constraint, stated_otherwise
 from engine.slots.checks.text import code_blocks
+from state.figures import TaskFigures
 from state.result import SlotResult
 
 __all__ = ["Disagreement", "Part", "disagreements"]
@@ -52,16 +54,22 @@ class Disagreement:
     source_id: str
     kind: str
     """``sql.columns`` (a query uses a column the table lacks), ``sql.tables`` or ``python.names`` (two
-    definitions of one name differ)."""
+    definitions of one name differ), ``figures`` (a computed figure stated otherwise; ``source_id`` "figures")."""
     detail: str
     """What does not fit, in one line."""
     facts: str
     """What the slot must use: the other part's definition, verbatim, with one sentence on it."""
 
 
-def disagreements(parts: Sequence[Part]) -> list[Disagreement]:
-    """Every disagreement between the parts, in the parts' order (the later part of a pair is sent back)."""
+def disagreements(parts: Sequence[Part], figures: TaskFigures | None = None, task: str = "") -> list[Disagreement]:
+    """Every disagreement between the parts, in the parts' order (the later part of a pair is sent back).
+
+    With the task's computed ``figures``, a part that states one of them with another value disagrees with the
+    program (``figures``; :func:`engine.figures.stated_otherwise`).
+    """
     found = _sql_disagreements(parts) + _python_disagreements(parts)
+    if figures is not None and figures.figures:
+        found += _figure_disagreements(parts, figures, task)
     order = {p.slot_id: at for at, p in enumerate(parts)}
     return sorted(found, key=lambda d: (order[d.slot_id], d.kind))
 
@@ -240,6 +248,27 @@ def _python_differs(part: Part, owner: Part, first: _Definition, second: _Defini
         facts=f"The part {owner.title!r} defines {first.name}; use it with the same {what}, as defined there (do not "
         f"define it differently):\n```python\n{first.source}\n```",
     )
+
+
+# ---------------------------------------------------------------- figures
+
+
+def _figure_disagreements(parts: Sequence[Part], figures: TaskFigures, task: str) -> list[Disagreement]:
+    out = []
+    for part in parts:
+        wrong = stated_otherwise(part.result.raw, figures, task)
+        if wrong:
+            said = ", ".join(f"{f.name} {stated:,.2f} (computed {f.value:,.2f})" for f, stated in wrong)
+            out.append(
+                Disagreement(
+                    slot_id=part.slot_id,
+                    source_id="figures",
+                    kind="figures",
+                    detail=f"states {said}",
+                    facts=figures_constraint(figures),
+                )
+            )
+    return out
 
 
 def _once(found: list[Disagreement]) -> list[Disagreement]:

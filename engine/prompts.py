@@ -155,6 +155,16 @@ Problem:
 {task}"""
 """Asks a code model for the program that computes a math slot's result (:mod:`engine.slots.program_of_thought`)."""
 
+FIGURES_PROMPT = """\
+Write a short Python program that computes the quantities this task asks for or states from its numbers (for \
+example a payment, a total, an interest, a rate, a balance). Print one line per quantity, in the form \
+`name: value`, the name in two to five plain words and the value a number rounded to two decimals, with no unit. \
+Use only the standard library.
+
+Task:
+{task}"""
+"""Asks a code model for the program that computes a multi-part task's figures once (:mod:`engine.figures`)."""
+
 ADAPT_SYSTEM = """\
 You plan work. You adapt a plan template to a user's task by editing it, and you answer with JSON only.
 Operations: KEEP a slot; REMOVE a slot the task does not need; MODIFY a slot's title and description so they

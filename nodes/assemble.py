@@ -1,7 +1,8 @@
 """Node ``assemble``: build the final Markdown document from the slot results. No LLM writes here.
 
 Layout: the framework title; one section per slot in dependency order with the expert's numbered sections
-nested under it; a note in place of every slot that failed or was blocked; then every unresolved marker, the
+nested under it; a note in place of every slot that failed or was blocked; the task's computed figures with their
+program (a multi-part task with numbers, ``engine.figures``); then every unresolved marker, the
 full source of every filled assist (file and location or consulted expert, score) and the warnings;
 optionally (``--ledger``) the ledger, rendered by :func:`render_ledger`.
 """
@@ -18,12 +19,15 @@ from memory.store import Episode, EpisodeMemory, FactMemory
 from state.assist import unresolved_markers
 from state.context import RunContext
 from state.enums import RunStatus, SlotStatus
+from state.figures import TaskFigures
 from state.framework import title_from_task, topological_order
 from state.io import RunSummary, SlotSummary
 from state.passport import LedgerEntry, PlannedPassport, SlotState, utcnow
 from state.result import SlotResult, render_section
 
 logger = logging.getLogger(__name__)
+
+FIGURES_TITLE = "Computed figures"
 
 
 def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -62,6 +66,9 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
             parts.append(f"> **Missing:** this part failed: {st.error or 'unknown error'}")
         else:
             parts.append(f"> **Missing:** this part did not run (status: {st.status.value}).")
+    if state.figures is not None and state.figures.figures:
+        parts.append(f"## {FIGURES_TITLE}")
+        parts.append(_figures_section(state.figures))
     warnings = [(f"[{n.slot_id}] " if n.slot_id else "") + f"{n.level}: {n.message}" for n in state.notices]
     if unresolved:
         parts.append("## Unresolved")
@@ -106,6 +113,16 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
             )
         ],
     }
+
+
+def _figures_section(figures: TaskFigures) -> str:
+    """The task's computed figures, the program that printed them and its output, verbatim."""
+    listed = "\n".join(f"- {f.name}: **{f.value:,.2f}**" for f in figures.figures)
+    return (
+        f"{listed}\n\nComputed once, before the parts were written, by this Python program, which {figures.model} "
+        "wrote for the task and the sandbox ran; every part was given these values.\n\n"
+        f"```python\n{figures.program.strip()}\n```\n\nOutput:\n\n```text\n{figures.output.strip()}\n```"
+    )
 
 
 def _record(

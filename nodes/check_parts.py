@@ -43,7 +43,7 @@ def check_parts(state: PlannedPassport) -> dict[str, Any]:
         others = [n for n in state.notices if n.slot_id not in kept]  # the second writings' notices go
         notices = [*others, *(n for first in kept.values() for n in first.notices), *notices]
     parts = _parts(state, results)
-    found = disagreements(parts) if len(parts) > 1 else []
+    found = disagreements(parts, state.figures, state.mission.task) if len(parts) > 1 else []
     ledger.insert(0, _entry(parts, rounds, found))
     update["ledger"] = ledger
     if not found or rounds > SEND_BACK_ROUNDS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -17,10 +18,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import StreamWriter
 
+from engine.figures import compute_figures, figures_constraint, wants_figures
 from engine.scheduler import Finished, SlotScheduler, release, scheduler_for
 from engine.slots.contracts import contract_for
 from engine.slots.job import SlotJob
 from engine.slots.run import ProgressSink, SlotOutcome, generation_settings, run_slot
+from engine.slots.sandbox import SandboxLimits
 from engine.slots.streaming import Listeners, node_stream
 from experts.backends import ExpertBackend
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
@@ -31,7 +34,8 @@ from memory.routing_lessons import RoutingLessons
 from memory.store import FactMemory
 from state.context import RunContext
 from state.enums import SlotStatus
-from state.errors import RunFailure
+from state.errors import GenerationStopped, RunFailure
+from state.figures import TaskFigures
 from state.framework import Framework, SlotSpec, ancestors, descendants
 from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
 from state.result import SlotResult
@@ -57,6 +61,8 @@ class _Round:
     notices: list[Notice] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
     assists: dict[str, Any] = field(default_factory=dict)
+    figures: TaskFigures | None = None
+    """The task's figures, computed in this round (the run's first with a slot to start)."""
 
     @property
     def waiting(self) -> bool:
@@ -106,9 +112,11 @@ def _dispatch(state: PlannedPassport, runtime: Runtime[RunContext]) -> _Round:
     rnd = _Round(state, statuses, scheduler_for(state.run.run_id, state.settings.max_parallel))
     _block_dependents(fw, statuses, rnd.changed, rnd.ledger)
     shared = _Shared.of(state, runtime)
-    for spec in fw.slots:
-        if _ready(spec, rnd):
-            _submit(spec, rnd, shared, runtime.stream_writer)
+    ready = [spec for spec in fw.slots if _ready(spec, rnd)]
+    if ready and state.figures is None and len(fw.slots) > 1:
+        rnd.figures = _figures(rnd, shared, runtime.stream_writer)
+    for spec in ready:
+        _submit(spec, rnd, shared, runtime.stream_writer)
     _preload_next(fw, statuses, state, state.settings)
     return rnd
 
@@ -188,6 +196,44 @@ def _submit(spec: SlotSpec, rnd: _Round, shared: _Shared, write: StreamWriter) -
     write({"event": "slot_dispatched", "slot": spec.id, "title": spec.title, "expert": expert})
 
 
+def _figures(rnd: _Round, shared: _Shared, write: StreamWriter) -> TaskFigures | None:
+    """The task's figures, computed once before its parts are written, when it has numbers and a numeric expert.
+
+    The program comes from the biggest installed model (:func:`engine.figures.compute_figures`); a backend error
+    leaves the run without figures, said in the ledger.
+    """
+    state, settings = rnd.state, rnd.state.settings
+    experts = [d.expert for d in state.routing.values()]
+    if not settings.calculate or not wants_figures(state.mission.task, experts):
+        return None
+    bigger = escalation_binding(settings, shared.catalog, None)
+    model = bigger.model if bigger is not None else None
+    t0 = time.perf_counter()
+    try:
+        figures = compute_figures(
+            state.mission.task,
+            shared.backend(settings, model),
+            model or "base model",
+            SandboxLimits(timeout_s=settings.check_timeout_s),
+            cancel=rnd.sched.cancelled,
+        )
+    except GenerationStopped:
+        raise
+    except Exception as exc:  # a backend's own error type is unknown: the parts are written without figures
+        figures = TaskFigures(model=model or "base model", note=f"no program: {type(exc).__name__}: {exc}"[:300])
+    rnd.ledger.append(
+        LedgerEntry(
+            agent=figures.model,
+            action="calculate_figures",
+            inputs_summary="a Python program that prints the task's figures, run in the sandbox",
+            outputs_summary=(figures.note + "; " + "; ".join(f"{f.name}: {f.value}" for f in figures.figures))[:500],
+            duration_ms=int((time.perf_counter() - t0) * 1000),
+        )
+    )
+    write({"event": "figures_computed", "figures": len(figures.figures), "note": figures.note})
+    return figures
+
+
 def _model_of(settings: Settings, catalog: Catalog, expert: str) -> str | None:
     """The model ``expert`` is bound to now."""
     return resolve_binding(settings, catalog.get(expert)).model
@@ -209,7 +255,7 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
     return SlotJob(
         spec=spec,
         task=state.mission.task,
-        constraints=(*state.mission.constraints, *state.agreement.get(spec.id, ())),
+        constraints=(*state.mission.constraints, *_figure_facts(rnd), *state.agreement.get(spec.id, ())),
         expert=expert,
         persona=scope.persona,
         references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
@@ -228,6 +274,11 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
         facts=shared.facts,
         lessons=shared.lessons,
     )
+
+
+def _figure_facts(rnd: _Round) -> tuple[str, ...]:
+    figures = rnd.figures or rnd.state.figures
+    return (figures_constraint(figures),) if figures is not None and figures.figures else ()
 
 
 def _memory(state: PlannedPassport) -> dict[str, tuple[str, SlotResult]]:
@@ -265,6 +316,8 @@ def _update(rnd: _Round) -> dict[str, Any]:
         update["ledger"] = rnd.ledger
     if rnd.notices:
         update["notices"] = rnd.notices
+    if rnd.figures is not None:
+        update["figures"] = rnd.figures
     return update
 
 

@@ -340,6 +340,7 @@ def _follow_up_reset(earlier: Turn, notices: list[Notice]) -> dict[str, Any]:
         "results": {RESET: None},
         "routing": {RESET: None},
         "assists": {RESET: None},
+        "figures": None,
         "agreement": {RESET: None},
         "first_writings": {RESET: None},
         "part_rounds": 0,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from state.adaptation import AdaptationAttempt, AdaptationRecord, EditOp, Plan
 from state.assist import AssistRecord, AssistSource
 from state.enums import Mode, RunStatus, SlotStatus
+from state.figures import Figure, TaskFigures
 from state.framework import Deliverable, Framework, SlotSpec
 from state.hitl import Approval
 from state.io import RunInput, RunOptions, RunSummary, SlotSummary
@@ -222,6 +223,8 @@ class Passport(BaseModel):
     notices: Annotated[list[Notice], append_list] = Field(default_factory=list)
     assists: Annotated[dict[str, list[AssistRecord]], merge_dict] = Field(default_factory=dict)
     """Per slot: every assist request of its answer and how it was resolved (a re-run slot replaces its list)."""
+    figures: TaskFigures | None = None
+    """A multi-part task's figures, computed once by a program before its parts are written (None: not computed)."""
     agreement: Annotated[dict[str, list[str]], merge_dict] = Field(default_factory=dict)
     """Per slot: the facts it must use, from another part it disagreed with (``check_parts``): the definitions its
     re-run's prompt lists as constraints."""
@@ -275,6 +278,8 @@ STATE_TYPES: tuple[type, ...] = (
     Settings,
     SlotState,
     FirstWriting,
+    TaskFigures,
+    Figure,
     RoutingDecision,
     LedgerEntry,
     Notice,

@@ -133,7 +133,7 @@ def calculate(
     def made(note: str, program: str = "", output: str = "", values: tuple[float | str, ...] = ()) -> Calculation:
         return Calculation(model, note, program, output, values, gen.prompt_tokens, gen.completion_tokens)
 
-    program = _program(gen.text)
+    program = program_in(gen.text)
     if program is None:
         return made("the answer held no Python program")
     ran = run_python({"program.py": program}, "program.py", limits=limits)
@@ -318,7 +318,13 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -
     return result.model_copy(update={"raw": raw, "sections": [*result.sections, section], "outline": outline})
 
 
-def _program(text: str) -> str | None:
+def numbers_in(text: str) -> list[float]:
+    """The numbers ``text`` states (thousands commas read, percentages as written), in order."""
+    return [value for value, _, _ in _numbers(text)]
+
+
+def program_in(text: str) -> str | None:
+    """The Python program of a model's answer (its first Python block, else the whole text), if it parses."""
     blocks = [code for tag, code in code_blocks(text) if tag in ("", "python", "py", "python3") and code.strip()]
     candidate = blocks[0] if blocks else text
     try:

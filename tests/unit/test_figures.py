@@ -1,0 +1,124 @@
+"""A multi-part task's figures (issue 39 item 2 and issue 40 item 3): computed once, given to every part, checked."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from engine.figures import figures_constraint, read_figures, stated_otherwise, wants_figures
+from experts.backends.fake import FakeBackend
+from experts.backends.protocol import Generation, GenerationRequest
+from graph import build_graph
+from state import Passport, RunStatus
+from state.figures import TaskFigures
+from state.io import RunInput, RunOptions
+
+TASK = (
+    "Build the repayment model for a 250,000 loan at 4.5% a year over 25 years with monthly payments, and a memo "
+    "to the borrower quoting the monthly payment and the total interest."
+)
+OUTPUT = "monthly_payment: 1389.58\ntotal_interest: 166874.36\nprincipal: 250000\nnumber of payments: 300"
+PROGRAM = (
+    "```python\nP, r, n = 250000, 0.045 / 12, 300\npay = P * r / (1 - (1 + r) ** -n)\n"
+    'print(f"monthly_payment: {pay:.2f}")\nprint(f"total_interest: {pay * n - P:.2f}")\n'
+    'print("principal: 250000")\nprint("number of payments: 300")\n```'
+)
+# The memo the model part wrote on the real models (mp-loan-model-memo, 2026-11-28), word for word.
+REAL_MEMO = "To the borrower:\n\n**Monthly Payment:** $10,456.79\n\n**Total Interest Paid:** $180,000.00\n"
+RIGHT_MEMO = "Your monthly payment is $1,389.58 and the total interest over the 25 years is $166,874.36."
+
+
+def _figures() -> TaskFigures:
+    return TaskFigures(model="m", note="", program="", output=OUTPUT, figures=read_figures(OUTPUT, TASK))
+
+
+def test_the_programs_lines_are_the_figures_but_those_the_task_gives() -> None:
+    assert [(f.name, f.value) for f in _figures().figures] == [
+        ("monthly payment", 1389.58),
+        ("total interest", 166874.36),
+        ("number of payments", 300.0),
+    ]
+    assert "monthly payment: 1,389.58" in figures_constraint(_figures())
+
+
+def test_a_part_that_states_a_figure_otherwise_is_found_and_one_that_agrees_is_not() -> None:
+    wrong = stated_otherwise(REAL_MEMO, _figures(), TASK)
+    assert [(f.name, stated) for f, stated in wrong] == [("monthly payment", 10456.79), ("total interest", 180000.0)]
+    assert stated_otherwise(RIGHT_MEMO, _figures(), TASK) == []
+    code = "```python\nmonthly_payment = 99\n```\nThe loan is 250,000 at 4.5% interest."
+    assert stated_otherwise(code, _figures(), TASK) == []  # code and the task's own numbers are not statements
+
+
+def test_figures_are_wanted_for_a_task_with_numbers_and_a_numeric_expert() -> None:
+    assert wants_figures(TASK, ["python_coder", "finance_analyst"])
+    assert not wants_figures(TASK, ["python_coder", "technical_writer"])
+    assert not wants_figures("Write a memo and a script about our loan", ["finance_analyst"])
+
+
+def _answer(title: str, body: str) -> str:
+    return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n"
+
+
+PLAN = {
+    "id": "loan",
+    "title": "Loan",
+    "slots": [
+        {"id": "model", "title": "Repayment model", "description": "Build the model.", "expert": "finance_analyst"},
+        {"id": "memo", "title": "Memo", "description": "Write the memo.", "expert": "general_reasoning"},
+    ],
+}
+
+
+class Recording(FakeBackend):
+    prompts: list[str]
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        if request.slot_id == "memo":
+            self.prompts.append("\n".join(m.content for m in request.messages))
+        return super().generate(request)
+
+
+def test_the_run_computes_the_figures_once_gives_them_to_every_part_and_sends_a_wrong_memo_back(
+    write_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "@figures", "text": PROGRAM},
+                {"slot": "model", "text": _answer("Model", RIGHT_MEMO)},
+                {
+                    "slot": "memo",
+                    "first_calls": [{"text": _answer("Memo", REAL_MEMO)}],
+                    "text": _answer("Memo", RIGHT_MEMO),
+                },
+            ]
+        }
+    )
+    made: list[Recording] = []
+    prompts: list[str] = []
+
+    def backend(settings: Any, model: str | None = None) -> FakeBackend:
+        if not made:
+            made.append(Recording.from_settings(settings))
+            made[0].prompts = prompts
+        return made[0]
+
+    monkeypatch.setattr(importlib.import_module("nodes.execute_slots"), "get_backend", backend)
+    graph = build_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "loan"}}
+    task = RunInput(task=TASK, options=RunOptions(framework=PLAN))
+    graph.invoke(task.model_dump(mode="json"), config, context={"backend": "fake", "fake_script": str(script)})
+    state = Passport.model_validate(graph.get_state(config).values)
+
+    assert state.status == RunStatus.COMPLETED
+    assert state.figures is not None and [f.value for f in state.figures.figures] == [1389.58, 166874.36, 300.0]
+    actions = [(e.action, e.slot_id) for e in state.ledger if e.action in ("calculate_figures", "send_back")]
+    assert actions == [("calculate_figures", None), ("send_back", "memo")]  # computed once, the memo sent back
+    assert len(prompts) == 2 and all("monthly payment: 1,389.58" in p for p in prompts)
+    doc = state.document or ""
+    assert "$10,456.79" not in doc and "$1,389.58" in doc
+    assert "## Computed figures" in doc and "- monthly payment: **1,389.58**" in doc and "P * r / (1 - (1 + r)" in doc
+    assert "parts disagree" not in doc
