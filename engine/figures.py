@@ -4,10 +4,10 @@ A task with numbers split into parts ("the repayment model for a 250,000 loan at
 prints its amortisation table, and a memo quoting the monthly payment") had each part work the numbers out on its
 own: on the real models the model part's memo said $10,456.79 a month and the memo part a table starting at
 $378.96, where the payment is $1,389.58. Before the parts are written, the biggest installed code model writes one
-program that prints the task's quantities (``name: value`` lines); the sandbox runs it, and every part's prompt
-gets the figures as a constraint. After the parts are written, :func:`stated_otherwise` finds a part that states a
-figure with another value (``engine.agreement`` sends it back once). The document shows the program and its
-output (``nodes.assemble``).
+program that prints the task's quantities (``name: value`` lines), and a second one sampled apart; the sandbox
+runs both, and every part's prompt gets the figures both printed as a constraint. After the parts are written,
+:func:`stated_otherwise` finds a part that states a figure with another value (``engine.agreement`` sends it back
+once). The document shows the program and its output (``nodes.assemble``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from state.figures import Figure, TaskFigures
 
 __all__ = ["MAX_FIGURES", "compute_figures", "figures_constraint", "stated_otherwise", "wants_figures"]
 
+SECOND_TEMPERATURE = 0.6
+"""The second program's sampling temperature (as the single-slot vote's: ``engine.slots.run``)."""
 MAX_FIGURES = 8
 """More lines than this is a table (an amortisation schedule), not the task's figures: the first eight are kept."""
 _LINE = re.compile(r"^\s*([A-Za-z][\w ()'/-]{1,60}?)\s*[:=]\s*[$€£]?\s*(-?\d[\d,]*(?:\.\d+)?)\s*%?\s*$")
@@ -49,27 +51,62 @@ def wants_figures(task: str, experts: Iterable[str]) -> bool:
 def compute_figures(
     task: str, backend: ExpertBackend, model: str, limits: SandboxLimits, *, cancel: threading.Event | None = None
 ) -> TaskFigures:
-    """Ask ``backend`` for the program that prints the task's figures and run it. Backend errors propagate."""
+    """Two programs for the task's figures; the parts get those both print. Backend errors propagate.
+
+    The first program is greedy, the second sampled at :data:`SECOND_TEMPERATURE`. Seen on the real models: the
+    1.5B's greedy program for a 250,000 loan at 4.5% over 25 years divided the principal by the months (833.33 a
+    month, where it is 1,389.58), and every part then stated it. A figure is given to the parts only when the
+    second program prints it too (within 1%, under any name): two wrong programs agreeing is rarer than one.
+    """
+    first = _run_program(task, backend, limits, cancel, 0.0)
+    if isinstance(first, str):
+        return TaskFigures(model=model, note=first)
+    program, output, found = first
+    if not found:
+        return TaskFigures(model=model, note=f"no figure in {output[-120:]!r}", program=program, output=output)
+    second = _run_program(task, backend, limits, cancel, SECOND_TEMPERATURE)
+    values = [] if isinstance(second, str) else [f.value for f in second[2]]
+    confirmed = [f for f in found if any(_agrees(f.value, v) for v in values)]
+    unconfirmed = [f for f in found if f not in confirmed]
+    why = second if isinstance(second, str) else f"it printed {', '.join(_shown(v) for v in values) or 'no figure'}"
+    note = f"{len(confirmed)} of {len(found)} figure(s) printed by both programs" + (
+        f"; not confirmed by the second program ({why}): {', '.join(f.name for f in unconfirmed)}"
+        if unconfirmed
+        else ""
+    )
+    return TaskFigures(
+        model=model,
+        note=note,
+        program=program,
+        output=output,
+        figures=confirmed,
+        second_program="" if isinstance(second, str) else second[0],
+        second_output="" if isinstance(second, str) else second[1],
+        unconfirmed=unconfirmed,
+    )
+
+
+def _run_program(
+    task: str, backend: ExpertBackend, limits: SandboxLimits, cancel: threading.Event | None, temperature: float
+) -> tuple[str, str, list[Figure]] | str:
+    """One program's text, output and figures; or why it gave none."""
     request = GenerationRequest(
         messages=(ChatMessage("user", prompts.FIGURES_PROMPT.format(task=task.strip())),),
         max_tokens=PROGRAM_TOKENS,
-        temperature=0.0,
-        seed=0,
-        slot_id="@figures",
+        temperature=temperature,
+        seed=2 if temperature else 0,
+        slot_id="@figures" if not temperature else "@figures-again",
         cancel=cancel,
     )
-    text = backend.generate(request).text
-    program = program_in(text)
+    program = program_in(backend.generate(request).text)
     if program is None:
-        return TaskFigures(model=model, note="the answer held no Python program")
+        return "the answer held no Python program"
     ran = run_python({"figures.py": program}, "figures.py", limits=limits)
     if ran.timed_out or ran.returncode != 0 or ran.violations:
         why = "timed out" if ran.timed_out else (ran.violations or [ran.stderr.strip()[-160:]])[0]
-        return TaskFigures(model=model, note=f"the program failed: {why}", program=program)
+        return f"the program failed: {why}"
     output = ran.stdout.strip()
-    figures = read_figures(output, task)
-    note = f"the program printed {len(figures)} figure(s)" if figures else f"no figure in {output[-120:]!r}"
-    return TaskFigures(model=model, note=note, program=program, output=output, figures=figures)
+    return program, output, read_figures(output, task)
 
 
 def read_figures(output: str, task: str) -> list[Figure]:

@@ -156,10 +156,10 @@ Problem:
 """Asks a code model for the program that computes a math slot's result (:mod:`engine.slots.program_of_thought`)."""
 
 FIGURES_PROMPT = """\
-Write a short Python program that computes the quantities this task asks for or states from its numbers (for \
-example a payment, a total, an interest, a rate, a balance). Print one line per quantity, in the form \
-`name: value`, the name in two to five plain words and the value a number rounded to two decimals, with no unit. \
-Use only the standard library.
+Write a short Python program that computes the key quantities this task asks for or implies from its numbers \
+(for example a payment, a total, an interest, a rate, a final balance). Print only one line per quantity, in the \
+form `name: value`, the name in two to five plain words and the value a number rounded to two decimals, with no \
+unit; print no table. Use only the standard library.
 
 Task:
 {task}"""

@@ -28,6 +28,8 @@ from state.result import SlotResult, render_section
 logger = logging.getLogger(__name__)
 
 FIGURES_TITLE = "Computed figures"
+FIGURES_OUTPUT_LINES = 30
+"""The figures program's output lines shown; a longer output (a table it printed anyway) is cut, with a count."""
 
 
 def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -116,12 +118,24 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
 
 
 def _figures_section(figures: TaskFigures) -> str:
-    """The task's computed figures, the program that printed them and its output, verbatim."""
+    """The task's computed figures, the program that printed them and its output (long output cut, said so)."""
     listed = "\n".join(f"- {f.name}: **{f.value:,.2f}**" for f in figures.figures)
+    lines = figures.output.strip().splitlines()
+    shown = "\n".join(lines[:FIGURES_OUTPUT_LINES])
+    if len(lines) > FIGURES_OUTPUT_LINES:
+        shown += f"\n... ({len(lines) - FIGURES_OUTPUT_LINES} more lines)"
+    unconfirmed = (
+        "\n\nNot given to the parts, because a second program did not print them: "
+        + ", ".join(f"{f.name} ({f.value:,.2f})" for f in figures.unconfirmed)
+        + "."
+        if figures.unconfirmed
+        else ""
+    )
     return (
-        f"{listed}\n\nComputed once, before the parts were written, by this Python program, which {figures.model} "
-        "wrote for the task and the sandbox ran; every part was given these values.\n\n"
-        f"```python\n{figures.program.strip()}\n```\n\nOutput:\n\n```text\n{figures.output.strip()}\n```"
+        f"{listed}\n\nComputed before the parts were written by this Python program, which {figures.model} wrote "
+        "for the task and the sandbox ran; a second program, sampled apart, printed the same values, and every part "
+        f"was given them.\n\n```python\n{figures.program.strip()}\n```\n\nOutput:\n\n```text\n{shown}\n```"
+        + unconfirmed
     )
 
 

@@ -25,3 +25,8 @@ class TaskFigures(BaseModel):
     program: str = ""
     output: str = ""
     figures: list[Figure] = Field(default_factory=list)
+    """The figures both programs printed (the first program's names and values): the ones the parts are given."""
+    second_program: str = ""
+    second_output: str = ""
+    unconfirmed: list[Figure] = Field(default_factory=list)
+    """The first program's figures that the second did not print (within 1%): not given to the parts."""

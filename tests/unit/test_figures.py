@@ -88,6 +88,7 @@ def test_the_run_computes_the_figures_once_gives_them_to_every_part_and_sends_a_
         {
             "rules": [
                 {"slot": "@figures", "text": PROGRAM},
+                {"slot": "@figures-again", "text": PROGRAM.replace("pay * n - P", "n * pay - P")},
                 {"slot": "model", "text": _answer("Model", RIGHT_MEMO)},
                 {
                     "slot": "memo",
@@ -122,3 +123,27 @@ def test_the_run_computes_the_figures_once_gives_them_to_every_part_and_sends_a_
     assert "$10,456.79" not in doc and "$1,389.58" in doc
     assert "## Computed figures" in doc and "- monthly payment: **1,389.58**" in doc and "P * r / (1 - (1 + r)" in doc
     assert "parts disagree" not in doc
+
+
+def test_figures_a_second_program_does_not_print_are_not_given_to_the_parts(write_script: Any) -> None:
+    """The 1.5B's greedy program on the real models: principal / months, 833.33 a month (simple interest)."""
+    naive = PROGRAM.replace("pay = P * r / (1 - (1 + r) ** -n)", "pay = P / n")
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "@figures", "text": naive},
+                {"slot": "@figures-again", "text": PROGRAM},
+                {"slot": "memo", "text": _answer("Memo", REAL_MEMO)},
+            ]
+        }
+    )
+    graph = build_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "loan"}}
+    task = RunInput(task=TASK, options=RunOptions(framework=PLAN))
+    graph.invoke(task.model_dump(mode="json"), config, context={"backend": "fake", "fake_script": str(script)})
+    state = Passport.model_validate(graph.get_state(config).values)
+    assert state.figures is not None and [f.value for f in state.figures.figures] == [300.0]  # only the count agrees
+    assert [f.value for f in state.figures.unconfirmed] == [833.33, 0.0]
+    assert "not confirmed by the second program" in state.figures.note
+    doc = state.document or ""
+    assert "monthly payment: **" not in doc and "Not given to the parts" in doc and "monthly payment (833.33)" in doc
