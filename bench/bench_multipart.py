@@ -12,8 +12,8 @@ Each task runs through the compiled graph with default settings, in process, as 
   after the round (``left``: the document's ``parts disagree`` warnings); the document **agrees by the checks**
   when nothing is left;
 * the document itself (in the JSON), to be read;
-* for a task with ``values``: how many of them the document states (a number equal to the value to the cent; the
-  memo and the script may each state the payment). This is the one measure here not made by the checker itself.
+* for a task with ``values``: how many of them the parts state (a number equal to the value to the cent; the
+  harness's "Computed figures" section left out). This is the one measure here not made by the checker itself.
 
 The agreement statements of the data file are for a reader's rubric; this benchmark does not score them.
 
@@ -34,10 +34,12 @@ import yaml
 
 from bench.common import md_table, median
 from bench.versus import QUICK_LABEL, Benchmark, Sides, compare, versus_parser
+from nodes.assemble import FIGURES_TITLE
 from state import Passport
 
 DATA = Path(__file__).parent / "data" / "multipart_tasks.yaml"
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_COMPUTED = re.compile(rf"^## {FIGURES_TITLE}\n.*?(?=^## |\Z)", re.M | re.S)
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,12 @@ def load_items(path: Path = DATA) -> list[Item]:
 
 
 def stated_values(document: str, values: dict[str, float]) -> int:
-    """How many of ``values`` the document states (a number in it equal to the value to the cent)."""
+    """How many of ``values`` the parts state (a number equal to the value to the cent).
+
+    The harness's own "Computed figures" section is left out: it is what the parts were given, not what they say.
+    """
     numbers = set()
-    for match in _NUMBER.finditer(document):
+    for match in _NUMBER.finditer(_COMPUTED.sub("", document)):
         try:
             numbers.add(round(float(match.group().replace(",", "")), 2))
         except ValueError:
