@@ -4,8 +4,8 @@ A task with numbers split into parts ("the repayment model for a 250,000 loan at
 prints its amortisation table, and a memo quoting the monthly payment") had each part work the numbers out on its
 own: on the real models the model part's memo said $10,456.79 a month and the memo part a table starting at
 $378.96, where the payment is $1,389.58. Before the parts are written, the biggest installed code model writes one
-program that prints the task's quantities (``name: value`` lines), and a second one sampled apart; the sandbox
-runs both, and every part's prompt gets the figures both printed as a constraint. After the parts are written,
+program that prints the task's quantities (``name: value`` lines), and one or two more are sampled; the sandbox
+runs them, and every part's prompt gets the figures two programs printed as a constraint. After the parts are written,
 :func:`stated_otherwise` finds a part that states a figure with another value (``engine.agreement`` sends it back
 once). The document shows the program and its output (``nodes.assemble``).
 """
@@ -32,8 +32,9 @@ from state.figures import Figure, TaskFigures
 
 __all__ = ["MAX_FIGURES", "compute_figures", "figures_constraint", "stated_otherwise", "wants_figures"]
 
-SECOND_TEMPERATURE = 0.6
-"""The second program's sampling temperature (as the single-slot vote's: ``engine.slots.run``)."""
+SAMPLED_TEMPERATURE = 0.6
+"""The sampling temperature of the programs after the first (as the single-slot vote's: ``engine.slots.run``)."""
+MAX_PROGRAMS = 3
 MAX_FIGURES = 8
 """More lines than this is a table (an amortisation schedule), not the task's figures: the first eight are kept."""
 _LINE = re.compile(r"^\s*([A-Za-z][\w ()'/-]{1,60}?)\s*[:=]\s*[$€£]?\s*(-?\d[\d,]*(?:\.\d+)?)\s*%?\s*$")
@@ -51,51 +52,73 @@ def wants_figures(task: str, experts: Iterable[str]) -> bool:
 def compute_figures(
     task: str, backend: ExpertBackend, model: str, limits: SandboxLimits, *, cancel: threading.Event | None = None
 ) -> TaskFigures:
-    """Two programs for the task's figures; the parts get those both print. Backend errors propagate.
+    """Programs for the task's figures; the parts get those two programs print. Backend errors propagate.
 
-    The first program is greedy, the second sampled at :data:`SECOND_TEMPERATURE`. Seen on the real models: the
-    1.5B's greedy program for a 250,000 loan at 4.5% over 25 years divided the principal by the months (833.33 a
-    month, where it is 1,389.58), and every part then stated it. A figure is given to the parts only when the
-    second program prints it too (within 1%, under any name): two wrong programs agreeing is rarer than one.
+    The first program is greedy, the next sampled at :data:`SAMPLED_TEMPERATURE`: a second always, a third when the
+    second leaves one of the first's figures unconfirmed. A figure is given to the parts only when two programs
+    print it (within 1%, under any name). Seen on the real models for a 250,000 loan at 4.5% over 25 years: one
+    greedy program divided the principal by the months (833.33 a month, where it is 1,389.58); another got the
+    payment right and the total interest wrong (simple interest, 281,250); a sampled one used the yearly rate as
+    the monthly one (11,250.02). Any of them alone would have had every part state its figures.
     """
-    first = _run_program(task, backend, limits, cancel, 0.0)
-    if isinstance(first, str):
-        return TaskFigures(model=model, note=first)
-    program, output, found = first
-    if not found:
-        return TaskFigures(model=model, note=f"no figure in {output[-120:]!r}", program=program, output=output)
-    second = _run_program(task, backend, limits, cancel, SECOND_TEMPERATURE)
-    values = [] if isinstance(second, str) else [f.value for f in second[2]]
-    confirmed = [f for f in found if any(_agrees(f.value, v) for v in values)]
-    unconfirmed = [f for f in found if f not in confirmed]
-    why = second if isinstance(second, str) else f"it printed {', '.join(_shown(v) for v in values) or 'no figure'}"
-    note = f"{len(confirmed)} of {len(found)} figure(s) printed by both programs" + (
-        f"; not confirmed by the second program ({why}): {', '.join(f.name for f in unconfirmed)}"
-        if unconfirmed
-        else ""
-    )
+    runs: list[tuple[str, str, list[Figure]]] = []
+    notes: list[str] = []
+    for n in range(MAX_PROGRAMS):
+        if n == 2 and all(_printed_by_two(f, runs) for f in runs[0][2]):
+            break  # the second program confirmed every figure of the first
+        run = _run_program(task, backend, limits, cancel, 0.0 if n == 0 else SAMPLED_TEMPERATURE, n)
+        if isinstance(run, str):
+            notes.append(f"program {n + 1}: {run}")
+        else:
+            runs.append(run)
+        if n == 0 and (isinstance(run, str) or not run[2]):
+            why = run if isinstance(run, str) else f"no figure in {run[1][-120:]!r}"
+            return TaskFigures(model=model, note=why, program="" if isinstance(run, str) else run[0])
+    confirmed: list[Figure] = []
+    unconfirmed: list[Figure] = []
+    for figure in (f for _, _, found in runs for f in found):
+        if any(_agrees(figure.value, c.value) for c in confirmed + unconfirmed):
+            continue  # the same value under another program's name
+        (confirmed if _printed_by_two(figure, runs) else unconfirmed).append(figure)
+    notes.insert(0, f"{len(runs)} program(s) ran; {len(confirmed)} figure(s) printed by two")
+    if unconfirmed:
+        notes.append("printed by one only (not given to the parts): " + ", ".join(_named(f) for f in unconfirmed))
+    program, output, _ = runs[0]
     return TaskFigures(
         model=model,
-        note=note,
+        note="; ".join(notes),
         program=program,
         output=output,
-        figures=confirmed,
-        second_program="" if isinstance(second, str) else second[0],
-        second_output="" if isinstance(second, str) else second[1],
-        unconfirmed=unconfirmed,
+        figures=confirmed[:MAX_FIGURES],
+        more_programs=[r[0] for r in runs[1:]],
+        more_outputs=[r[1] for r in runs[1:]],
+        unconfirmed=unconfirmed[:MAX_FIGURES],
     )
+
+
+def _printed_by_two(figure: Figure, runs: list[tuple[str, str, list[Figure]]]) -> bool:
+    return sum(any(_agrees(figure.value, f.value) for f in found) for _, _, found in runs) >= 2
+
+
+def _named(figure: Figure) -> str:
+    return f"{figure.name} {_shown(figure.value)}"
 
 
 def _run_program(
-    task: str, backend: ExpertBackend, limits: SandboxLimits, cancel: threading.Event | None, temperature: float
+    task: str,
+    backend: ExpertBackend,
+    limits: SandboxLimits,
+    cancel: threading.Event | None,
+    temperature: float,
+    n: int,
 ) -> tuple[str, str, list[Figure]] | str:
-    """One program's text, output and figures; or why it gave none."""
+    """Program ``n``'s text, output and figures (``n`` 0 is greedy); or why it gave none."""
     request = GenerationRequest(
         messages=(ChatMessage("user", prompts.FIGURES_PROMPT.format(task=task.strip())),),
         max_tokens=PROGRAM_TOKENS,
         temperature=temperature,
-        seed=2 if temperature else 0,
-        slot_id="@figures" if not temperature else "@figures-again",
+        seed=n + 1 if n else 0,
+        slot_id="@figures" if n == 0 else f"@figures-{n + 1}",
         cancel=cancel,
     )
     program = program_in(backend.generate(request).text)

@@ -125,7 +125,7 @@ def _figures_section(figures: TaskFigures) -> str:
     if len(lines) > FIGURES_OUTPUT_LINES:
         shown += f"\n... ({len(lines) - FIGURES_OUTPUT_LINES} more lines)"
     unconfirmed = (
-        "\n\nNot given to the parts, because a second program did not print them: "
+        "\n\nNot given to the parts, because only one program printed them: "
         + ", ".join(f"{f.name} ({f.value:,.2f})" for f in figures.unconfirmed)
         + "."
         if figures.unconfirmed
@@ -133,7 +133,7 @@ def _figures_section(figures: TaskFigures) -> str:
     )
     return (
         f"{listed}\n\nComputed before the parts were written by this Python program, which {figures.model} wrote "
-        "for the task and the sandbox ran; a second program, sampled apart, printed the same values, and every part "
+        "for the task and the sandbox ran; another program, sampled apart, printed the same values, and every part "
         f"was given them.\n\n```python\n{figures.program.strip()}\n```\n\nOutput:\n\n```text\n{shown}\n```"
         + unconfirmed
     )

@@ -25,8 +25,9 @@ class TaskFigures(BaseModel):
     program: str = ""
     output: str = ""
     figures: list[Figure] = Field(default_factory=list)
-    """The figures both programs printed (the first program's names and values): the ones the parts are given."""
-    second_program: str = ""
-    second_output: str = ""
+    """The figures two programs printed (within 1%; the earlier program's name and value): the parts get these."""
+    more_programs: list[str] = Field(default_factory=list)
+    """The programs sampled after the first (one, or two when the second left a figure unconfirmed)."""
+    more_outputs: list[str] = Field(default_factory=list)
     unconfirmed: list[Figure] = Field(default_factory=list)
-    """The first program's figures that the second did not print (within 1%): not given to the parts."""
+    """Figures only one program printed (within 1%): not given to the parts."""

@@ -88,7 +88,7 @@ def test_the_run_computes_the_figures_once_gives_them_to_every_part_and_sends_a_
         {
             "rules": [
                 {"slot": "@figures", "text": PROGRAM},
-                {"slot": "@figures-again", "text": PROGRAM.replace("pay * n - P", "n * pay - P")},
+                {"slot": "@figures-2", "text": PROGRAM.replace("pay * n - P", "n * pay - P")},
                 {"slot": "model", "text": _answer("Model", RIGHT_MEMO)},
                 {
                     "slot": "memo",
@@ -132,7 +132,7 @@ def test_figures_a_second_program_does_not_print_are_not_given_to_the_parts(writ
         {
             "rules": [
                 {"slot": "@figures", "text": naive},
-                {"slot": "@figures-again", "text": PROGRAM},
+                {"slot": "@figures-2", "text": PROGRAM},
                 {"slot": "memo", "text": _answer("Memo", REAL_MEMO)},
             ]
         }
@@ -143,7 +143,29 @@ def test_figures_a_second_program_does_not_print_are_not_given_to_the_parts(writ
     graph.invoke(task.model_dump(mode="json"), config, context={"backend": "fake", "fake_script": str(script)})
     state = Passport.model_validate(graph.get_state(config).values)
     assert state.figures is not None and [f.value for f in state.figures.figures] == [300.0]  # only the count agrees
-    assert [f.value for f in state.figures.unconfirmed] == [833.33, 0.0]
-    assert "not confirmed by the second program" in state.figures.note
+    assert [f.value for f in state.figures.unconfirmed] == [833.33, 0.0, 1389.58, 166874.36]
+    assert state.figures.note.startswith("2 program(s) ran; 1 figure(s) printed by two; program 3: the answer held no")
     doc = state.document or ""
-    assert "monthly payment: **" not in doc and "Not given to the parts" in doc and "monthly payment (833.33)" in doc
+    assert "monthly payment: **" not in doc and "only one program printed them" in doc
+    assert "monthly payment (833.33)" in doc
+
+
+def test_a_third_program_settles_a_figure_the_first_two_disagree_on(write_script: Any) -> None:
+    """The real models' pattern: a right greedy payment, a sampled one on the yearly rate, a third right again."""
+    yearly = PROGRAM.replace("0.045 / 12", "0.045")
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "@figures", "text": PROGRAM},
+                {"slot": "@figures-2", "text": yearly},
+                {"slot": "@figures-3", "text": PROGRAM.replace("pay * n - P", "n * pay - P")},
+            ]
+        }
+    )
+    graph = build_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "loan"}}
+    task = RunInput(task=TASK, options=RunOptions(framework=PLAN))
+    graph.invoke(task.model_dump(mode="json"), config, context={"backend": "fake", "fake_script": str(script)})
+    state = Passport.model_validate(graph.get_state(config).values)
+    assert state.figures is not None and [f.value for f in state.figures.figures] == [1389.58, 166874.36, 300.0]
+    assert len(state.figures.more_programs) == 2 and state.figures.note.startswith("3 program(s) ran; 3 figure(s)")
