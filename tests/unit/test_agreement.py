@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
 from engine.agreement import Part, disagreements
-from experts.backends.fake import FakeBackend
-from experts.backends.protocol import Generation, GenerationRequest
-from graph import build_graph
 from state import Passport, RunStatus
-from state.io import RunInput, RunOptions
 from state.result import SlotResult
+from tests.unit.plan_runs import answer, run_plan
 
 SCHEMA = """```sql
 CREATE TABLE customers (
@@ -83,10 +78,6 @@ def test_a_class_two_parts_define_with_different_fields_is_found_and_a_main_is_n
     assert disagreements([_part("design", design), _part("implementation", same)]) == []
 
 
-def _answer(title: str, body: str) -> str:
-    return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n"
-
-
 PLAN = {
     "id": "customers",
     "title": "Top customers",
@@ -97,44 +88,20 @@ PLAN = {
 }
 
 
-class Recording(FakeBackend):
-    """The fake backend, keeping the prompt of every call for the query slot."""
-
-    prompts: list[str]
-
-    def generate(self, request: GenerationRequest) -> Generation:
-        if request.slot_id == "query":
-            self.prompts.append("\n".join(m.content for m in request.messages))
-        return super().generate(request)
-
-
 def _run(write_script: Any, query_calls: list[str], prompts: list[str], monkeypatch: pytest.MonkeyPatch) -> Passport:
-    made: list[Recording] = []
-
-    def backend(settings: Any, model: str | None = None) -> FakeBackend:
-        if not made:  # one backend for the run, as the pool keeps one: its first_calls count across rounds
-            made.append(Recording.from_settings(settings))
-            made[0].prompts = prompts
-        return made[0]
-
-    monkeypatch.setattr(importlib.import_module("nodes.execute_slots"), "get_backend", backend)
     script = write_script(
         {
             "rules": [
-                {"slot": "schema", "text": _answer("Tables", SCHEMA)},
+                {"slot": "schema", "text": answer("Tables", SCHEMA)},
                 {
                     "slot": "query",
-                    "first_calls": [{"text": _answer("Query", q)} for q in query_calls[:-1]],
-                    "text": _answer("Query", query_calls[-1]),
+                    "first_calls": [{"text": answer("Query", q)} for q in query_calls[:-1]],
+                    "text": answer("Query", query_calls[-1]),
                 },
             ]
         }
     )
-    graph = build_graph(InMemorySaver())
-    config = {"configurable": {"thread_id": "parts"}}
-    task = RunInput(task="Top ten customers by revenue", options=RunOptions(framework=PLAN))
-    graph.invoke(task.model_dump(mode="json"), config, context={"backend": "fake", "fake_script": str(script)})
-    return Passport.model_validate(graph.get_state(config).values)
+    return run_plan(script, "Top ten customers by revenue", PLAN, monkeypatch, "query", prompts)
 
 
 def test_the_run_sends_the_disagreeing_part_back_once_with_the_schema_and_keeps_the_fixed_answer(

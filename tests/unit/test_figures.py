@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
 from engine.figures import figures_constraint, read_figures, stated_otherwise, wants_figures
-from experts.backends.fake import FakeBackend
-from experts.backends.protocol import Generation, GenerationRequest
-from graph import build_graph
-from state import Passport, RunStatus
+from state import RunStatus
 from state.figures import TaskFigures
-from state.io import RunInput, RunOptions
+from tests.unit.plan_runs import answer, run_plan
 
 TASK = (
     "Build the repayment model for a 250,000 loan at 4.5% a year over 25 years with monthly payments, and a memo "
@@ -58,10 +53,6 @@ def test_figures_are_wanted_for_a_task_with_numbers_and_a_numeric_expert() -> No
     assert not wants_figures("Write a memo and a script about our loan", ["finance_analyst"])
 
 
-def _answer(title: str, body: str) -> str:
-    return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n"
-
-
 PLAN = {
     "id": "loan",
     "title": "Loan",
@@ -72,15 +63,6 @@ PLAN = {
 }
 
 
-class Recording(FakeBackend):
-    prompts: list[str]
-
-    def generate(self, request: GenerationRequest) -> Generation:
-        if request.slot_id == "memo":
-            self.prompts.append("\n".join(m.content for m in request.messages))
-        return super().generate(request)
-
-
 def test_the_run_computes_the_figures_once_gives_them_to_every_part_and_sends_a_wrong_memo_back(
     write_script: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -89,30 +71,17 @@ def test_the_run_computes_the_figures_once_gives_them_to_every_part_and_sends_a_
             "rules": [
                 {"slot": "@figures", "text": PROGRAM},
                 {"slot": "@figures-2", "text": PROGRAM.replace("pay * n - P", "n * pay - P")},
-                {"slot": "model", "text": _answer("Model", RIGHT_MEMO)},
+                {"slot": "model", "text": answer("Model", RIGHT_MEMO)},
                 {
                     "slot": "memo",
-                    "first_calls": [{"text": _answer("Memo", REAL_MEMO)}],
-                    "text": _answer("Memo", RIGHT_MEMO),
+                    "first_calls": [{"text": answer("Memo", REAL_MEMO)}],
+                    "text": answer("Memo", RIGHT_MEMO),
                 },
             ]
         }
     )
-    made: list[Recording] = []
     prompts: list[str] = []
-
-    def backend(settings: Any, model: str | None = None) -> FakeBackend:
-        if not made:
-            made.append(Recording.from_settings(settings))
-            made[0].prompts = prompts
-        return made[0]
-
-    monkeypatch.setattr(importlib.import_module("nodes.execute_slots"), "get_backend", backend)
-    graph = build_graph(InMemorySaver())
-    config = {"configurable": {"thread_id": "loan"}}
-    task = RunInput(task=TASK, options=RunOptions(framework=PLAN))
-    graph.invoke(task.model_dump(mode="json"), config, context={"backend": "fake", "fake_script": str(script)})
-    state = Passport.model_validate(graph.get_state(config).values)
+    state = run_plan(script, TASK, PLAN, monkeypatch, "memo", prompts)
 
     assert state.status == RunStatus.COMPLETED
     assert state.figures is not None and [f.value for f in state.figures.figures] == [1389.58, 166874.36, 300.0]
@@ -133,15 +102,11 @@ def test_figures_a_second_program_does_not_print_are_not_given_to_the_parts(writ
             "rules": [
                 {"slot": "@figures", "text": naive},
                 {"slot": "@figures-2", "text": PROGRAM},
-                {"slot": "memo", "text": _answer("Memo", REAL_MEMO)},
+                {"slot": "memo", "text": answer("Memo", REAL_MEMO)},
             ]
         }
     )
-    graph = build_graph(InMemorySaver())
-    config = {"configurable": {"thread_id": "loan"}}
-    task = RunInput(task=TASK, options=RunOptions(framework=PLAN))
-    graph.invoke(task.model_dump(mode="json"), config, context={"backend": "fake", "fake_script": str(script)})
-    state = Passport.model_validate(graph.get_state(config).values)
+    state = run_plan(script, TASK, PLAN)
     assert state.figures is not None and [f.value for f in state.figures.figures] == [300.0]  # only the count agrees
     assert [f.value for f in state.figures.unconfirmed] == [833.33, 0.0, 1389.58, 166874.36]
     assert state.figures.note.startswith("2 program(s) ran; 1 figure(s) printed by two; program 3: the answer held no")
@@ -162,10 +127,6 @@ def test_a_third_program_settles_a_figure_the_first_two_disagree_on(write_script
             ]
         }
     )
-    graph = build_graph(InMemorySaver())
-    config = {"configurable": {"thread_id": "loan"}}
-    task = RunInput(task=TASK, options=RunOptions(framework=PLAN))
-    graph.invoke(task.model_dump(mode="json"), config, context={"backend": "fake", "fake_script": str(script)})
-    state = Passport.model_validate(graph.get_state(config).values)
+    state = run_plan(script, TASK, PLAN)
     assert state.figures is not None and [f.value for f in state.figures.figures] == [1389.58, 166874.36, 300.0]
     assert len(state.figures.more_programs) == 2 and state.figures.note.startswith("3 program(s) ran; 3 figure(s)")
