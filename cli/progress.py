@@ -79,6 +79,10 @@ class Progress:
     def event(self, event: dict[str, Any]) -> None:
         """Record one progress event and show it."""
         kind = str(event.get("event", ""))
+        if kind == "figures_computed":  # the task's figures, before any part: a line of its own, not a slot's row
+            elapsed = time.perf_counter() - self._start
+            print(f"[{elapsed:7.1f}s] figures: {event.get('note', '')}", file=self.stream, flush=True)
+            return
         slot = str(event.get("slot", ""))
         row = self.rows.setdefault(slot, {"title": event.get("title", slot), "status": "pending", "attempt": 0})
         if "title" in event:

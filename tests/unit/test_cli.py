@@ -156,6 +156,7 @@ def test_bad_environment_value_is_named(monkeypatch: pytest.MonkeyPatch, cp: lis
 def test_progress_plain_lines_when_not_a_tty() -> None:
     buf = io.StringIO()
     with Progress(stream=buf, live=False) as p:
+        p.event({"event": "figures_computed", "figures": 2, "note": "3 program(s) ran; 2 figure(s) printed by two"})
         p.event({"event": "slot_dispatched", "slot": "A", "title": "Req", "expert": "g"})
         p.event({"event": "slot_started", "slot": "A"})
         p.event({"event": "slot_calculated", "slot": "A", "note": "the program printed '0.5177'", "check": True})
@@ -165,6 +166,7 @@ def test_progress_plain_lines_when_not_a_tty() -> None:
         p.event({"event": "slot_failed", "slot": "B", "error": "boom"})
     lines = buf.getvalue().splitlines()
     assert [line.split("] ", 1)[1] for line in lines] == [
+        "figures: 3 program(s) ran; 2 figure(s) printed by two",
         "A: queued",
         "A: started",
         "A: calculated - the program printed '0.5177'",
@@ -173,6 +175,7 @@ def test_progress_plain_lines_when_not_a_tty() -> None:
         "A: done",
         "B: failed - boom",
     ]
+    assert "" not in p.rows  # the figures are no slot's row
 
 
 def test_progress_live_table_on_a_tty() -> None:
