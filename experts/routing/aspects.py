@@ -120,7 +120,9 @@ _CLAUSE = re.compile(
 """A listed part with its own subject and verb ("the code stays valid for an hour", "scanning is faster"): what
 the deliverable says or what the input is, not a thing to make."""
 _RELATIVE = re.compile(r"\b(?:that|which|who|whose|where|when|so that|to|for|with|from|by|on|about|of)\s", re.I)
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+_SEMICOLON = re.compile(r";\s*")
+_AND = re.compile(r"^(?:and|also|plus)\s+", re.I)
 _COLON = re.compile(r":\s+")
 _BETWEEN = re.compile(r"\b(?:between|both|either|versus|vs\.?)\s", re.I)
 _BETWEEN_OPEN = re.compile(r"\bbetween\s(?!.*\sand\s)", re.I)
@@ -259,7 +261,10 @@ def named_deliverables(task: str) -> list[Aspect]:
     body = _THOUSANDS.sub(_COMMA, body)  # "a 250,000 loan" is one figure, not a list
     aspects: list[Aspect] = []
     context: list[str] = []
-    sentences = [s.strip().rstrip(".!?").strip() for s in _SENTENCES.split(body)]
+    sentences: list[str] = []
+    for whole in _SENTENCES.split(body):
+        for at, piece in enumerate(p.strip().rstrip(".!?").strip() for p in _SEMICOLON.split(whole)):
+            sentences.append(_listed_after(sentences[-1], piece) if at else piece)
     goals = [s for s in sentences if _OWN_GOAL.match(s)]
     if len(goals) < len(sentences) and any(_sentence_aspects(s) for s in sentences if s not in goals):
         # "We want to split the module out. Give the steps.": what the person means to do is the context of
@@ -402,6 +407,18 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     if clause:
         aspects.append(Aspect(clause, verb))
     return aspects
+
+
+def _listed_after(before: str, piece: str) -> str:
+    """``piece`` with the verb of the list ``before`` began, when it names a deliverable without a verb of its own.
+
+    "...; pytest tests for it; and a README section showing how to use it": each piece is the list's next item.
+    """
+    bare = _AND.sub("", piece)
+    found = _sentence_aspects(before)
+    if found and _first_word(bare) not in VERBS and (_DELIVERABLE.match(bare) or _BARE_DELIVERABLE.match(bare)):
+        return f"{found[-1].verb} {bare}"
+    return piece
 
 
 def _shares_noun(obj: str) -> bool:

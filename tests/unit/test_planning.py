@@ -88,6 +88,17 @@ def test_a_figure_with_a_thousands_comma_is_not_split_into_a_list() -> None:
     assert len(texts(task)) == 3
 
 
+def test_semicolon_items_without_a_verb_continue_the_list_with_its_verb() -> None:
+    """mp-slugify on the real models: one slot, and its answer held only the tests."""
+    task = (
+        "Write a Python function slugify(title) in a module slugs.py that lowercases a title, drops punctuation and "
+        "joins words with hyphens; pytest tests for it; and a README section showing how to use it."
+    )
+    found = texts(task)
+    assert len(found) == 3 and found[1].startswith("write pytest tests for") and found[2].startswith("write a README")
+    assert texts("Our service is slow; write a report on why.") == ["write a report on why"]
+
+
 def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
     aspects = task_aspects(SLOW_QUERY)
     assert [a.text for a in aspects] == [
