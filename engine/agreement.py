@@ -15,12 +15,16 @@ What is compared (docs/answers.md, "Parts that agree"):
 * Python: a class or function that two parts define with different fields or parameters (``class Book`` with
   ``borrowed`` in one part and ``borrowed_by`` in the other).
 
+* HTTP endpoints: a part most of whose endpoints (``GET /tasks`` in prose or a table, a route decorator in code)
+  are not among those the first part to name two or more has (``/todos`` in the contract, ``/tasks`` and
+  ``/items`` in the implementations).
 * Figures: a part that states one of the task's computed figures (:mod:`engine.figures`) with another value.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,7 +58,8 @@ class Disagreement:
     source_id: str
     kind: str
     """``sql.columns`` (a query uses a column the table lacks), ``sql.tables`` or ``python.names`` (two
-    definitions of one name differ), ``figures`` (a computed figure stated otherwise; ``source_id`` "figures")."""
+    definitions of one name differ), ``http.endpoints`` (another API's paths), ``figures`` (a computed figure
+    stated otherwise; ``source_id`` "figures")."""
     detail: str
     """What does not fit, in one line."""
     facts: str
@@ -67,7 +72,7 @@ def disagreements(parts: Sequence[Part], figures: TaskFigures | None = None, tas
     With the task's computed ``figures``, a part that states one of them with another value disagrees with the
     program (``figures``; :func:`engine.figures.stated_otherwise`).
     """
-    found = _sql_disagreements(parts) + _python_disagreements(parts)
+    found = _sql_disagreements(parts) + _python_disagreements(parts) + _endpoint_disagreements(parts)
     if figures is not None and figures.figures:
         found += _figure_disagreements(parts, figures, task)
     order = {p.slot_id: at for at, p in enumerate(parts)}
@@ -248,6 +253,65 @@ def _python_differs(part: Part, owner: Part, first: _Definition, second: _Defini
         facts=f"The part {owner.title!r} defines {first.name}; use it with the same {what}, as defined there (do not "
         f"define it differently):\n```python\n{first.source}\n```",
     )
+
+
+# ---------------------------------------------------------------- HTTP endpoints
+
+_METHOD_PATH = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE)\s+`?(/[\w{}<>:./-]*)")
+_ROUTE = re.compile(r"@\w+\.(get|post|put|patch|delete|route)\(\s*[\"'](/[^\"']*)[\"']", re.I)
+_PARAM = re.compile(r"\{[^}/]*\}|<[^>/]*>|:\w+")
+
+
+def _endpoints(text: str) -> dict[str, list[str]]:
+    """The HTTP endpoints ``text`` names, by normalised path: each as written (``PUT /todos/{id}``).
+
+    Read from prose and tables (``GET /todos``) and from route decorators in code (``@app.get("/todos")``).
+    """
+    found: dict[str, list[str]] = {}
+    for method, path in _METHOD_PATH.findall(text):
+        _add(found, path, f"{method} {path}")
+    for method, path in _ROUTE.findall(text):
+        _add(found, path, f"{method.upper()} {path}" if method.lower() != "route" else path)
+    found.pop("/", None)
+    return found
+
+
+def _add(found: dict[str, list[str]], path: str, written: str) -> None:
+    forms = found.setdefault(_path(path), [])
+    if written not in forms:
+        forms.append(written)
+
+
+def _path(path: str) -> str:
+    return _PARAM.sub("{}", path.rstrip("/").lower()) or "/"
+
+
+def _endpoint_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
+    """A part whose endpoints the first part to name endpoints (two or more) does not have."""
+    owner: Part | None = None
+    defined: dict[str, list[str]] = {}
+    out = []
+    for part in parts:
+        named = _endpoints(part.result.raw)
+        if owner is None:
+            if len(named) >= 2:
+                owner, defined = part, named
+            continue
+        extra = [forms[0] for path, forms in named.items() if path not in defined]
+        if named and len(extra) * 2 > len(named):  # most of its endpoints are not the owner's: another API
+            listed = [w for forms in defined.values() for w in forms]
+            out.append(
+                Disagreement(
+                    slot_id=part.slot_id,
+                    source_id=owner.slot_id,
+                    kind="http.endpoints",
+                    detail=f"endpoints {', '.join(extra[:6])} are not in the part {owner.title!r}, which has "
+                    f"{', '.join(listed[:6])}",
+                    facts=f"The part {owner.title!r} defines the API's endpoints; use exactly these methods and "
+                    "paths:\n" + "\n".join(f"  - {w}" for w in listed),
+                )
+            )
+    return out
 
 
 # ---------------------------------------------------------------- figures

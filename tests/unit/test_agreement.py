@@ -149,3 +149,20 @@ def test_a_second_writing_that_fails_its_checks_gives_the_first_back(
     warnings = doc.partition("## Warnings")[2]
     assert "the first is kept" in warnings and "parts disagree (sql.columns)" in warnings
     assert "fails its checks" not in warnings  # the second writing's own warning went with it
+
+
+def test_a_part_that_serves_another_apis_paths_is_sent_back_with_the_contracts_endpoints() -> None:
+    """mp-todo-api on the real models: the contract's /todos, the implementations' /tasks and /items."""
+    contract = (
+        "| Endpoint | Status |\n|---|---|\n| POST /todos | 201 |\n| GET /todos | 200 |\n"
+        "| PUT /todos/{id} | 200 |\n| DELETE /todos/{id} | 204 |\n"
+    )
+    code = (
+        '```python\n@app.get("/items/")\nasync def read_items():\n    return items\n\n'
+        '@app.put("/items/{item_id}")\nasync def update_item(item_id: int):\n    return None\n```'
+    )
+    same = code.replace("/items/{item_id}", "/todos/{todo_id}").replace('"/items/"', '"/todos"')
+    [found] = disagreements([_part("contract", contract), _part("implementation", code)])
+    assert (found.slot_id, found.source_id, found.kind) == ("implementation", "contract", "http.endpoints")
+    assert "GET /items/" in found.detail and "DELETE /todos/{id}" in found.facts
+    assert disagreements([_part("contract", contract), _part("implementation", same)]) == []
