@@ -18,6 +18,8 @@ What is compared (docs/answers.md, "Parts that agree"):
 * HTTP endpoints: a part most of whose endpoints (``GET /tasks`` in prose or a table, a route decorator in code)
   are not among those the first part to name two or more has (``/todos`` in the contract, ``/tasks`` and
   ``/items`` in the implementations).
+* Configuration: a part whose Python code reads keys (``config["db_url"]``) that the YAML config file another
+  part wrote does not have (``database_url``).
 * Figures: a part that states one of the task's computed figures (:mod:`engine.figures`) with another value.
 """
 
@@ -58,8 +60,8 @@ class Disagreement:
     source_id: str
     kind: str
     """``sql.columns`` (a query uses a column the table lacks), ``sql.tables`` or ``python.names`` (two
-    definitions of one name differ), ``http.endpoints`` (another API's paths), ``figures`` (a computed figure
-    stated otherwise; ``source_id`` "figures")."""
+    definitions of one name differ), ``http.endpoints`` (another API's paths), ``config.keys`` (keys the config
+    file lacks), ``figures`` (a computed figure stated otherwise; ``source_id`` "figures")."""
     detail: str
     """What does not fit, in one line."""
     facts: str
@@ -72,7 +74,12 @@ def disagreements(parts: Sequence[Part], figures: TaskFigures | None = None, tas
     With the task's computed ``figures``, a part that states one of them with another value disagrees with the
     program (``figures``; :func:`engine.figures.stated_otherwise`).
     """
-    found = _sql_disagreements(parts) + _python_disagreements(parts) + _endpoint_disagreements(parts)
+    found = (
+        _sql_disagreements(parts)
+        + _python_disagreements(parts)
+        + _endpoint_disagreements(parts)
+        + _config_disagreements(parts)
+    )
     if figures is not None and figures.figures:
         found += _figure_disagreements(parts, figures, task)
     order = {p.slot_id: at for at, p in enumerate(parts)}
@@ -309,6 +316,65 @@ def _endpoint_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
                     f"{', '.join(listed[:6])}",
                     facts=f"The part {owner.title!r} defines the API's endpoints; use exactly these methods and "
                     "paths:\n" + "\n".join(f"  - {w}" for w in listed),
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------- configuration keys
+
+_YAML = ("yaml", "yml")
+_READ_KEY = re.compile(r"\b\w*(?:conf|cfg|settings)\w*(?:\[\s*[\"'](\w+)[\"']\s*\]|\.get\(\s*[\"'](\w+)[\"'])", re.I)
+"""A key read from a configuration object: ``config["db_url"]``, ``cfg.get('retries')``."""
+
+
+def _config_keys(result: SlotResult) -> tuple[set[str], str] | None:
+    """The keys (top level and nested) of the answer's first YAML mapping, and the block; None without one."""
+    import yaml
+
+    for language, code in code_blocks(result.raw):
+        if language not in _YAML:
+            continue
+        try:
+            data = yaml.safe_load(code)
+        except yaml.YAMLError:
+            continue
+        if isinstance(data, dict) and len(data) >= 2:
+            return _keys(data), code.strip()
+    return None
+
+
+def _keys(data: object) -> set[str]:
+    if isinstance(data, dict):
+        return {str(k) for k in data} | {k for v in data.values() for k in _keys(v)}
+    if isinstance(data, list):
+        return {k for v in data for k in _keys(v)}
+    return set()
+
+
+def _config_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
+    """A part whose code reads configuration keys that the config file another part wrote does not have."""
+    owner = next(((p, found) for p in parts if (found := _config_keys(p.result)) is not None), None)
+    if owner is None:
+        return []
+    part_of, (keys, block) = owner
+    out = []
+    for part in parts:
+        if part.slot_id == part_of.slot_id:
+            continue
+        code = "\n".join(c for language, c in code_blocks(part.result.raw) if language in _PYTHON)
+        read = sorted({a or b for a, b in _READ_KEY.findall(code)})
+        missing = [k for k in read if k not in keys]
+        if missing:
+            out.append(
+                Disagreement(
+                    slot_id=part.slot_id,
+                    source_id=part_of.slot_id,
+                    kind="config.keys",
+                    detail=f"reads {', '.join(missing)}, which the config file of the part {part_of.title!r} does "
+                    f"not have (it has {', '.join(sorted(keys)[:8])})",
+                    facts=f"The part {part_of.title!r} wrote the config file; read exactly its keys:\n"
+                    f"```yaml\n{block}\n```",
                 )
             )
     return out

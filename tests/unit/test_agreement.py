@@ -166,3 +166,17 @@ def test_a_part_that_serves_another_apis_paths_is_sent_back_with_the_contracts_e
     assert (found.slot_id, found.source_id, found.kind) == ("implementation", "contract", "http.endpoints")
     assert "GET /items/" in found.detail and "DELETE /todos/{id}" in found.facts
     assert disagreements([_part("contract", contract), _part("implementation", same)]) == []
+
+
+def test_a_script_that_reads_keys_the_config_file_lacks_is_sent_back_with_the_file() -> None:
+    """mp-config-script on the real models: the config file says database_url, the script reads config['db_url']."""
+    config = (
+        '```yaml\ndatabase_url: "postgresql://localhost/reports"\nrecipients: ["a@example.com"]\nreport_hour: 2\n'
+        'time_zone: "Europe/London"\nretry_count: 3\n```'
+    )
+    script = "```python\ndef run(config):\n    db_url = config['db_url']\n    tries = config.get('retry_count')\n```"
+    [found] = disagreements([_part("config", config), _part("script", script)])
+    assert (found.slot_id, found.kind) == ("script", "config.keys") and "db_url" in found.detail
+    assert "retry_count" not in found.detail.split(", which")[0] and "database_url:" in found.facts
+    fixed = script.replace("config['db_url']", "config['database_url']")
+    assert disagreements([_part("config", config), _part("script", fixed)]) == []
