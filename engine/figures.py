@@ -38,15 +38,26 @@ MAX_PROGRAMS = 3
 MAX_FIGURES = 8
 """More lines than this is a table (an amortisation schedule), not the task's figures: the first eight are kept."""
 _LINE = re.compile(r"^\s*([A-Za-z][\w ()'/-]{1,60}?)\s*[:=]\s*[$€£]?\s*(-?\d[\d,]*(?:\.\d+)?)\s*%?\s*$")
+_QUANTITY = re.compile(
+    r"\b(?:payments?|interest|totals?|costs?|price|rates?|returns?|profit|revenue|budget|dose|dosage|average|"
+    r"percent(?:age)?|balance|tax|salary|loan|mortgage|sum|growth|npv|irr|break[- ]even|margin|"
+    r"how (?:much|many|long)|calculate|compute|work out)\b",
+    re.I,
+)
+"""A word naming a quantity the task's numbers give: without one, "top 10 ... in 90 days" are no figures."""
 _STOP = frozenset({"the", "a", "an", "of", "per", "in", "for", "to", "and"})
 _STATED = r"[^\d\n|]{0,40}?(-?\d[\d,]*(?:\.\d+)?)"
 """After a figure's name: up to 40 characters that are no digit, line end or table bar, then its value."""
 
 
 def wants_figures(task: str, experts: Iterable[str]) -> bool:
-    """Whether a multi-part task's figures are worth one program: two numbers or more and a numeric expert."""
+    """Whether a multi-part task's figures are worth the programs (each costs a generation before any part starts).
+
+    Two numbers or more, a word naming a quantity to work out (a payment, an interest, a total, a dose ...), and a
+    numeric expert among the slots' experts.
+    """
     numeric = (*CALCULATED_EXPERTS, *NUMERIC_EXPERTS)
-    return len(numbers_in(task)) >= 2 and any(e in numeric for e in experts)
+    return len(numbers_in(task)) >= 2 and _QUANTITY.search(task) is not None and any(e in numeric for e in experts)
 
 
 def compute_figures(

@@ -37,6 +37,7 @@ NODES = (
     "route_slots",
     "confirm_plan",
     "execute_slots",
+    "check_parts",
     "assemble",
 )
 

@@ -86,6 +86,7 @@ POINTS = (
     KillPoint("join slot running beside a parallel slot", "execute_slots", "ABC", "ABCDE", slow="DE"),
     KillPoint("last slot running", "execute_slots", "ABCDE", "ABCDEF", slow="F"),
     KillPoint("last slot finished, not saved", "execute_slots", "ABCDE", "ABCDEF", pause="slot_done:F", twin=True),
+    KillPoint("in check_parts", "check_parts", "ABCDEF", "ABCDEF", pause="enter:check_parts"),
     KillPoint("in assemble", "assemble", "ABCDEF", "ABCDEF", pause="enter:assemble"),
     KillPoint("assemble finished, not saved", "assemble", "ABCDEF", "ABCDEF", pause="leave:assemble", twin=True),
 )

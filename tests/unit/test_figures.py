@@ -130,3 +130,8 @@ def test_a_third_program_settles_a_figure_the_first_two_disagree_on(write_script
     state = run_plan(script, TASK, PLAN)
     assert state.figures is not None and [f.value for f in state.figures.figures] == [1389.58, 166874.36, 300.0]
     assert len(state.figures.more_programs) == 2 and state.figures.note.startswith("3 program(s) ran; 3 figure(s)")
+
+
+def test_numbers_without_a_quantity_to_work_out_want_no_figures() -> None:
+    task = "Write the design doc and a 2-page summary of our 3 services for the team."
+    assert not wants_figures(task, ["general_reasoning", "technical_writer"])

@@ -28,6 +28,6 @@ def test_the_picture_names_the_public_nodes() -> None:
     """Studio and the docs speak of these node names; the picture must show each one."""
     drawn = mermaid()
     public = ["guard", "scope", "answer_directly", "select_template", "adapt_template", "ask_plan_fit"]
-    public += ["route_slots", "confirm_plan", "execute_slots", "ask_user", "assemble"]
+    public += ["route_slots", "confirm_plan", "execute_slots", "ask_user", "check_parts", "assemble"]
     for node in public:
         assert re.search(rf"^\t{node}\({node}\)$", drawn, re.M), f"{node} missing from the picture"
