@@ -46,6 +46,7 @@ _QUANTITY = re.compile(
 )
 """A word naming a quantity the task's numbers give: without one, "top 10 ... in 90 days" are no figures."""
 _STOP = frozenset({"the", "a", "an", "of", "per", "in", "for", "to", "and"})
+_BETWEEN_WORDS = r"\W+(?:(?:" + "|".join(sorted(_STOP)) + r")\W+)?"
 _STATED = r"[^\d\n|]{0,40}?(-?\d[\d,]*(?:\.\d+)?)"
 """After a figure's name: up to 40 characters that are no digit, line end or table bar, then its value."""
 
@@ -180,7 +181,8 @@ def stated_otherwise(text: str, figures: TaskFigures, task: str) -> list[tuple[F
         words = _words(figure.name)
         if len(words) < 2:
             continue  # "payment" alone would match every payment of a schedule
-        pattern = r"\b" + r"\W+".join(re.escape(w) for w in words) + r"\w*\b" + _STATED  # the name's words in a row
+        # the name's words in a row, a small word between allowed ("number of payments")
+        pattern = r"\b" + _BETWEEN_WORDS.join(re.escape(w) for w in words) + r"\w*\b" + _STATED
         for match in re.finditer(pattern, prose, re.I):
             stated = float(match.group(1).replace(",", ""))
             if abs(stated) in given:

@@ -43,6 +43,10 @@ def test_a_part_that_states_a_figure_otherwise_is_found_and_one_that_agrees_is_n
     wrong = stated_otherwise(REAL_MEMO, _figures(), TASK)
     assert [(f.name, stated) for f, stated in wrong] == [("monthly payment", 10456.79), ("total interest", 180000.0)]
     assert stated_otherwise(RIGHT_MEMO, _figures(), TASK) == []
+    wrong_count = stated_otherwise("The number of payments is 25.", _figures(), TASK)
+    assert [(f.name, stated) for f, stated in wrong_count] == []  # 25 is a number the task gives
+    wrong_count = stated_otherwise("The number of payments is 240.", _figures(), TASK)
+    assert [(f.name, stated) for f, stated in wrong_count] == [("number of payments", 240.0)]
     code = "```python\nmonthly_payment = 99\n```\nThe loan is 250,000 at 4.5% interest."
     assert stated_otherwise(code, _figures(), TASK) == []  # code and the task's own numbers are not statements
 
