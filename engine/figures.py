@@ -40,7 +40,7 @@ MAX_FIGURES = 8
 _LINE = re.compile(r"^\s*([A-Za-z][\w ()'/-]{1,60}?)\s*[:=]\s*[$€£]?\s*(-?\d[\d,]*(?:\.\d+)?)\s*%?\s*$")
 _QUANTITY = re.compile(
     r"\b(?:payments?|interest|totals?|costs?|price|rates?|returns?|profit|revenue|budget|dose|dosage|average|"
-    r"percent(?:age)?|balance|tax|salary|loan|mortgage|sum|growth|npv|irr|break[- ]even|margin|"
+    r"percent(?:age)?|balance|tax|salary|loan|mortgage|sum|growth|npv|irr|break[- ]even|margin|figures|"
     r"how (?:much|many|long)|calculate|compute|work out)\b",
     re.I,
 )

@@ -139,3 +139,8 @@ def test_a_third_program_settles_a_figure_the_first_two_disagree_on(write_script
 def test_numbers_without_a_quantity_to_work_out_want_no_figures() -> None:
     task = "Write the design doc and a 2-page summary of our 3 services for the team."
     assert not wants_figures(task, ["general_reasoning", "technical_writer"])
+    rise = (
+        "Model the effect of raising our plan from 40 to 46 a month for our 1,200 subscribers, assuming 5% of them "
+        "cancel because of it, and write the email to the CEO that recommends it with the figures."
+    )
+    assert wants_figures(rise, ["finance_analyst", "general_reasoning"])  # on the real models: 40 "subscribers"
