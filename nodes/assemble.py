@@ -133,9 +133,9 @@ def _figures_section(figures: TaskFigures) -> str:
     )
     return (
         f"{listed}\n\nComputed before the parts were written by this Python program, which {figures.model} wrote "
-        "for the task and the sandbox ran; another program, sampled apart, printed the same values, and every part "
-        f"was given them.\n\n```python\n{figures.program.strip()}\n```\n\nOutput:\n\n```text\n{shown}\n```"
-        + unconfirmed
+        "for the task and the sandbox ran; another program it wrote, sampled apart, printed the same values, and "
+        "every part was given them. Two programs by one model can share a mistake: read the program before relying "
+        f"on a figure.\n\n```python\n{figures.program.strip()}\n```\n\nOutput:\n\n```text\n{shown}\n```" + unconfirmed
     )
 
 

@@ -95,6 +95,7 @@ def test_the_run_computes_the_figures_once_gives_them_to_every_part_and_sends_a_
     doc = state.document or ""
     assert "$10,456.79" not in doc and "$1,389.58" in doc
     assert "## Computed figures" in doc and "- monthly payment: **1,389.58**" in doc and "P * r / (1 - (1 + r)" in doc
+    assert "Two programs by one model can share a mistake" in doc  # seen: both NPV programs discounted from year 0
     assert "parts disagree" not in doc
 
 
