@@ -60,6 +60,7 @@ from bench.versus import (
     versus_parser,
 )
 from engine.slots.checks import STUB, code_blocks, repetition_check
+from engine.slots.checks.text import PYTHON_TAGS
 from engine.slots.sandbox import SandboxLimits, run_python
 
 DATA = Path(__file__).resolve().parent / "data" / "review_set.yaml"
@@ -174,7 +175,7 @@ def judge(document: str, code: str, item: dict[str, Any], seconds: float, harnes
     normalised = [" ".join(b.lower().split()) for b in bodies if len(b) > 40]
     out.duplicated_sections = len(normalised) - len(set(normalised))
     fences = len(re.findall(r"^\s*```", document, re.M))
-    python = [c for lang, c in code_blocks(document) if lang in ("python", "py", "python3")]
+    python = [c for lang, c in code_blocks(document) if lang in PYTHON_TAGS]
     out.truncated_code = fences % 2 == 1 or not all(_parses(c) for c in python)
     out.rubric_met = [bool(re.search(r["pattern"], written, re.I | re.M)) for r in item["rubric"]]
     if item.get("tests"):
@@ -200,7 +201,7 @@ def passes(code: str, tests: str) -> bool:
 
 def first_python(text: str) -> str:
     """The first Python code block of a reply ('' when it has none)."""
-    blocks = [c for lang, c in code_blocks(text) if lang in ("python", "py", "python3", "")]
+    blocks = [c for lang, c in code_blocks(text) if lang in PYTHON_TAGS | {""}]
     return blocks[0] if blocks else ""
 
 

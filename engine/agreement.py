@@ -31,14 +31,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.figures import figures_constraint, stated_otherwise
-from engine.slots.checks.text import code_blocks
+from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks
 from state.figures import TaskFigures
 from state.result import SlotResult
 
 __all__ = ["Disagreement", "Part", "disagreements"]
 
-_SQL = ("sql", "postgresql", "postgres", "mysql", "sqlite", "tsql", "plsql", "psql")
-_PYTHON = ("python", "py", "python3")
+_SQL = SQL_TAGS | {"tsql", "plsql", "psql"}
 _ENTRY_POINTS = frozenset({"main", "run", "cli", "app"})
 """Functions each script of a document may define for itself: two parts' ``main`` need not agree."""
 
@@ -238,7 +237,7 @@ def _python_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
     out = []
     for part in parts:
         for language, code in code_blocks(part.result.raw):
-            if language not in _PYTHON:
+            if language not in PYTHON_TAGS:
                 continue
             for definition in _definitions(code):
                 first = defined.get(definition.name)
@@ -362,7 +361,7 @@ def _config_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
     for part in parts:
         if part.slot_id == part_of.slot_id:
             continue
-        code = "\n".join(c for language, c in code_blocks(part.result.raw) if language in _PYTHON)
+        code = "\n".join(c for language, c in code_blocks(part.result.raw) if language in PYTHON_TAGS)
         read = sorted({a or b for a, b in _READ_KEY.findall(code)})
         missing = [k for k in read if k not in keys]
         if missing:

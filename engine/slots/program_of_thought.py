@@ -31,6 +31,7 @@ from typing import Literal
 
 import engine.prompts as prompts
 from engine.slots.checks import code_blocks
+from engine.slots.checks.text import PYTHON_TAGS
 from engine.slots.inline_arithmetic import compute
 from engine.slots.sandbox import SandboxLimits, run_python
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
@@ -325,7 +326,7 @@ def numbers_in(text: str) -> list[float]:
 
 def program_in(text: str) -> str | None:
     """The Python program of a model's answer (its first Python block, else the whole text), if it parses."""
-    blocks = [code for tag, code in code_blocks(text) if tag in ("", "python", "py", "python3") and code.strip()]
+    blocks = [code for tag, code in code_blocks(text) if tag in PYTHON_TAGS | {""} and code.strip()]
     candidate = blocks[0] if blocks else text
     try:
         ast.parse(candidate)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import engine.prompts as prompts
 from engine.assists.injection import quote_as_data
-from engine.slots.checks.text import FENCE_BLOCK, code_blocks, without_closed_code
+from engine.slots.checks.text import FENCE_BLOCK, PYTHON_TAGS, SQL_TAGS, code_blocks, without_closed_code
 from engine.slots.contracts import Contract
 from engine.slots.job import SlotJob
 from experts.backends import ChatMessage
@@ -38,7 +38,7 @@ CHARS_PER_TOKEN = 3.0
 code, so estimating 3 over-counts and a prompt that fits by the estimate fits in fact."""
 
 
-_LANGUAGE_TAGS = {"python": ("python", "py", "python3"), "sql": ("sql", "postgresql", "postgres", "mysql", "sqlite")}
+_LANGUAGE_TAGS = {"python": PYTHON_TAGS, "sql": SQL_TAGS}
 """Fence tags that mean a contract's language (an untagged block counts too)."""
 _DEFINED = re.compile(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 

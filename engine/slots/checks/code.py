@@ -36,7 +36,7 @@ import yaml
 from engine.slots.checks.check_context import CheckContext
 from engine.slots.checks.contract import STUB
 from engine.slots.checks.examples import Examples, extract_examples
-from engine.slots.checks.text import code_blocks
+from engine.slots.checks.text import PYTHON_TAGS, code_blocks
 from engine.slots.sandbox import run_python
 from state.quality import PACKAGES_CHECK, CheckResult
 from state.result import SlotResult
@@ -205,7 +205,7 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
     code, tests = module_code(result)
     if code is None or not code.strip():
         return [CheckResult(name="code.present", passed=False, detail="no code block in the answer")]
-    if language in _PYTHON:
+    if language in PYTHON_TAGS:
         return _python_checks(code, tests, ctx)
     if language == "sql":
         return [_sql_check(code, ctx.task)]
@@ -435,15 +435,12 @@ def python_modules(references: Mapping[str, SlotResult]) -> dict[str, str]:
     modules: dict[str, str] = {}
     for slot_id, result in references.items():
         quality = result.quality
-        if quality is None or quality.deliverable != "code" or (quality.language or "").lower() not in _PYTHON:
+        if quality is None or quality.deliverable != "code" or (quality.language or "").lower() not in PYTHON_TAGS:
             continue
         code, _ = module_code(result)
         if code is not None:
             modules[module_name(slot_id)] = code
     return modules
-
-
-_PYTHON = ("python", "py", "python3")
 
 
 def _report(stdout: str) -> dict[str, Any] | None:

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from engine.prompts import EXAMPLE_DESCRIPTIONS
 from engine.slots.checks.check_context import CheckContext
 from engine.slots.checks.prose import ending_check
-from engine.slots.checks.text import FENCE_BLOCK, WORD, norm, similar, split_sentences, without_closed_code
+from engine.slots.checks.text import (
+    FENCE_BLOCK,
+    PYTHON_TAGS,
+    WORD,
+    norm,
+    similar,
+    split_sentences,
+    without_closed_code,
+)
 from state.quality import CheckResult, Severity
 from state.result import SlotResult
 
@@ -243,7 +251,7 @@ def duplicates_check(result: SlotResult, task: str, *, module: bool = False) -> 
 REPEATED_BLOCK_LINES = 3
 """A code block of this many lines or more, written again word for word, is a duplicate; a shorter one only when it
 defines a function or class (a runbook may give the same one-line command at two steps)."""
-_PYTHON = ("python", "py", "python3", "")
+_PYTHON = PYTHON_TAGS | {""}
 ANNOUNCEMENT_WORDS = 12
 """A line this short that ends with a colon right before a block announces it, and goes when the block goes."""
 

@@ -17,7 +17,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from engine.slots.checks.text import FENCE_BLOCK, norm, without_closed_code
+from engine.slots.checks.text import FENCE_BLOCK, PYTHON_TAGS, norm, without_closed_code
 from engine.slots.sandbox import SandboxLimits, run_python
 
 __all__ = ["MAX_RUNS", "Unprinted", "numbers_only_from", "unprinted_outputs"]
@@ -33,7 +33,6 @@ _LABEL = re.compile(
 )
 """A line that announces a program's output: "Output:", "**Output:**", "# Output", "When you run this code, it will
 output:", "The result will be:"."""
-_PYTHON = frozenset({"python", "py", "python3"})
 _NETWORK = frozenset({"socket", "requests", "urllib", "http", "httpx", "aiohttp", "ftplib", "smtplib", "websockets"})
 MAX_RUNS = 4
 """Programs run per answer at most (each within the check timeout); an output block past them was not printed by
@@ -72,10 +71,10 @@ def unprinted_outputs(bodies: list[str], limits: SandboxLimits) -> list[Unprinte
             language, code = match.group(2).lower(), match.group(3)
             label = _label_before(body, match.start())
             output = language in OUTPUT_LANGUAGES or (
-                label is not None and language in LABELLED_LANGUAGES | _PYTHON and not _is_code(code)
+                label is not None and language in LABELLED_LANGUAGES | PYTHON_TAGS and not _is_code(code)
             )
             if not output:
-                program = code if language in _PYTHON or (language == "" and _is_code(code)) else None
+                program = code if language in PYTHON_TAGS or (language == "" and _is_code(code)) else None
                 if program is not None:
                     earlier.append(_definitions(program))
                 continue

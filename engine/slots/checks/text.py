@@ -19,6 +19,12 @@ _FENCE_OPEN = re.compile(r"[ \t]*(```|~~~)")
 _TICKS = re.compile(r"`+")
 
 
+PYTHON_TAGS = frozenset({"python", "py", "python3"})
+"""The fence tags of a Python block."""
+SQL_TAGS = frozenset({"sql", "postgresql", "postgres", "mysql", "sqlite"})
+"""The fence tags of a SQL block."""
+
+
 def code_blocks(text: str) -> list[tuple[str, str]]:
     """Every fenced code block of a text as ``(language, code)``, in order."""
     return [(m.group(2).lower(), m.group(3)) for m in FENCE_BLOCK.finditer(text)]
