@@ -7,6 +7,7 @@ Heavy modules (the embedder, FAISS) are imported inside the commands, so ``coe -
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,7 +16,7 @@ from cli.exit_codes import user_errors
 from cli.text import CoeTyper
 
 experts_app = CoeTyper(
-    help="The expert catalog: scope documents in config/expert_scopes.",
+    help="The expert catalog: shipped scope documents, your own experts (COE_HOME/experts) and installed packs.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -85,9 +86,19 @@ def _binding(scope: Any) -> str:
     return "faux: persona over the base model"
 
 
+def _exam_line(catalog: Any, expert_id: str) -> str:
+    from experts.catalog.exams import read_record
+
+    record = read_record(expert_id)
+    if record is not None:
+        stale = "" if record.version == catalog.get(expert_id).version else " (an earlier version)"
+        return record.line() + stale
+    return "not examined" if expert_id in catalog.exams else "no exam"
+
+
 @experts_app.command("list")
 def list_experts(as_json: JsonOpt = False) -> None:
-    """List the experts: id, kind, model binding and what each is for."""
+    """List the experts: id, kind, version, origin, model binding, exam and what each is for."""
     from experts.catalog import load_catalog
 
     with user_errors():
@@ -97,9 +108,14 @@ def list_experts(as_json: JsonOpt = False) -> None:
             "id": s.id,
             "display_name": s.display_name,
             "kind": s.kind,
+            "version": s.version,
+            "origin": catalog.origin(s.id).label(),
+            "path": str(catalog.origin(s.id).path),
             "binding": s.model.binding,
             "model": s.model.model,
             "summary": s.summary,
+            "exam": _exam_line(catalog, s.id),
+            "routed": s.id not in catalog.benched,
         }
         for s in catalog
     ]
@@ -108,8 +124,11 @@ def list_experts(as_json: JsonOpt = False) -> None:
         return
     for scope in catalog:
         default = "  (default)" if scope.id == catalog.default_expert else ""
-        print(f"{scope.id:20} {scope.kind:8} {_binding(scope)}{default}")
+        origin = catalog.origin(scope.id).label()
+        print(f"{scope.id:20} {scope.kind:8} v{scope.version:6} {origin:10} {_binding(scope)}{default}")
         print(f"{'':20} {scope.summary}")
+        if scope.id in catalog.benched:
+            print(f"{'':20} OUT OF ROUTING: {catalog.benched[scope.id]}")
 
 
 @experts_app.command("show")
@@ -117,22 +136,31 @@ def show_expert(
     expert_id: Annotated[str, typer.Argument(metavar="ID", help="An expert id (see coe experts list).")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Print one expert's scope document: capabilities, exclusions, persona, weaknesses, binding."""
+    """Print one expert's scope document: capabilities, exclusions, persona, weaknesses, binding, origin, exam."""
     from experts.catalog import load_catalog
 
     with user_errors():
-        scope = load_catalog().get(expert_id)
+        catalog = load_catalog()
+        scope = catalog.get(expert_id)
+    origin = catalog.origin(expert_id)
     if as_json:
         data = scope.model_dump(mode="json")
         data["capabilities"], data["exclusions"] = scope.capabilities, scope.exclusions
+        data["origin"] = {"kind": origin.kind, "path": str(origin.path), "package": origin.package}
+        data["exam"] = _exam_line(catalog, expert_id)
+        data["routed"] = expert_id not in catalog.benched
         print(json.dumps(data, indent=2))
         return
     print(f"{scope.display_name} ({scope.id}), {scope.kind} specialist" if scope.kind != "general" else scope.id)
     print(scope.summary)
-    print(f"\nmodel: {_binding(scope)}")
+    print(f"\nversion: {scope.version}, {origin.label()} ({origin.path})")
+    print(f"model: {_binding(scope)}")
     gen = scope.generation
     print(f"generation defaults: temperature {gen.temperature}, max_tokens {gen.max_tokens}")
     print(f"verified: {scope.verification.date} ({scope.verification.method})")
+    print(f"exam: {_exam_line(catalog, expert_id)}")
+    if expert_id in catalog.benched:
+        print(f"OUT OF ROUTING: {catalog.benched[expert_id]}")
     print("\ncapabilities:")
     print("\n".join(f"  - {line}" for line in scope.capabilities))
     print("\nexclusions:")
@@ -142,3 +170,94 @@ def show_expert(
     if scope.known_weaknesses:
         print("\nknown weaknesses:")
         print("\n".join(f"  - {w}" for w in scope.known_weaknesses))
+
+
+@experts_app.command("add")
+def add(
+    path: Annotated[
+        Path, typer.Argument(help="The expert's directory (scope.yaml, optional examples.txt, exam.yaml).")
+    ],
+    replace: Annotated[bool, typer.Option("--replace", help="Replace your expert of the same id.")] = False,
+    no_exam: Annotated[
+        bool, typer.Option("--no-exam", help="Do not take its exam now (it routes until an exam fails).")
+    ] = False,
+) -> None:
+    """Check an expert directory, add it to your catalog (COE_HOME/experts) and take its exam."""
+    from experts.catalog import add_expert, load_catalog
+
+    with user_errors():
+        added = add_expert(path, replace_existing=replace)
+        scope = added.scope
+        print(f"added {scope.id} v{scope.version} ({scope.kind}) to {added.directory}")
+        catalog = load_catalog()
+        router = _router_after_change(catalog)
+        print(router)
+        if added.exam is None:
+            print("it has no exam (exam.yaml): it routes without one")
+            return
+        if no_exam:
+            print(f"exam not taken (--no-exam); take it with: coe experts examine {scope.id}")
+            return
+        _examine(scope.id)
+
+
+@experts_app.command("remove")
+def remove(expert_id: Annotated[str, typer.Argument(metavar="ID", help="An expert you added.")]) -> None:
+    """Remove an expert you added (shipped experts stay; a package's go with pip uninstall)."""
+    from experts.catalog import load_catalog, remove_expert
+
+    with user_errors():
+        gone = remove_expert(expert_id)
+        print(f"removed {expert_id} ({gone})")
+        print(_router_after_change(load_catalog()))
+
+
+@experts_app.command("examine")
+def examine_cmd(
+    expert_id: Annotated[str, typer.Argument(metavar="ID", help="An expert with an exam.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Take an expert's exam on the installed models and keep the score; below its bar it leaves routing."""
+    with user_errors():
+        record = _examine(expert_id, quiet=as_json)
+    if as_json:
+        print(record.model_dump_json(indent=2))
+    if not record.passed:
+        raise typer.Exit(1)
+
+
+def _examine(expert_id: str, *, quiet: bool = False) -> Any:
+    from graph.examine import examine
+
+    def show(result: Any) -> None:
+        if not quiet:
+            mark = "pass" if result.passed else "FAIL"
+            print(f"  {mark} {result.id} ({result.seconds:.1f} s)" + "".join(f"\n       {f}" for f in result.failed))
+
+    if not quiet:
+        print(f"examining {expert_id} ...")
+    record = examine(expert_id, progress=show)
+    if not quiet:
+        print(f"{expert_id}: {record.line()}; {record.seconds:.0f} s")
+        if not record.passed:
+            print(f"{expert_id} is out of routing until it passes: its slots go to the generalist")
+    return record
+
+
+def _router_after_change(catalog: Any) -> str:
+    """Build the router for the changed catalog now (only the changed expert is embedded), and say so."""
+    import time
+
+    from experts.routing.router import get_router
+
+    t0 = time.perf_counter()
+    router = get_router(catalog=catalog)
+    index = router.index
+    how = (
+        f"embedded {index.embedded_experts} expert(s), the others' vectors cached"
+        if index.built
+        else "index already current"
+    )
+    return (
+        f"routing: {len(index.expert_ids)} experts, router {router.version} ({how}; {time.perf_counter() - t0:.1f} s)"
+    )

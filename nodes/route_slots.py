@@ -19,7 +19,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from engine.slots.contracts import deliverable_of
-from experts.catalog import Catalog, ExpertScope, load_catalog, resolve_binding
+from experts.catalog import GENERAL_EXPERT, Catalog, ExpertScope, load_catalog, resolve_binding
+from experts.catalog.exams import EXAM_SOURCE
 from experts.routing import RouteResult, RouterParams, get_router
 from experts.routing.lesson_check import router_with_lessons
 from experts.routing.scoping import function_to_complete
@@ -47,8 +48,10 @@ def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[st
     to_route = [s for s in state.framework.slots if s.expert is None]
     decisions: dict[str, RoutingDecision] = {}
     applied: list[AppliedDefault] = []
+    router_version = ""
     if to_route:
         router = get_router(RouterParams.from_settings(settings), catalog)
+        router_version = f" by router {router.version}"
         lessons = RoutingLessons(runtime.store, state.run.user).current(router) if runtime.store is not None else []
         router = router_with_lessons(router, lessons)
         learned = f"; the router has learned {len(lessons)} routing lesson(s) of yours" if lessons else ""
@@ -66,8 +69,15 @@ def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[st
                 stage=res.stage,
                 reason=res.explain() + learned,
             )
+    notices: list[Notice] = []
     for spec in state.framework.slots:
-        if spec.expert is not None:
+        if spec.expert in catalog.benched and not state.framework.source.startswith(EXAM_SOURCE):
+            reason = f"the framework names {spec.expert}, which is out of routing ({catalog.benched[spec.expert]})"
+            decisions[spec.id] = RoutingDecision(
+                slot_id=spec.id, expert=GENERAL_EXPERT, reason=f"{reason}; the generalist takes it"
+            )
+            notices.append(Notice(level="warning", source=NODE, message=f"slot {spec.id}: {reason}"))
+        elif spec.expert is not None:
             decisions[spec.id] = RoutingDecision(slot_id=spec.id, expert=spec.expert, reason="set by the framework")
         elif function_to_complete(spec.description) and CODER in catalog and decisions[spec.id].expert != CODER:
             # Code handed over to complete is the coder's work, whatever the words of its docstring are about.
@@ -79,7 +89,6 @@ def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[st
                 }
             )
 
-    notices: list[Notice] = []
     ledger: list[LedgerEntry] = []
     bindings: dict[str, tuple[str | None, str]] = {}
     for expert_id in sorted({d.expert for d in decisions.values()}):
@@ -100,11 +109,13 @@ def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[st
             agent="router",
             action="route",
             slot_id=sid,
-            inputs_summary=f"{len(d.scores)} experts scored" if d.scores else "expert named by the framework",
-            outputs_summary=d.reason
-            + (f"; scores: {_scores(d.scores)}" if d.scores else "")
-            + f"; model: {_model(d)}; delivers {d.deliverable}"
-            + (f" ({d.language})" if d.language else ""),
+            inputs_summary=f"{len(d.scores)} experts scored{router_version}"
+            if d.scores
+            else "expert named by the framework",
+            outputs_summary=f"{_served_by(catalog, d.expert)}; {d.reason}; model: {_model(d)}; "
+            + f"delivers {d.deliverable}"
+            + (f" ({d.language})" if d.language else "")
+            + (f"; scores: {_scores(d.scores)}" if d.scores else ""),
         )
         for sid, d in ordered.items()
     ]
@@ -150,6 +161,11 @@ def _defaults(slot_id: str, res: RouteResult, catalog: Catalog) -> list[AppliedD
             )
         )
     return applied
+
+
+def _served_by(catalog: Catalog, expert_id: str) -> str:
+    """``expert tax_advisor v1.2 (user)``: which version of the expert, from where, serves the slot."""
+    return f"expert {expert_id} v{catalog.get(expert_id).version} ({catalog.origin(expert_id).label()})"
 
 
 def _scores(scores: dict[str, float]) -> str:

@@ -13,6 +13,7 @@ knowledge base                 ``COE_KB``                  ``kb`` in the data di
 pool status files              (data directory)            ``pool`` in the data directory
 assembled models, ONNX cache   ``COE_MODEL_CACHE``         ``platformdirs.user_cache_dir("coe")/models``
 expert scope documents         ``COE_EXPERT_SCOPES``       ``config/expert_scopes`` of the project
+experts the user added         (data directory)            ``experts`` in the data directory
 template library               ``COE_TEMPLATES``           ``config/framework_templates``
 expert index cache             ``COE_EXPERT_EMBEDDINGS``   ``config/expert_embeddings`` (user cache when read-only)
 template index cache           ``COE_TEMPLATE_EMBEDDINGS`` ``config/template_embeddings``
@@ -53,6 +54,7 @@ __all__ = [
     "profiles_path",
     "template_index_dir",
     "templates_dir",
+    "user_experts_dir",
     "user_kb_dir",
 ]
 
@@ -121,6 +123,11 @@ def user_kb_dir(identity: str) -> Path:
 
     name = identity if is_identity(identity) else hashlib.sha256(identity.encode("utf-8")).hexdigest()[:32]
     return kb_dir() / "users" / name
+
+
+def user_experts_dir() -> Path:
+    """The experts the user added (``coe experts add``), one directory each, and every expert's exam records."""
+    return data_dir() / "experts"
 
 
 def pool_status_dir() -> Path:

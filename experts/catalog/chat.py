@@ -11,7 +11,7 @@ from __future__ import annotations
 from experts.backends.chat_model import ExpertChatModel
 from experts.backends.protocol import GenerationRequest
 from experts.catalog.binding import resolve_binding
-from experts.catalog.scopes import load_catalog
+from experts.catalog.sources import load_catalog
 from experts.pool.pooled import get_backend
 from state.errors import ConfigError
 from state.settings import Settings

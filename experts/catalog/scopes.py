@@ -8,7 +8,8 @@ generalist), its model binding (a persona over the shared base model, or its own
 defaults.
 
 Every problem is reported with the file and the field, all at once, as a :class:`~state.errors.ConfigError`.
-The catalog directory is ``$COE_EXPERT_SCOPES`` when set, else ``config/expert_scopes`` of the project.
+The catalog directory is ``$COE_EXPERT_SCOPES`` when set, else ``config/expert_scopes`` of the project. The
+experts a user adds, and those installed packages declare, join it in :mod:`experts.catalog.sources`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,9 +31,12 @@ from state.paths import CATALOG_ENV, catalog_dir
 __all__ = [
     "GENERAL_EXPERT",
     "Catalog",
+    "ExpertOrigin",
     "ExpertScope",
     "ModelBinding",
-    "load_catalog",
+    "load_shipped",
+    "read_yaml",
+    "scope_errors",
 ]
 
 GENERAL_EXPERT = "general_reasoning"
@@ -123,6 +127,7 @@ class ExpertScope(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
+    version: str = Field(default="1", min_length=1, max_length=40, description="The scope document's version.")
     display_name: str = Field(min_length=1)
     kind: Literal["task", "domain", "general"]
     summary: str = Field(min_length=1)
@@ -156,12 +161,37 @@ class ExpertScope(BaseModel):
 
 
 @dataclass(frozen=True)
+class ExpertOrigin:
+    """Where an expert came from: shipped with the project, added by the user, or installed with a package."""
+
+    kind: Literal["shipped", "user", "package"]
+    path: Path
+    """The scope document (shipped) or the expert's directory."""
+    package: str | None = None
+    """For a package's expert: ``name version`` of the distribution that declares it."""
+
+    def label(self) -> str:
+        """``shipped``, ``user``, ``package acme-experts 1.2``: for listings and the ledger."""
+        return f"package {self.package}" if self.kind == "package" and self.package else self.kind
+
+
+@dataclass(frozen=True)
 class Catalog:
-    """The loaded, validated experts, in index order."""
+    """The loaded, validated experts, in index order (the shipped ones first, then the user's and packages')."""
 
     directory: Path
     experts: dict[str, ExpertScope]
     default_expert: str
+    origins: dict[str, ExpertOrigin] = field(default_factory=dict)
+    """Every expert's origin (an expert missing here is shipped)."""
+    extra_examples: tuple[tuple[str, str], ...] = ()
+    """Routing examples (expert, text) that added experts bring in their ``examples.txt``."""
+    exams: dict[str, Path] = field(default_factory=dict)
+    """Each expert's exam file, where it has one."""
+    benched: dict[str, str] = field(default_factory=dict)
+    """Experts kept out of routing, with why (their last exam failed); their slots go to the generalist."""
+    left_out: frozenset[str] = frozenset()
+    """In the router's catalog (:meth:`routable`): the benched experts it leaves out."""
 
     def __iter__(self) -> Iterator[ExpertScope]:
         return iter(self.experts.values())
@@ -188,9 +218,24 @@ class Catalog:
             raise ConfigError(str(self.directory), f"unknown expert id {expert_id!r}; known: {', '.join(self.experts)}")
         return scope
 
+    def origin(self, expert_id: str) -> ExpertOrigin:
+        """Where ``expert_id`` came from."""
+        return self.origins.get(expert_id) or ExpertOrigin("shipped", self.directory / f"{expert_id}.yaml")
+
+    def routable(self) -> Catalog:
+        """The catalog the router sees: without the benched experts (the generalist is never benched)."""
+        if not self.benched:
+            return self
+        keep = {i: s for i, s in self.experts.items() if i not in self.benched or i == GENERAL_EXPERT}
+        examples = tuple(row for row in self.extra_examples if row[0] in keep)
+        left_out = frozenset(self.experts) - frozenset(keep)
+        return replace(self, experts=keep, extra_examples=examples, benched={}, left_out=left_out)
+
     def routing_hash(self) -> str:
-        """SHA-256 over everything routing embeds (ids, kinds, capability and exclusion lines)."""
-        payload = [[s.id, s.kind, s.capabilities, s.exclusions] for s in self.experts.values()]
+        """SHA-256 over everything routing embeds (ids, kinds, capability and exclusion lines, added examples)."""
+        payload: list[Any] = [[s.id, s.kind, s.capabilities, s.exclusions] for s in self.experts.values()]
+        if self.extra_examples:
+            payload.append([list(row) for row in self.extra_examples])
         return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
@@ -205,8 +250,10 @@ def _fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
         return ()
 
 
-def load_catalog(directory: Path | str | None = None) -> Catalog:
-    """Load and validate the catalog (cached per directory until a file changes).
+def load_shipped(directory: Path | str | None = None) -> Catalog:
+    """Load and validate the scope directory's catalog alone (cached per directory until a file changes).
+
+    :func:`experts.catalog.sources.load_catalog` adds the user's and packages' experts to it.
 
     Args:
         directory: The scope directory; default ``$COE_EXPERT_SCOPES`` or ``config/expert_scopes``.
@@ -224,7 +271,8 @@ def load_catalog(directory: Path | str | None = None) -> Catalog:
     return catalog
 
 
-def _read_yaml(path: Path, errors: list[str]) -> Any:
+def read_yaml(path: Path, errors: list[str]) -> Any:
+    """A YAML file's data, or None with the problem (file, line) appended to ``errors``."""
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -241,7 +289,7 @@ def _load(directory: Path) -> Catalog:
         raise ConfigError(str(directory), f"the expert scope directory does not exist (set {CATALOG_ENV} or create it)")
     index_path = directory / "index.yaml"
     errors: list[str] = []
-    index = _read_yaml(index_path, errors) if index_path.is_file() else None
+    index = read_yaml(index_path, errors) if index_path.is_file() else None
     if not index_path.is_file():
         errors.append(f"{index_path}: missing; it lists the experts (version, default_expert, experts: [id, file])")
     entries: list[tuple[str, str]] = []
@@ -275,10 +323,10 @@ def _load(directory: Path) -> Catalog:
         if not path.is_file():
             errors.append(f"{index_path}: expert {expert_id!r}: file {file_name} does not exist in {directory}")
             continue
-        data = _read_yaml(path, errors)
+        data = read_yaml(path, errors)
         if data is None:
             continue
-        scope = _validate_scope(path, data, errors)
+        scope = scope_errors(path, data, errors)
         if scope is None:
             continue
         if scope.id != expert_id:
@@ -297,7 +345,16 @@ def _load(directory: Path) -> Catalog:
     return Catalog(directory=directory.resolve(), experts=experts, default_expert=default_expert)
 
 
-def _validate_scope(path: Path, data: Any, errors: list[str]) -> ExpertScope | None:
+def scope_errors(path: Path, data: Any, errors: list[str], *, stem: str | None = None) -> ExpertScope | None:
+    """Validate a scope document's data; each problem is appended to ``errors`` with the file and the field.
+
+    Args:
+        path: The document's file, named in every problem.
+        data: Its parsed YAML.
+        errors: Where problems are appended.
+        stem: What the id must equal (default: the file name's stem; an expert directory's scope.yaml: the
+            directory's name).
+    """
     if not isinstance(data, dict):
         errors.append(f"{path}: must be a mapping of scope fields")
         return None
@@ -305,14 +362,16 @@ def _validate_scope(path: Path, data: Any, errors: list[str]) -> ExpertScope | N
         scope = ExpertScope.model_validate(data)
     except ValidationError as exc:
         for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "(document)"
-            errors.append(f"{path}: {field}: {err['msg']}")
+            where = ".".join(str(p) for p in err["loc"]) or "(document)"
+            errors.append(f"{path}: {where}: {err['msg']}")
         return None
     before = len(errors)
     if not ID_RE.match(scope.id):
         errors.append(f"{path}: id: {scope.id!r} must be snake_case (lowercase letters, digits, underscores)")
-    if path.stem != scope.id:
-        errors.append(f"{path}: id: {scope.id!r} must equal the file name stem {path.stem!r}")
+    stem = path.stem if stem is None else stem
+    if stem != scope.id:
+        named = "file name stem" if stem == path.stem else "directory name"
+        errors.append(f"{path}: id: {scope.id!r} must equal the {named} {stem!r}")
     if len(scope.capabilities) < MIN_CAPABILITY_LINES:
         errors.append(
             f"{path}: capability_scope: has {len(scope.capabilities)} lines; write at least "

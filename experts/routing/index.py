@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from state.paths import expert_index_dir, expert_index_fallback_dir
 __all__ = [
     "EXAMPLES_FILE",
     "ExpertIndex",
+    "ExpertVectorCache",
     "LineIndex",
     "cache_dir",
     "load_examples",
@@ -67,8 +69,9 @@ def load_examples(catalog: Catalog, name: str = EXAMPLES_FILE) -> list[tuple[str
         ConfigError: naming the file and line of a malformed row or an unknown expert.
     """
     path = catalog.directory / name
+    added = [row for row in catalog.extra_examples if row[0] in catalog] if name == EXAMPLES_FILE else []
     if not path.is_file():
-        return []
+        return added
     rows, errors = [], []
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not raw.strip() or raw.lstrip().startswith("#"):
@@ -76,13 +79,15 @@ def load_examples(catalog: Catalog, name: str = EXAMPLES_FILE) -> list[tuple[str
         expert, sep, text = raw.partition("\t")
         if not sep or not text.strip():
             errors.append(f"line {number}: expected expert<TAB>text")
+        elif expert.strip() in catalog.left_out:
+            continue  # benched: out of routing, its examples with it
         elif expert.strip() not in catalog.ids:
             errors.append(f"line {number}: unknown expert {expert.strip()!r}")
         else:
             rows.append((expert.strip(), " ".join(text.split())))
     if errors:
         raise ConfigError(str(path), "invalid routing examples:\n" + "\n".join(f"  - {e}" for e in errors))
-    return rows
+    return rows + added
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,8 @@ class ExpertIndex:
     """The learned term; None when the catalog has no routing examples."""
     examples: int = 0
     """How many routing examples the probe was trained on (besides the capability lines)."""
+    embedded_experts: int = 0
+    """Experts whose lines this build embedded (the others' vectors came from the per-expert cache)."""
 
     def aggregate(self, lines: LineIndex, queries: Vectors, top_k: int) -> Vectors:
         """Per (query, expert): the mean of the ``top_k`` best line similarities.
@@ -194,30 +201,114 @@ def probe_training_rows(catalog: Catalog) -> tuple[list[str], list[int]]:
     return texts, labels
 
 
-def build_index(catalog: Catalog, embedder: Embedder, probe: LexicalProbe | None = None) -> ExpertIndex:
-    """Embed every scope line of the catalog and train the learned term (no disk access).
+class ExpertVectorCache:
+    """Each expert's embedded scope lines, cached on disk by their content.
+
+    Adding, editing or removing one expert embeds that expert's lines alone; the others' vectors are read back.
+
+    One file per expert and embedder: ``experts/<sha256 of model, dimension, lines>.npy`` holding the capability
+    rows, then the exclusion rows. Entries no expert uses any more are left; they are small (a few hundred KB).
+    """
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self.embedded = 0
+        """Experts embedded by this cache's last :meth:`vectors` call (the others were read back)."""
+
+    @staticmethod
+    def key(embedder: Embedder, capabilities: list[str], exclusions: list[str]) -> str:
+        """The cache key of one expert's lines under one embedder."""
+        payload = json.dumps([FORMAT_VERSION, embedder.model_id, embedder.dim, capabilities, exclusions])
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def vectors(self, catalog: Catalog, embedder: Embedder) -> list[Vectors]:
+        """Per expert, in catalog order: its capability rows then its exclusion rows, unit vectors."""
+        out: list[Vectors | None] = []
+        missing: list[int] = []
+        keys = []
+        for pos, scope in enumerate(catalog):
+            key = self.key(embedder, scope.capabilities, scope.exclusions)
+            keys.append(key)
+            cached = self._read(key, len(scope.capabilities) + len(scope.exclusions), embedder.dim)
+            out.append(cached)
+            if cached is None:
+                missing.append(pos)
+        self.embedded = len(missing)
+        if missing:
+            scopes = list(catalog)
+            texts = [line for pos in missing for line in scopes[pos].capabilities + scopes[pos].exclusions]
+            embedded = check_vectors(embedder.encode(texts), embedder.dim, "expert scope vectors")
+            start = 0
+            for pos in missing:
+                count = len(scopes[pos].capabilities) + len(scopes[pos].exclusions)
+                out[pos] = embedded[start : start + count]
+                start += count
+                self._write(keys[pos], embedded[start - count : start])
+        return [v for v in out if v is not None]
+
+    def _path(self, key: str) -> Path | None:
+        return None if self.directory is None else self.directory / f"{key}.npy"
+
+    def _read(self, key: str, rows: int, dim: int) -> Vectors | None:
+        path = self._path(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            vectors = check_vectors(np.load(path, allow_pickle=False), dim, str(path))
+        except (OSError, ValueError, VectorInvariantError) as exc:
+            logger.info("expert vectors %s cannot be read (%s); embedding again", path, exc)
+            return None
+        return vectors if vectors.shape[0] == rows else None
+
+    def _write(self, key: str, vectors: Vectors) -> None:
+        path = self._path(key)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+            def save(tmp: Path) -> None:
+                with tmp.open("wb") as handle:
+                    np.save(handle, vectors, allow_pickle=False)
+
+            atomic_write(path, save)
+        except OSError as exc:
+            logger.warning("cannot cache expert vectors in %s: %s", path.parent, exc.strerror or exc)
+
+
+def build_index(
+    catalog: Catalog,
+    embedder: Embedder,
+    probe: LexicalProbe | None = None,
+    vector_cache: ExpertVectorCache | None = None,
+) -> ExpertIndex:
+    """Embed every scope line of the catalog and train the learned term.
 
     Args:
         catalog: The expert catalog whose scope lines are embedded and whose routing examples train the probe.
         embedder: The model that embeds the lines.
         probe: The learned term, when the caller has it already: it reads words, not vectors, so another
             embedder's index of the same catalog and examples can share it instead of training it again.
+        vector_cache: Where each expert's vectors are kept, so that only experts whose lines changed are
+            embedded (default: none, every line is embedded; no disk access).
     """
     t0 = time.perf_counter()
     ids = catalog.ids
+    cache = vector_cache if vector_cache is not None else ExpertVectorCache(None)
+    per_expert = cache.vectors(catalog, embedder)
     cap_owners, cap_texts, exc_owners, exc_texts = [], [], [], []
-    for pos, scope in enumerate(catalog):
-        for line in scope.capabilities:
-            cap_owners.append(pos)
-            cap_texts.append(line)
-        for line in scope.exclusions:
-            exc_owners.append(pos)
-            exc_texts.append(line)
+    cap_rows, exc_rows = [], []
+    for pos, (scope, rows) in enumerate(zip(catalog, per_expert, strict=True)):
+        n_cap = len(scope.capabilities)
+        cap_owners += [pos] * n_cap
+        cap_texts += scope.capabilities
+        exc_owners += [pos] * len(scope.exclusions)
+        exc_texts += scope.exclusions
+        cap_rows.append(rows[:n_cap])
+        exc_rows.append(rows[n_cap:])
+    cap_vecs = check_vectors(np.concatenate(cap_rows), embedder.dim, "expert capability vectors")
+    exc_vecs = check_vectors(np.concatenate(exc_rows), embedder.dim, "expert exclusion vectors")
     examples = load_examples(catalog)
-    n_lines = len(cap_texts) + len(exc_texts)
-    vectors = embedder.encode(cap_texts + exc_texts)
-    cap_vecs = check_vectors(vectors[: len(cap_texts)], embedder.dim, "expert capability vectors")
-    exc_vecs = check_vectors(vectors[len(cap_texts) : n_lines], embedder.dim, "expert exclusion vectors")
     if examples and probe is None:
         texts, labels = probe_training_rows(catalog)
         probe = train_probe(texts, np.asarray(labels, dtype=np.int64), len(ids))
@@ -233,6 +324,7 @@ def build_index(catalog: Catalog, embedder: Embedder, probe: LexicalProbe | None
         seconds=time.perf_counter() - t0,
         probe=probe if examples else None,
         examples=len(examples),
+        embedded_experts=cache.embedded,
     )
 
 
@@ -270,7 +362,7 @@ def load_or_build_index(
             if probe is not None and loaded.probe is not None:
                 loaded = _with(loaded, probe=probe)  # the same examples trained both (the content hash covers them)
             return _with(loaded, directory=path, built=False, seconds=time.perf_counter() - t0)
-    index = build_index(catalog, embedder, probe)
+    index = build_index(catalog, embedder, probe, ExpertVectorCache(_writable(candidates, "experts")))
     for path in candidates:
         try:
             _write(path, index)
@@ -279,6 +371,19 @@ def load_or_build_index(
             continue
         return _with(index, directory=path, built=True, seconds=time.perf_counter() - t0)
     return _with(index, directory=None, built=True, seconds=time.perf_counter() - t0)
+
+
+def _writable(candidates: list[Path], name: str) -> Path | None:
+    """The first candidate directory's ``name`` subdirectory that can be written, or None."""
+    for path in candidates:
+        target = path / name
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(target, os.W_OK):
+            return target
+    return None
 
 
 def _with(index: ExpertIndex, **changes: Any) -> ExpertIndex:

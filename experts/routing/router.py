@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from experts.catalog.scopes import GENERAL_EXPERT, Catalog, load_catalog
+from experts.catalog.scopes import GENERAL_EXPERT, Catalog
+from experts.catalog.sources import load_catalog
 from experts.embedding.encoder import BertSentenceEncoder, Embedder
 from experts.embedding.factory import get_embedder
 from experts.embedding.static import StaticEmbedder
@@ -252,6 +253,11 @@ class ExpertRouter:
         self.fast = fast
         self._kinds = {s.id: s.kind for s in catalog}
 
+    @property
+    def version(self) -> str:
+        """The router's version: the start of its index's content hash (scope lines, examples, embedding model)."""
+        return self.index.content_hash[:12]
+
     def with_params(self, params: RouterParams) -> ExpertRouter:
         """The same index, embedder and first stage with other scoring parameters."""
         return ExpertRouter(self.catalog, self.embedder, self.index, params, self.fast)
@@ -417,10 +423,12 @@ _routers_lock = threading.Lock()
 def get_router(params: RouterParams | None = None, catalog: Catalog | None = None) -> ExpertRouter:
     """The process-wide router for the current catalog (index loaded or built on first use).
 
+    Benched experts (a failed exam) are left out of routing (:meth:`Catalog.routable`).
+
     Raises:
         ConfigError: for an invalid catalog, a missing embedding model or an unusable index.
     """
-    catalog = catalog if catalog is not None else load_catalog()
+    catalog = (catalog if catalog is not None else load_catalog()).routable()
     embedder = get_embedder()
     key = (str(catalog.directory), catalog.routing_hash(), embedder.model_id)
     with _routers_lock:

@@ -34,6 +34,16 @@ def _assist(r: Result) -> None:
     assert latency["queries"] == 5 and latency["chunks"] > 0 and latency["lookup_ms_p50"] > 0
 
 
+def _catalog(r: Result) -> None:
+    sizes = [s["experts"] for s in r["stages"]]
+    assert r["quick"] is True and sizes == [12, 14, 15] and [a["to"] for a in r["adds"]] == [13, 14, 15]
+    assert all(a["embedded_experts"] == 1 for a in r["adds"])  # each addition embeds the new expert alone
+    assert len({s["router"] for s in r["stages"]}) == 3  # each catalog has its own router version
+    first = r["stages"][0]["sets"]
+    assert first["routing_heldout3"]["texts"] == 6 and first["routing_heldout3"]["accuracy"] is not None
+    assert all(s["route_ms"]["p50"] > 0 for s in r["stages"])
+
+
 def _episodes(r: Result) -> None:
     assert r["items"] == len(r["rows"]) > 0
     assert r["at_line"] == r["sweep"][str(r["line"])]
@@ -151,6 +161,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_ingest": ("ingest", _ingest),
     "bench_memory": ("memory", _memory),
     "bench_multipart": ("multipart", _multipart),
+    "bench_catalog": ("catalog", _catalog),
     "bench_feedback": ("feedback", _feedback),
     "bench_injection": ("injection", _injection),
     "bench_overhead": ("overhead", _overhead),

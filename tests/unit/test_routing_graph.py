@@ -98,9 +98,9 @@ def test_hipaa_task_slots_reach_the_right_experts_with_their_personas_and_models
         assert decision.runner_up is not None and decision.runner_up != decision.expert
         entries = [e for e in state.ledger if e.action == "route" and e.slot_id == sid]
         assert len(entries) == 1 and entries[0].agent == "router"
-        assert (
-            entries[0].outputs_summary.startswith(f"{decision.expert} ") and "runner-up" in entries[0].outputs_summary
-        )
+        served = f"expert {decision.expert} v1 (shipped); {decision.expert} "  # which version served, then why
+        assert entries[0].outputs_summary.startswith(served) and "runner-up" in entries[0].outputs_summary
+        assert entries[0].inputs_summary.startswith(f"{len(catalog.ids)} experts scored by router ")
         assert ("decided by the static first stage" in entries[0].outputs_summary) == (decision.stage == "static")
     assert [s.expert for s in state.summary.slots] == [WANT[s.id] for s in state.summary.slots]  # type: ignore[union-attr]
 
