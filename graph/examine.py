@@ -22,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from engine.exam_checks import exam_failures
 from experts.catalog import load_catalog
 from experts.catalog.exams import EXAM_SOURCE, Exam, ExamRecord, TaskResult, load_exam, write_record
+from graph.persistence import serializer
 from state.context import RunContext, resolve_settings
 from state.errors import ConfigError
 from state.io import RunInput, RunOptions
@@ -58,7 +59,7 @@ def examine(
         raise ConfigError(str(where), f"expert {expert_id!r} has no exam; write exam.yaml (see docs/experts.md)")
     exam = load_exam(path, expert_id)
     settings = resolve_settings(context)
-    graph = build_graph(InMemorySaver())
+    graph = build_graph(InMemorySaver(serde=serializer()))
     results: list[TaskResult] = []
     models: set[str] = set()
     started = time.perf_counter()

@@ -35,7 +35,7 @@ import numpy.typing as npt
 from experts.catalog.scopes import Catalog
 from experts.embedding.encoder import Embedder
 from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
-from experts.routing.lexical import PROBE_RIDGE, LexicalProbe, train_probe
+from experts.routing.lexical import PROBE_KIND, LexicalProbe, train_probe
 from state.errors import ConfigError
 from state.files import atomic_write
 from state.paths import expert_index_dir, expert_index_fallback_dir
@@ -166,7 +166,7 @@ def content_hash(catalog: Catalog, embedder: Embedder, examples: list[tuple[str,
     """The cache key: catalog routing content + routing examples + embedding model + cache format."""
     rows = examples if examples is not None else load_examples(catalog)
     examples_hash = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
-    probe = f"lexical-ridge:{PROBE_RIDGE}"
+    probe = PROBE_KIND
     payload = (
         f"{FORMAT_VERSION}\n{embedder.model_id}\n{embedder.dim}\n{catalog.routing_hash()}\n{examples_hash}\n{probe}"
     )

@@ -44,6 +44,13 @@ def _catalog(r: Result) -> None:
     assert all(s["route_ms"]["p50"] > 0 for s in r["stages"])
 
 
+def _exams(r: Result) -> None:
+    [row] = r["rows"]
+    assert r["quick"] is True and row["expert"] == "python_coder" and len(row["tasks"]) == 6
+    assert row["backend"] == "fake" and row["score"] == sum(t["passed"] for t in row["tasks"]) / 6
+    assert all(t["status"].startswith("completed") for t in row["tasks"])
+
+
 def _episodes(r: Result) -> None:
     assert r["items"] == len(r["rows"]) > 0
     assert r["at_line"] == r["sweep"][str(r["line"])]
@@ -162,6 +169,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_memory": ("memory", _memory),
     "bench_multipart": ("multipart", _multipart),
     "bench_catalog": ("catalog", _catalog),
+    "bench_exams": ("exams", _exams),
     "bench_feedback": ("feedback", _feedback),
     "bench_injection": ("injection", _injection),
     "bench_overhead": ("overhead", _overhead),

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from experts.routing.lexical import BUCKETS, LexicalProbe, term_counts, train_probe
+from experts.routing.lexical import BUCKETS, PROBE_BALANCE, LexicalProbe, term_counts, train_probe
 
 EXPERTS = ["python_coder", "medical_clinical", "legal_drafting"]
 TRAINING = [
@@ -80,7 +80,7 @@ def test_inconsistent_arrays_are_refused() -> None:
         LexicalProbe(buckets=probe.buckets, idf=probe.idf, unseen_idf=probe.unseen_idf, weights=weights)
 
 
-def test_the_sparse_fit_is_the_dense_ridge_solution() -> None:
+def test_the_sparse_fit_is_the_dense_weighted_ridge_solution() -> None:
     probe = _probe()
     texts = [t for _, t in TRAINING]
     x = np.zeros((len(texts), probe.buckets.size))
@@ -89,6 +89,10 @@ def test_the_sparse_fit_is_the_dense_ridge_solution() -> None:
         cols = np.searchsorted(probe.buckets, list(counts))
         values = np.log1p(list(counts.values())) * probe.idf[cols]
         x[row, cols] = values / np.linalg.norm(values)
-    targets = np.eye(len(EXPERTS))[[EXPERTS.index(e) for e, _ in TRAINING]] - 1.0 / len(EXPERTS)
-    dense = x.T @ np.linalg.solve(x @ x.T + np.eye(len(texts)), targets)
+    labels = [EXPERTS.index(e) for e, _ in TRAINING]
+    targets = np.eye(len(EXPERTS))[labels] - 1.0 / len(EXPERTS)
+    # the weighted ridge in its primal form: argmin sum_i w_i |x_i B - y_i|^2 + |B|^2, w_i = n_expert ** -balance
+    weight = np.bincount(labels)[labels] ** -PROBE_BALANCE
+    weight *= len(texts) / weight.sum()
+    dense = np.linalg.solve(x.T @ (weight[:, None] * x) + np.eye(x.shape[1]), x.T @ (weight[:, None] * targets))
     assert np.allclose(probe.weights, dense, atol=1e-5)
