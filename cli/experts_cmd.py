@@ -89,10 +89,9 @@ def _binding(scope: Any) -> str:
 def _exam_line(catalog: Any, expert_id: str) -> str:
     from experts.catalog.exams import read_record
 
-    record = read_record(expert_id)
+    record = read_record(expert_id, catalog.get(expert_id).version)
     if record is not None:
-        stale = "" if record.version == catalog.get(expert_id).version else " (an earlier version)"
-        return record.line() + stale
+        return record.line()
     return "not examined" if expert_id in catalog.exams else "no exam"
 
 
@@ -178,14 +177,30 @@ def add(
         Path, typer.Argument(help="The expert's directory (scope.yaml, optional examples.txt, exam.yaml).")
     ],
     replace: Annotated[bool, typer.Option("--replace", help="Replace your expert of the same id.")] = False,
+    candidate: Annotated[
+        bool,
+        typer.Option("--candidate", help="Add it as a candidate version of the expert of its id (not routed)."),
+    ] = False,
     no_exam: Annotated[
         bool, typer.Option("--no-exam", help="Do not take its exam now (it routes until an exam fails).")
     ] = False,
 ) -> None:
     """Check an expert directory, add it to your catalog (COE_HOME/experts) and take its exam."""
     from experts.catalog import add_expert, load_catalog
+    from experts.catalog.versions import add_candidate
 
     with user_errors():
+        if candidate:
+            found = add_candidate(path)
+            sid, version = found.scope.id, found.scope.version
+            print(f"added {sid} v{version} as a candidate ({found.directory}); not routed")
+            if found.exam is None and sid not in load_catalog().exams:
+                print("it has no exam: write exam.yaml to compare it with the current version")
+            elif no_exam:
+                print(f"exam not taken; take it with: coe experts examine {sid} --version {version}")
+            else:
+                _examine(sid, version=version)
+            return
         added = add_expert(path, replace_existing=replace)
         scope = added.scope
         print(f"added {scope.id} v{scope.version} ({scope.kind}) to {added.directory}")
@@ -215,18 +230,21 @@ def remove(expert_id: Annotated[str, typer.Argument(metavar="ID", help="An exper
 @experts_app.command("examine")
 def examine_cmd(
     expert_id: Annotated[str, typer.Argument(metavar="ID", help="An expert with an exam.")],
+    version: Annotated[
+        str | None, typer.Option("--version", help="Examine this candidate version instead of the current one.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Take an expert's exam on the installed models and keep the score; below its bar it leaves routing."""
     with user_errors():
-        record = _examine(expert_id, quiet=as_json)
+        record = _examine(expert_id, version=version, quiet=as_json)
     if as_json:
         print(record.model_dump_json(indent=2))
     if not record.passed:
         raise typer.Exit(1)
 
 
-def _examine(expert_id: str, *, quiet: bool = False) -> Any:
+def _examine(expert_id: str, *, version: str | None = None, quiet: bool = False) -> Any:
     from graph.examine import examine
 
     def show(result: Any) -> None:
@@ -235,13 +253,80 @@ def _examine(expert_id: str, *, quiet: bool = False) -> Any:
             print(f"  {mark} {result.id} ({result.seconds:.1f} s)" + "".join(f"\n       {f}" for f in result.failed))
 
     if not quiet:
-        print(f"examining {expert_id} ...")
-    record = examine(expert_id, progress=show)
+        print(f"examining {expert_id}{f' v{version} (candidate)' if version else ''} ...")
+    record = examine(expert_id, version=version, progress=show)
     if not quiet:
         print(f"{expert_id}: {record.line()}; {record.seconds:.0f} s")
-        if not record.passed:
+        if not record.passed and version is None:
             print(f"{expert_id} is out of routing until it passes: its slots go to the generalist")
     return record
+
+
+@experts_app.command("versions")
+def versions_cmd(
+    expert_id: Annotated[str, typer.Argument(metavar="ID", help="An expert id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show an expert's current version, its candidates and earlier versions with their exams, and its history."""
+    from experts.catalog import load_catalog
+    from experts.catalog.exams import read_record
+    from experts.catalog.versions import candidates, history, previous
+
+    with user_errors():
+        catalog = load_catalog()
+        scope = catalog.get(expert_id)
+
+    def exam(version: str) -> str:
+        record = read_record(expert_id, version)
+        return record.line() if record is not None else "not examined"
+
+    rows = [{"version": scope.version, "state": "current", "origin": catalog.origin(expert_id).label()}]
+    rows += [{"version": v, "state": "candidate", "origin": str(p)} for v, p in candidates(expert_id).items()]
+    rows += [{"version": v, "state": "previous", "origin": str(p)} for v, p in previous(expert_id).items()]
+    for row in rows:
+        row["exam"] = exam(row["version"])
+    steps = history(expert_id)
+    if as_json:
+        print(json.dumps({"expert": expert_id, "versions": rows, "history": steps}, indent=2))
+        return
+    for row in rows:
+        print(f"v{row['version']:8} {row['state']:9} {row['exam']}  ({row['origin']})")
+    for step in steps:
+        evidence = step.get("evidence") or {}
+        why = (
+            f"; evidence: v{step['to']} {evidence.get('to')}, v{step['from']} {evidence.get('from')}"
+            if evidence
+            else ""
+        )
+        forced = " (forced)" if step.get("forced") else ""
+        print(f"{step['at']} {step['action']} v{step['from']} -> v{step['to']}{forced}{why}")
+
+
+@experts_app.command("promote")
+def promote_cmd(
+    expert_id: Annotated[str, typer.Argument(metavar="ID", help="An expert id.")],
+    version: Annotated[str, typer.Argument(metavar="VERSION", help="A candidate version.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Promote without a passing exam at least as good as the current one.")
+    ] = False,
+) -> None:
+    """Make a candidate version current, on the evidence of its exam against the current version's."""
+    from experts.catalog.versions import promote
+
+    with user_errors():
+        step = promote(expert_id, version, force=force)
+    print(f"{expert_id}: v{step['from']} -> v{step['to']}{' (forced)' if step['forced'] else ''}")
+    print(f"evidence: v{step['to']} {step['evidence']['to']}; v{step['from']} {step['evidence']['from']}")
+
+
+@experts_app.command("rollback")
+def rollback_cmd(expert_id: Annotated[str, typer.Argument(metavar="ID", help="An expert id.")]) -> None:
+    """Undo an expert's last promotion: the version it replaced is current again."""
+    from experts.catalog.versions import rollback
+
+    with user_errors():
+        step = rollback(expert_id)
+    print(f"{expert_id}: v{step['from']} -> v{step['to']} (rolled back; v{step['from']} is a candidate again)")
 
 
 def _router_after_change(catalog: Any) -> str:

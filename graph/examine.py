@@ -4,7 +4,7 @@ Each task runs as ``coe run`` runs a task with a one-slot framework naming the e
 model binding, output contract and its slot checks all apply, as in a real run), on a throw-away in-memory
 thread. The delivered document is then scored against the task's checks (:func:`engine.exam_checks
 .exam_failures`). The record (score, bar, time, the model the expert ran on, its version) is kept in
-``$COE_HOME/experts/exams/<id>.json``; an expert whose last exam of its current version scored under its bar
+``$COE_HOME/experts/exams/<id>@<version>.json``; an expert whose last exam of its current version scored under its bar
 is kept out of routing until it passes (:func:`experts.catalog.sources.load_catalog`).
 
 The framework's source is ``exam:<id>``, which lets a benched expert take its own exam's slot.
@@ -22,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from engine.exam_checks import exam_failures
 from experts.catalog import load_catalog
 from experts.catalog.exams import EXAM_SOURCE, Exam, ExamRecord, TaskResult, load_exam, write_record
+from experts.catalog.versions import serving
 from graph.persistence import serializer
 from state.context import RunContext, resolve_settings
 from state.errors import ConfigError
@@ -35,6 +36,7 @@ def examine(
     expert_id: str,
     context: RunContext | dict[str, Any] | None = None,
     *,
+    version: str | None = None,
     progress: Callable[[TaskResult], None] | None = None,
     record: bool = True,
 ) -> ExamRecord:
@@ -43,12 +45,25 @@ def examine(
     Args:
         expert_id: The expert examined.
         context: Run settings (backend, model, ...), as a run's context.
+        version: A candidate version to examine instead of the current one (it serves the exam's slots).
         progress: Called with each task's result as it finishes.
         record: Keep the record (and so bench or restore the expert); off for a dry look.
 
     Raises:
-        ConfigError: the expert is unknown, has no exam, or its exam is invalid.
+        ConfigError: the expert is unknown, has no exam, or its exam is invalid; no such candidate version.
     """
+    if version is not None:
+        with serving(expert_id, version):
+            return _examine(expert_id, context, progress, record)
+    return _examine(expert_id, context, progress, record)
+
+
+def _examine(
+    expert_id: str,
+    context: RunContext | dict[str, Any] | None,
+    progress: Callable[[TaskResult], None] | None,
+    record: bool,
+) -> ExamRecord:
     from graph.builder import build_graph  # the compiled graph imports every node: only an exam needs it
 
     catalog = load_catalog()

@@ -3,8 +3,8 @@
 An exam is 5-10 small tasks of the expert's own scope, each with automatic checks (the kinds a slot's checks use:
 code that runs, SQL that parses, a number a computation gives, required items present). An added expert carries
 it as ``exam.yaml`` in its directory; a shipped expert's is ``exams/<id>.yaml`` beside the scope documents.
-:mod:`graph.examine` runs it; the result is kept per expert in ``$COE_HOME/experts/exams/<id>.json``, and an
-expert whose last exam (of its current version and model) scored under its bar is kept out of routing.
+:mod:`graph.examine` runs it; the result is kept per expert in ``$COE_HOME/experts/exams/<id>@<version>.json``, and an
+expert whose current version's last exam scored under its bar is kept out of routing.
 
 Only the format and the records live here; scoring an answer needs the sandbox (:mod:`engine.exam_checks`).
 """
@@ -163,21 +163,21 @@ class ExamRecord(BaseModel):
         )
 
 
-def _record_path(expert_id: str) -> Path:
-    return user_experts_dir() / "exams" / f"{expert_id}.json"
+def _record_path(expert_id: str, version: str) -> Path:
+    return user_experts_dir() / "exams" / f"{expert_id}@{version}.json"
 
 
-def read_record(expert_id: str) -> ExamRecord | None:
-    """The expert's last exam record, or None (never examined, or the record cannot be read)."""
+def read_record(expert_id: str, version: str) -> ExamRecord | None:
+    """The last exam record of one version of an expert, or None (never examined, or unreadable)."""
     try:
-        return ExamRecord.model_validate(json.loads(_record_path(expert_id).read_text(encoding="utf-8")))
+        return ExamRecord.model_validate(json.loads(_record_path(expert_id, version).read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return None
 
 
 def write_record(record: ExamRecord) -> Path:
-    """Keep ``record`` as the expert's last exam; returns its path."""
-    path = _record_path(record.expert)
+    """Keep ``record`` as the last exam of its expert's version; returns its path."""
+    path = _record_path(record.expert, record.version)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda tmp: tmp.write_text(record.model_dump_json(indent=2), encoding="utf-8"))
     return path

@@ -127,7 +127,9 @@ class ExpertScope(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
-    version: str = Field(default="1", min_length=1, max_length=40, description="The scope document's version.")
+    version: str = Field(
+        default="1", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$", description="The scope document's version."
+    )
     display_name: str = Field(min_length=1)
     kind: Literal["task", "domain", "general"]
     summary: str = Field(min_length=1)
@@ -164,15 +166,18 @@ class ExpertScope(BaseModel):
 class ExpertOrigin:
     """Where an expert came from: shipped with the project, added by the user, or installed with a package."""
 
-    kind: Literal["shipped", "user", "package"]
+    kind: Literal["shipped", "user", "package", "candidate"]
     path: Path
     """The scope document (shipped) or the expert's directory."""
     package: str | None = None
     """For a package's expert: ``name version`` of the distribution that declares it."""
+    replaces: str | None = None
+    """What this version stands in for: ``shipped v1`` (a promoted version), ``v1`` (a candidate under exam)."""
 
     def label(self) -> str:
-        """``shipped``, ``user``, ``package acme-experts 1.2``: for listings and the ledger."""
-        return f"package {self.package}" if self.kind == "package" and self.package else self.kind
+        """``shipped``, ``user``, ``package acme-experts 1.2``, ``user, replaces shipped v1``: for the ledger."""
+        label = f"package {self.package}" if self.kind == "package" and self.package else self.kind
+        return f"{label}, replaces {self.replaces}" if self.replaces else label
 
 
 @dataclass(frozen=True)

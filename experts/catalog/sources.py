@@ -23,7 +23,8 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,9 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "AddedExpert",
     "add_expert",
+    "copy_expert",
     "load_catalog",
+    "overriding",
     "read_expert_dir",
     "remove_expert",
 ]
@@ -72,20 +75,25 @@ class AddedExpert:
         self.exam = exam
 
 
-def read_expert_dir(directory: Path) -> AddedExpert:
+def read_expert_dir(directory: Path, expert_id: str | None = None) -> AddedExpert:
     """Read an expert directory and check all of it (scope, examples, exam, model binding).
+
+    Args:
+        directory: The expert's directory.
+        expert_id: The id its scope must have (default: the directory's name; a kept version's directory is
+            named after its version).
 
     Raises:
         ConfigError: listing every problem, each with its file and field and what to write.
     """
     errors: list[str] = []
-    found = _read_dir(directory, errors)
+    found = _read_dir(directory, errors, expert_id)
     if found is None or errors:
         raise ConfigError(str(directory), "invalid expert:\n" + "\n".join(f"  - {e}" for e in errors))
     return found
 
 
-def _read_dir(directory: Path, errors: list[str]) -> AddedExpert | None:
+def _read_dir(directory: Path, errors: list[str], expert_id: str | None = None) -> AddedExpert | None:
     scope_path = directory / SCOPE_FILE
     if not directory.is_dir():
         errors.append(f"{directory}: not a directory; an expert is a directory holding {SCOPE_FILE}")
@@ -96,7 +104,7 @@ def _read_dir(directory: Path, errors: list[str]) -> AddedExpert | None:
     data = read_yaml(scope_path, errors)
     if data is None:
         return None
-    scope = scope_errors(scope_path, data, errors, stem=directory.name)
+    scope = scope_errors(scope_path, data, errors, stem=expert_id or directory.name)
     if scope is None:
         return None
     model = scope.model.model
@@ -195,6 +203,29 @@ def _extras_fingerprint() -> tuple[Any, ...]:
 
 
 _cache: dict[tuple[Any, ...], Catalog] = {}
+_overrides: dict[str, Path] = {}
+"""Experts whose candidate version serves this process's runs for a while (:func:`overriding`)."""
+
+
+@contextmanager
+def overriding(expert_id: str, directory: Path) -> Iterator[None]:
+    """Within the block, the expert directory ``directory`` serves ``expert_id`` in this process.
+
+    For examining a candidate version (:func:`experts.catalog.versions.serving`); a server never sets it.
+    """
+    _overrides[expert_id] = directory
+    try:
+        yield
+    finally:
+        _overrides.pop(expert_id, None)
+
+
+def _origin_data(directory: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((directory / ORIGIN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def load_catalog(directory: Path | str | None = None, *, extras: bool | None = None) -> Catalog:
@@ -211,7 +242,7 @@ def load_catalog(directory: Path | str | None = None, *, extras: bool | None = N
     shipped = load_shipped(directory)
     if not (directory is None if extras is None else extras):
         return shipped
-    key = (id(shipped), _extras_fingerprint())
+    key = (id(shipped), _extras_fingerprint(), tuple(sorted((i, str(p)) for i, p in _overrides.items())))
     cached = _cache.get(key)
     if cached is None:
         _cache.clear()  # one catalog per process is current; a changed file makes the old one stale
@@ -226,22 +257,35 @@ def _with_extras(shipped: Catalog) -> Catalog:
     exams = {i: p for i in experts if (p := shipped.directory / SHIPPED_EXAMS / f"{i}.yaml").is_file()}
     examples: list[tuple[str, str]] = []
     sources: list[tuple[Path, ExpertOrigin]] = [(d, ExpertOrigin("user", d)) for d in _user_dirs()]
+    sources.sort(key=lambda row: _origin_data(row[0]).get("replaces") != "shipped")  # replacements first
     sources += [(d, ExpertOrigin("package", d, package)) for d, package in _package_dirs(errors)]
     for directory, origin in sources:
         found = _read_dir(directory, errors)
         if found is None:
             continue
         expert_id = found.scope.id
-        if expert_id in experts:
+        replaces = origin.kind == "user" and _origin_data(directory).get("replaces") == "shipped"
+        if replaces and expert_id in experts and origins[expert_id].kind == "shipped":
+            origin = ExpertOrigin("user", directory, replaces=f"shipped v{experts[expert_id].version}")
+        elif expert_id in experts:
             errors.append(
                 f"{directory}: id: {expert_id!r} is already an expert ({origins[expert_id].label()}, "
                 f"{origins[expert_id].path}); give this one another id"
             )
             continue
         experts[expert_id], origins[expert_id] = found.scope, origin
+        examples = [row for row in examples if row[0] != expert_id]
         examples += [(expert_id, text) for text in found.examples]
         if found.exam is not None:
             exams[expert_id] = found.exam
+    for expert_id, directory in _overrides.items():
+        found = _read_dir(directory, errors, expert_id)
+        if found is not None and expert_id in experts:
+            experts[expert_id] = found.scope
+            origins[expert_id] = ExpertOrigin("candidate", directory, replaces=f"v{experts[expert_id].version}")
+            examples = [row for row in examples if row[0] != expert_id] + [(expert_id, t) for t in found.examples]
+            if found.exam is not None:
+                exams[expert_id] = found.exam
     if errors:
         raise ConfigError(str(user_experts_dir()), "invalid expert(s):\n" + "\n".join(f"  - {e}" for e in errors))
     benched = {i: why for i, s in experts.items() if (why := _benched(s)) is not None}
@@ -252,8 +296,8 @@ def _with_extras(shipped: Catalog) -> Catalog:
 
 def _benched(scope: ExpertScope) -> str | None:
     """Why the expert is kept out of routing: its last exam, of this version, scored under its bar."""
-    record = read_record(scope.id)
-    if record is None or record.passed or record.version != scope.version or scope.id == GENERAL_EXPERT:
+    record = read_record(scope.id, scope.version)
+    if record is None or record.passed or scope.id == GENERAL_EXPERT:
         return None
     return f"its exam failed: {record.line()}; run `coe experts examine {scope.id}` again after fixing it"
 
@@ -288,16 +332,27 @@ def add_expert(source: Path, *, replace_existing: bool = False) -> AddedExpert:
                 "use --replace to replace it, or give this one another id",
                 field="id",
             )
-    staging = user_experts_dir() / f".{expert_id}.adding"
+    if target.is_dir():  # the replaced version is kept for a rollback
+        aside = user_experts_dir() / ".previous" / expert_id / catalog.get(expert_id).version
+        shutil.rmtree(aside, ignore_errors=True)
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        target.rename(aside)
+    copy_expert(found, target)
+    return read_expert_dir(target)
+
+
+def copy_expert(found: AddedExpert, target: Path) -> None:
+    """Copy a checked expert directory to ``target`` (replacing it), with an ``origin.json`` saying where from."""
+    staging = target.parent / f".{target.name}.adding"
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(found.directory, staging, ignore=shutil.ignore_patterns(".*", "__pycache__"))
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(found.directory, staging, ignore=shutil.ignore_patterns(".*", "__pycache__", ORIGIN_FILE))
     origin_data = {"source": str(found.directory), "added_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     _write_json(staging / ORIGIN_FILE, origin_data)
     if found.scope.model.model is not None and found.scope.model.model != _raw_model(found.directory):
         _pin_model_path(staging / SCOPE_FILE, found.scope.model.model)
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
-    return read_expert_dir(target)
 
 
 def _raw_model(directory: Path) -> Any:

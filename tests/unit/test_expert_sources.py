@@ -271,7 +271,7 @@ def test_examine_runs_each_task_as_the_experts_slot_and_keeps_the_record(
     assert result.exit_code == 1, result.output
     assert "pass t0" in result.output and "FAIL t4" in result.output and "contains: missing 'fn'" in result.output
     assert "rust_developer is out of routing until it passes" in result.output
-    record = read_record("rust_developer")
+    record = read_record("rust_developer", "1.0")
     assert record is not None and (record.score, record.passed, record.version) == (0.4, False, "1.0")
     assert record.model == "base model (faux)"
     listing = runner.invoke(app, ["experts", "list"]).output

@@ -1,0 +1,191 @@
+"""Expert versions: a candidate beside the current version, examined, then promoted (with its evidence) or not.
+
+Layout in ``$COE_HOME/experts/``:
+
+* ``<id>/``: the current version of an expert the user added, or of a shipped expert a promoted candidate
+  replaces (its ``origin.json`` says ``replaces: shipped``; the shipped document stays in the package);
+* ``.candidates/<id>/<version>/``: candidate versions, never routed to; ``coe experts examine ID --version V``
+  examines one (:func:`serving` makes it serve this process's runs while it does);
+* ``.previous/<id>/<version>/``: versions a promotion or ``add --replace`` put aside, for ``rollback``;
+* ``.history/<id>.jsonl``: every promotion and rollback, with the exam records that justified it.
+
+A promotion needs the candidate's exam record at or above its bar and no lower than the current version's score
+(``force`` overrides both, and is recorded). Shadow runs of a candidate on real slots are not built.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from experts.catalog import sources
+from experts.catalog.exams import read_record
+from experts.catalog.sources import ORIGIN_FILE, AddedExpert, load_catalog, read_expert_dir
+from state.errors import ConfigError
+from state.paths import user_experts_dir
+
+__all__ = ["add_candidate", "candidates", "history", "previous", "promote", "rollback", "serving"]
+
+CANDIDATES = ".candidates"
+PREVIOUS = ".previous"
+HISTORY = ".history"
+
+
+def _versions(kind: str, expert_id: str) -> dict[str, Path]:
+    root = user_experts_dir() / kind / expert_id
+    try:
+        return {p.name: p for p in sorted(root.iterdir()) if (p / sources.SCOPE_FILE).is_file()}
+    except OSError:
+        return {}
+
+
+def candidates(expert_id: str) -> dict[str, Path]:
+    """The expert's candidate versions (version -> directory)."""
+    return _versions(CANDIDATES, expert_id)
+
+
+def previous(expert_id: str) -> dict[str, Path]:
+    """The versions put aside by promotions and replacements (version -> directory)."""
+    return _versions(PREVIOUS, expert_id)
+
+
+def history(expert_id: str) -> list[dict[str, Any]]:
+    """Every promotion and rollback of the expert, oldest first."""
+    path = user_experts_dir() / HISTORY / f"{expert_id}.jsonl"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _record(entry: dict[str, Any]) -> None:
+    path = user_experts_dir() / HISTORY / f"{entry['expert']}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(entry) + "\n")
+
+
+def add_candidate(source: Path) -> AddedExpert:
+    """Add an expert directory as a candidate version of the expert of its id.
+
+    Raises:
+        ConfigError: the directory is invalid, no expert has its id, or its version is the current one or a
+            candidate's already.
+    """
+    found = read_expert_dir(source.expanduser().resolve())
+    scope = found.scope
+    current = load_catalog().get(scope.id)  # an unknown id is named with the known ones
+    if scope.version == current.version or scope.version in candidates(scope.id):
+        where = "the current version" if scope.version == current.version else "a candidate already"
+        raise ConfigError(
+            str(source / sources.SCOPE_FILE), f"version {scope.version!r} is {where}; give a new version", "version"
+        )
+    target = user_experts_dir() / CANDIDATES / scope.id / scope.version
+    sources.copy_expert(found, target)
+    return read_expert_dir(target, scope.id)
+
+
+@contextmanager
+def serving(expert_id: str, version: str) -> Iterator[None]:
+    """Within the block, the candidate ``version`` serves ``expert_id`` in this process (its exam runs on it).
+
+    Raises:
+        ConfigError: no such candidate.
+    """
+    directory = candidates(expert_id).get(version)
+    if directory is None:
+        known = ", ".join(candidates(expert_id)) or "none"
+        raise ConfigError(
+            str(user_experts_dir() / CANDIDATES), f"{expert_id} has no candidate {version!r}; known: {known}"
+        )
+    with sources.overriding(expert_id, directory):
+        yield
+
+
+def promote(expert_id: str, version: str, *, force: bool = False) -> dict[str, Any]:
+    """Make candidate ``version`` the current version of ``expert_id``, with its exam as the evidence.
+
+    Raises:
+        ConfigError: no such candidate; a package's expert; the candidate is not examined, failed its exam, or
+            scored below the current version (unless ``force``).
+    """
+    catalog = load_catalog()
+    current = catalog.get(expert_id)
+    origin = catalog.origin(expert_id)
+    directory = candidates(expert_id).get(version)
+    if directory is None:
+        raise ConfigError(expert_id, f"no candidate version {version!r}; add one with coe experts add DIR --candidate")
+    if origin.kind == "package":
+        raise ConfigError(str(origin.path), f"{expert_id} comes from {origin.package}; install a new version of it")
+    new, old = read_record(expert_id, version), read_record(expert_id, current.version)
+    problem = None
+    if new is None:
+        problem = f"examine it first: coe experts examine {expert_id} --version {version}"
+    elif not new.passed:
+        problem = f"its exam failed: {new.line()}"
+    elif old is not None and new.score < old.score:
+        problem = f"it scored {new.score:.2f}, below the current v{current.version}'s {old.score:.2f}"
+    if problem is not None and not force:
+        raise ConfigError(expert_id, f"candidate v{version} is not promoted: {problem} (--force promotes it anyway)")
+    live = user_experts_dir() / expert_id
+    if origin.kind == "user":
+        _move(live, user_experts_dir() / PREVIOUS / expert_id / current.version)
+    _move(directory, live)
+    if origin.kind == "shipped":
+        _set_origin(live, replaces="shipped")
+    entry = {
+        "action": "promote",
+        "expert": expert_id,
+        "from": current.version,
+        "from_origin": origin.kind,
+        "to": version,
+        "at": _now(),
+        "forced": problem is not None,
+        "evidence": {"from": old.line() if old else None, "to": new.line() if new else None},
+    }
+    _record(entry)
+    return entry
+
+
+def rollback(expert_id: str) -> dict[str, Any]:
+    """Undo the expert's last promotion: the version it replaced is current again; the promoted one a candidate.
+
+    Raises:
+        ConfigError: nothing to roll back.
+    """
+    steps = history(expert_id)
+    last = next((e for e in reversed(steps) if e["action"] in ("promote", "rollback")), None)
+    if last is None or last["action"] != "promote":
+        raise ConfigError(expert_id, "no promotion to roll back")
+    live = user_experts_dir() / expert_id
+    _move(live, user_experts_dir() / CANDIDATES / expert_id / last["to"])
+    if last["from_origin"] == "user":
+        _move(user_experts_dir() / PREVIOUS / expert_id / last["from"], live)
+    entry = {"action": "rollback", "expert": expert_id, "from": last["to"], "to": last["from"], "at": _now()}
+    _record(entry)
+    return entry
+
+
+def _move(source: Path, target: Path) -> None:
+    if not source.is_dir():
+        raise ConfigError(str(source), "is missing; the user catalog was changed by hand")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    source.rename(target)
+
+
+def _set_origin(directory: Path, **changes: str) -> None:
+    path = directory / ORIGIN_FILE
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    data.update(changes)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
