@@ -270,7 +270,7 @@ def versions_cmd(
     """Show an expert's current version, its candidates and earlier versions with their exams, and its history."""
     from experts.catalog import load_catalog
     from experts.catalog.exams import read_record
-    from experts.catalog.versions import candidates, history, previous
+    from experts.catalog.versions import candidates, history, previous, shadow_tally, tally_line
 
     with user_errors():
         catalog = load_catalog()
@@ -281,7 +281,10 @@ def versions_cmd(
         return record.line() if record is not None else "not examined"
 
     rows = [{"version": scope.version, "state": "current", "origin": catalog.origin(expert_id).label()}]
-    rows += [{"version": v, "state": "candidate", "origin": str(p)} for v, p in candidates(expert_id).items()]
+    rows += [
+        {"version": v, "state": "candidate", "origin": str(p), "shadow": tally_line(shadow_tally(expert_id, v))}
+        for v, p in candidates(expert_id).items()
+    ]
     rows += [{"version": v, "state": "previous", "origin": str(p)} for v, p in previous(expert_id).items()]
     for row in rows:
         row["exam"] = exam(row["version"])
@@ -290,7 +293,8 @@ def versions_cmd(
         print(json.dumps({"expert": expert_id, "versions": rows, "history": steps}, indent=2))
         return
     for row in rows:
-        print(f"v{row['version']:8} {row['state']:9} {row['exam']}  ({row['origin']})")
+        shadow = f"; {row['shadow']}" if "shadow" in row else ""
+        print(f"v{row['version']:8} {row['state']:9} {row['exam']}{shadow}  ({row['origin']})")
     for step in steps:
         evidence = step.get("evidence") or {}
         why = (
@@ -316,7 +320,34 @@ def promote_cmd(
     with user_errors():
         step = promote(expert_id, version, force=force)
     print(f"{expert_id}: v{step['from']} -> v{step['to']}{' (forced)' if step['forced'] else ''}")
-    print(f"evidence: v{step['to']} {step['evidence']['to']}; v{step['from']} {step['evidence']['from']}")
+    evidence = step["evidence"]
+    print(f"evidence: v{step['to']} {evidence['to']}; v{step['from']} {evidence['from']}; {evidence['shadow']}")
+
+
+@experts_app.command("shadow")
+def shadow_cmd(
+    expert_id: Annotated[str, typer.Argument(metavar="ID", help="An expert id.")],
+    version: Annotated[str, typer.Argument(metavar="VERSION", help="A candidate version.")],
+    slots: Annotated[int, typer.Option("--slots", min=1, max=100, help="How many real slots to answer again.")] = 5,
+    checkpoint: Annotated[
+        str | None, typer.Option("--checkpoint", help="Where the runs are saved (default as coe run).")
+    ] = None,
+) -> None:
+    """Have a candidate version answer real slots its expert served, and score both answers by the slot's checks."""
+    from experts.catalog.versions import shadow_tally, tally_line
+    from graph.shadow import shadow
+
+    def show(r: Any) -> None:
+        judged = " (judge)" if r.judged else ""
+        print(
+            f"  {r.thread_id[:8]} {r.slot_id}: served v{r.served_version} {r.served_score:.1f}, candidate "
+            f"{r.candidate_score:.1f} -> {r.winner}{judged} ({r.seconds:.0f} s)"
+        )
+
+    with user_errors():
+        print(f"answering {expert_id}'s real slots again with v{version} ...")
+        shadow(expert_id, version, checkpoint=checkpoint, slots=slots, progress=show)
+    print(f"{expert_id} v{version}: {tally_line(shadow_tally(expert_id, version))}")
 
 
 @experts_app.command("rollback")

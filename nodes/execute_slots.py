@@ -27,6 +27,7 @@ from engine.slots.sandbox import SandboxLimits
 from engine.slots.streaming import Listeners, node_stream
 from experts.backends import ExpertBackend
 from experts.catalog import GENERAL_EXPERT, Catalog, escalation_binding, load_catalog, resolve_binding
+from experts.catalog.versions import pinned
 from experts.embedding import get_embedder
 from experts.pool import Admitted, BreakerPolicy, admit, get_backend, preload, trim_heap
 from experts.routing.lesson_check import Lesson
@@ -143,7 +144,7 @@ class _Shared:
             memory=_memory(state),
             facts=FactMemory(store, user, get_embedder) if store is not None else None,
             lessons=tuple(RoutingLessons(store, user).kept()) if store is not None else (),
-            catalog=load_catalog(),
+            catalog=_run_catalog(state),
             policy=BreakerPolicy(settings.breaker_failures, settings.breaker_window_s, settings.breaker_cooldown_s),
         )
 
@@ -152,6 +153,14 @@ class _Shared:
         if model not in self.backends:
             self.backends[model] = get_backend(settings, model)
         return self.backends[model]
+
+
+def _run_catalog(state: PlannedPassport) -> Catalog:
+    """The catalog with the expert versions the run was routed to (a catalog change reaches later runs only)."""
+    catalog, gone = pinned(load_catalog(), {d.expert: d.version for d in state.routing.values() if d.version})
+    for line in gone:
+        logger.warning("%s", line)
+    return catalog
 
 
 def _ready(spec: SlotSpec, rnd: _Round) -> bool:

@@ -97,8 +97,15 @@ def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[st
     for spec in state.framework.slots:
         model, binding = bindings[decisions[spec.id].expert]
         deliverable, language = deliverable_of(spec, decisions[spec.id].expert)
+        version = catalog.get(decisions[spec.id].expert).version
         ordered[spec.id] = decisions[spec.id].model_copy(
-            update={"model": model, "binding": binding, "deliverable": deliverable, "language": language}
+            update={
+                "model": model,
+                "binding": binding,
+                "deliverable": deliverable,
+                "language": language,
+                "version": version,
+            }
         )
     states = {
         sid: (state.slot_states.get(sid) or SlotState()).model_copy(update={"expert": d.expert})

@@ -115,6 +115,8 @@ class RoutingDecision(_Model):
     """What the slot delivers (its declared deliverable, else the one inferred from its expert and text)."""
     language: str | None = None
     """For code and data: the language."""
+    version: str | None = None
+    """The version of the expert that was routed the slot: the run keeps it even if the catalog changes meanwhile."""
 
 
 class LedgerEntry(_Model):

@@ -7,10 +7,13 @@ Layout in ``$COE_HOME/experts/``:
 * ``.candidates/<id>/<version>/``: candidate versions, never routed to; ``coe experts examine ID --version V``
   examines one (:func:`serving` makes it serve this process's runs while it does);
 * ``.previous/<id>/<version>/``: versions a promotion or ``add --replace`` put aside, for ``rollback``;
-* ``.history/<id>.jsonl``: every promotion and rollback, with the exam records that justified it.
+* ``.history/<id>.jsonl``: every promotion and rollback, with the exam records (and shadow tally) behind it;
+* ``.shadow/<id>@<version>.jsonl``: a candidate's shadow answers to real slots (:mod:`graph.shadow`).
 
-A promotion needs the candidate's exam record at or above its bar and no lower than the current version's score
-(``force`` overrides both, and is recorded). Shadow runs of a candidate on real slots are not built.
+A run keeps the versions it was routed to (:func:`pinned`), so a promotion, rollback or replacement while it runs
+changes only later runs. A promotion needs the candidate's exam record at or above its bar and no lower than the
+current version's score (``force`` overrides both, and is recorded); its shadow tally, when it has one, is
+recorded beside them.
 """
 
 from __future__ import annotations
@@ -20,20 +23,35 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from experts.catalog import sources
 from experts.catalog.exams import read_record
+from experts.catalog.scopes import Catalog, load_shipped
 from experts.catalog.sources import ORIGIN_FILE, AddedExpert, load_catalog, read_expert_dir
 from state.errors import ConfigError
 from state.paths import user_experts_dir
 
-__all__ = ["add_candidate", "candidates", "history", "previous", "promote", "rollback", "serving"]
+__all__ = [
+    "add_candidate",
+    "candidates",
+    "history",
+    "pinned",
+    "previous",
+    "promote",
+    "rollback",
+    "serving",
+    "shadow_path",
+    "shadow_tally",
+    "tally_line",
+]
 
 CANDIDATES = ".candidates"
 PREVIOUS = ".previous"
 HISTORY = ".history"
+SHADOW = ".shadow"
 
 
 def _versions(kind: str, expert_id: str) -> dict[str, Path]:
@@ -64,11 +82,62 @@ def history(expert_id: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
+def shadow_path(expert_id: str, version: str) -> Path:
+    """Where the shadow comparisons of a candidate version are kept (one JSON line each)."""
+    return user_experts_dir() / SHADOW / f"{expert_id}@{version}.jsonl"
+
+
+def shadow_tally(expert_id: str, version: str) -> dict[str, int]:
+    """How the candidate's shadow answers fared: slots answered, and wins of the candidate, the served answer, ties."""
+    try:
+        lines = shadow_path(expert_id, version).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    winners = [json.loads(line)["winner"] for line in lines if line.strip()]
+    return {"slots": len(winners), **{w: winners.count(w) for w in ("candidate", "served", "tie")}}
+
+
+def tally_line(tally: dict[str, int]) -> str:
+    """``shadow: 5 slots, candidate 3, served 1, tie 1`` (or ``no shadow runs``)."""
+    if not tally["slots"]:
+        return "no shadow runs"
+    return (
+        f"shadow: {tally['slots']} slots, candidate {tally['candidate']}, served {tally['served']}, tie {tally['tie']}"
+    )
+
+
 def _record(entry: dict[str, Any]) -> None:
     path = user_experts_dir() / HISTORY / f"{entry['expert']}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
+
+
+def pinned(catalog: Catalog, versions: dict[str, str]) -> tuple[Catalog, list[str]]:
+    """The catalog with each expert of ``versions`` at that version: a run keeps the versions it was routed to.
+
+    A version other than the current one is looked for among the versions put aside, the candidates and the
+    shipped documents. Returns the catalog and, for each version that is gone, a line saying which serves instead.
+    """
+    experts = dict(catalog.experts)
+    gone: list[str] = []
+    shipped: Catalog | None = None
+    for expert_id, version in versions.items():
+        current = experts.get(expert_id)
+        if current is None or current.version == version:
+            continue
+        kept = previous(expert_id).get(version) or candidates(expert_id).get(version)
+        if kept is not None:
+            experts[expert_id] = read_expert_dir(kept, expert_id).scope
+            continue
+        shipped = shipped or load_shipped()
+        if expert_id in shipped and shipped.get(expert_id).version == version:
+            experts[expert_id] = shipped.get(expert_id)
+            continue
+        gone.append(f"expert {expert_id} v{version} is no longer kept; v{current.version} serves the run's slots")
+    if experts == catalog.experts:
+        return catalog, gone
+    return replace(catalog, experts=experts), gone
 
 
 def add_candidate(source: Path) -> AddedExpert:
@@ -147,7 +216,11 @@ def promote(expert_id: str, version: str, *, force: bool = False) -> dict[str, A
         "to": version,
         "at": _now(),
         "forced": problem is not None,
-        "evidence": {"from": old.line() if old else None, "to": new.line() if new else None},
+        "evidence": {
+            "from": old.line() if old else None,
+            "to": new.line() if new else None,
+            "shadow": tally_line(shadow_tally(expert_id, version)),
+        },
     }
     _record(entry)
     return entry

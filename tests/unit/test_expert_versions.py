@@ -122,3 +122,84 @@ def test_replacing_an_expert_keeps_the_replaced_version(tmp_path: Path) -> None:
     add_expert(expert_dir(tmp_path / "v2", {**RUST_SCOPE, "version": "2.0"}), replace_existing=True)
     assert list(previous("rust_developer")) == ["1.0"]
     assert load_catalog().get("rust_developer").version == "2.0"
+
+
+def test_a_run_keeps_the_expert_version_it_was_routed_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_script: Any
+) -> None:
+    import importlib
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from experts.backends.fake import FakeBackend
+    from graph import build_graph
+    from state import Passport
+    from state.io import RunInput, RunOptions
+    from tests.unit.plan_runs import Recording
+
+    add_expert(expert_dir(tmp_path / "v1"))
+    prompts: list[str] = []
+
+    def backend(settings: Any, model: str | None = None) -> FakeBackend:
+        made = Recording.from_settings(settings)
+        made.watched, made.prompts = "a", prompts
+        return made
+
+    monkeypatch.setattr(importlib.import_module("nodes.execute_slots"), "get_backend", backend)
+    graph = build_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "pinned"}}
+    slot = {"id": "a", "title": "Add", "description": "Write a Rust add function", "expert": "rust_developer"}
+    run = RunInput(
+        task="Write a Rust add function", options=RunOptions(framework={"id": "p", "title": "P", "slots": [slot]})
+    )
+    context = {"backend": "fake", "fake_script": str(write_script({"rules": []}))}
+    graph.invoke(run.model_dump(mode="json"), config, context=context, interrupt_before=["execute_slots"])
+    assert Passport.model_validate(graph.get_state(config).values).routing["a"].version == "1.0"
+
+    persona = "You are a Rust developer of the second version.\nYou MAY write Rust.\nYou must REFUSE other work."
+    add_expert(
+        expert_dir(tmp_path / "v2", {**RUST_SCOPE, "version": "2.0", "harness_constraints": persona}),
+        replace_existing=True,
+    )
+    graph.invoke(None, config, context=context)
+    assert prompts and all("second version" not in p for p in prompts)  # v1's persona served the run
+    state = Passport.model_validate(graph.get_state(config).values)
+    assert state.slot_states["a"].status.value == "done"
+    prompts.clear()
+    graph.invoke(run.model_dump(mode="json"), {"configurable": {"thread_id": "later"}}, context=context)
+    assert any("second version" in p for p in prompts)  # a later run gets v2
+
+
+def test_a_candidate_answers_real_slots_in_shadow_and_the_tally_is_the_promotions_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_script: Any
+) -> None:
+    add_expert(expert_dir(tmp_path / "v1", exam_yaml=EXAM))
+    slot = {"id": "add", "title": "Add", "description": "Write a Rust add function", "expert": "rust_developer"}
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({"id": "p", "title": "P", "slots": [slot]}), encoding="utf-8")
+    monkeypatch.setenv("COE_BACKEND", "fake")
+    monkeypatch.setenv(
+        "COE_FAKE_SCRIPT", str(write_script({"rules": [{"title": "^Add$", "text": "fn add"}]}, "bad.yaml"))
+    )
+    for _ in range(2):  # two real runs, served by v1 with an answer that breaks the output contract
+        ran = runner.invoke(app, ["run", "Write a Rust add function", "--framework", str(plan)])
+        assert ran.exit_code in (0, 3), ran.output
+
+    add_candidate(expert_dir(tmp_path / "v2", {**RUST_SCOPE, "version": "2.0"}, exam_yaml=EXAM))
+    monkeypatch.setenv("COE_FAKE_SCRIPT", str(write_script({"rules": [{"title": "^Add$", "text": GOOD}]}, "good.yaml")))
+    shadowed = runner.invoke(app, ["experts", "shadow", "rust_developer", "2.0", "--slots", "5"])
+    assert shadowed.exit_code == 0, shadowed.output
+    assert shadowed.output.count("served v1.0") == 2 and "-> candidate" in shadowed.output
+    assert "rust_developer v2.0: shadow: 2 slots, candidate 2, served 0, tie 0" in shadowed.output
+    listing = runner.invoke(app, ["experts", "versions", "rust_developer"]).output
+    assert "shadow: 2 slots, candidate 2" in listing
+
+    fake(monkeypatch, write_script, good=5, name="exam.yaml")
+    assert examine("rust_developer", "--version", "2.0").exit_code == 0
+    step = promote("rust_developer", "2.0")
+    assert step["evidence"]["shadow"] == "shadow: 2 slots, candidate 2, served 0, tie 0"
+    with pytest.raises(ConfigError, match="no saved run has a finished slot of rust_developer"):
+        from graph.shadow import shadow
+
+        add_candidate(expert_dir(tmp_path / "v3", {**RUST_SCOPE, "version": "3.0"}))
+        shadow("rust_developer", "3.0", checkpoint=f"sqlite://{tmp_path / 'empty.sqlite'}")
