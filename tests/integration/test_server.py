@@ -507,3 +507,29 @@ def test_feedback_over_the_api_teaches_the_routing_of_the_next_run(server: Serve
     answer = got["answer"]
     assert before == "sql_specialist" and answer["lesson"]["kept"] and answer["lesson"]["expert"] == "technical_writer"
     assert got["values"]["routing"]["S"]["expert"] == "technical_writer"
+
+
+def test_an_expert_added_to_the_servers_catalog_serves_the_next_run_without_a_restart(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from experts.catalog import add_expert, remove_expert
+    from tests.unit.test_expert_sources import expert_dir
+
+    text = "Fix the borrow checker error in my Rust function that pushes to a vector while iterating over it."
+    framework = {"id": "rust", "title": "Rust fix", "slots": [{"id": "S", "title": "Fix", "description": text}]}
+
+    async def routed(client: Any) -> dict[str, Any]:
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.wait(thread, "college_of_experts", input={"task": text, "options": {"framework": framework}})
+        return dict((await client.threads.get_state(thread))["values"])["routing"]["S"]
+
+    before = server.run(routed)
+    monkeypatch.setenv("COE_HOME", str(server.db.parent / "home"))  # the operator's catalog: the server's COE_HOME
+    add_expert(expert_dir(tmp_path))
+    try:
+        after = server.run(routed)
+    finally:
+        remove_expert("rust_developer")
+    assert before["expert"] != "rust_developer"
+    assert after["expert"] == "rust_developer" and after["version"] == "1.0"
+    assert server.run(routed)["expert"] == before["expert"]  # removed: the next run routes as before
