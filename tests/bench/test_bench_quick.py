@@ -51,6 +51,14 @@ def _exams(r: Result) -> None:
     assert all(t["status"].startswith("completed") for t in row["tasks"])
 
 
+def _shadow(r: Result) -> None:
+    assert r["quick"] is True and r["expert"] == "technical_writer" and len(r["served"]) == 1
+    assert set(r["exams"]) == {"1", "2"} and all(e["backend"] == "fake" for e in r["exams"].values())
+    [comparison] = r["shadow"]
+    assert comparison["served_version"] == "1" and comparison["winner"] in {"candidate", "served", "tie"}
+    assert r["decision"]["promoted"] or "not promoted" in r["decision"]["why"]
+
+
 def _episodes(r: Result) -> None:
     assert r["items"] == len(r["rows"]) > 0
     assert r["at_line"] == r["sweep"][str(r["line"])]
@@ -170,6 +178,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_multipart": ("multipart", _multipart),
     "bench_catalog": ("catalog", _catalog),
     "bench_exams": ("exams", _exams),
+    "bench_shadow": ("shadow", _shadow),
     "bench_feedback": ("feedback", _feedback),
     "bench_injection": ("injection", _injection),
     "bench_overhead": ("overhead", _overhead),
