@@ -31,11 +31,13 @@ def library_dir() -> Path:
     return configured()
 
 
-def _report(paths: list[Path]) -> LibraryReport:
+def _report(paths: list[Path] | None = None) -> LibraryReport:
+    """The report of ``paths``, or of the whole library: its directory and the templates added experts bring."""
     from experts.catalog import load_catalog
     from state.template import load_library
 
-    return load_library(paths, load_catalog().ids)
+    catalog = load_catalog()
+    return load_library(paths if paths is not None else [library_dir(), *catalog.template_dirs], catalog.ids)
 
 
 @templates_app.command("validate")
@@ -51,7 +53,7 @@ def validate(
         if not target.exists():
             print(f"error: {target}: no such file or directory", file=sys.stderr)
             raise typer.Exit(EXIT_USAGE)
-        report = _report([target])
+        report = _report([target] if path is not None else None)
     if as_json:
         payload = {
             "files": report.files,
@@ -78,7 +80,7 @@ def show(
 ) -> None:
     """Print one template: pattern, description, adaptable ranges and its slot DAG."""
     with user_errors():
-        report = _report([library_dir()])
+        report = _report()
     template = report.templates.get(template_id)
     if template is None:
         known = ", ".join(sorted(report.templates)[:20])
@@ -109,7 +111,7 @@ def search(
     if not query.strip():
         raise typer.BadParameter("is empty; describe the task", param_hint="QUERY")
     with user_errors():
-        report = _report([library_dir()])
+        report = _report()
         if not report.templates:
             print(f"error: {library_dir()}: no valid templates (run: coe templates validate)", file=sys.stderr)
             raise typer.Exit(EXIT_USAGE)

@@ -47,7 +47,7 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
         decision = ScopeDecision(kind="unclassified", words=words, reason=f"not classified: {why}")
         return {"scope": decision, "updated_at": utcnow()}
     catalog = load_catalog()
-    _, index = library(catalog.ids, get_embedder())
+    _, index = library(catalog.ids, get_embedder(), catalog.template_dirs)
     router = get_router(RouterParams.from_settings(state.settings), catalog)
     lessons = RoutingLessons(runtime.store, state.run.user).current(router) if runtime.store is not None else []
     router = router_with_lessons(router, lessons)

@@ -56,7 +56,7 @@ def select_template(state: GuardedPassport, runtime: Runtime[RunContext]) -> dic
 
 def _from_library(task: str, runtime: Runtime[RunContext], user: str) -> tuple[Framework, str, dict[str, Any]]:
     catalog = load_catalog()
-    templates, index = library(catalog.ids, get_embedder())
+    templates, index = library(catalog.ids, get_embedder(), catalog.template_dirs)
     if index is None:
         notice = Notice(level="warning", source=NODE, message=f"no valid templates in {library_dir()}; one slot used")
         return validate_framework(fallback_framework(task)), "no template library", {"notices": [notice]}

@@ -197,6 +197,8 @@ class Catalog:
     """Experts kept out of routing, with why (their last exam failed); their slots go to the generalist."""
     left_out: frozenset[str] = frozenset()
     """In the router's catalog (:meth:`routable`): the benched experts it leaves out."""
+    template_dirs: tuple[Path, ...] = ()
+    """Framework template directories that added experts bring (``templates/`` in an expert's directory)."""
 
     def __iter__(self) -> Iterator[ExpertScope]:
         return iter(self.experts.values())

@@ -43,6 +43,7 @@ from experts.models.bundled import BUNDLED_MODELS
 from state.errors import ConfigError
 from state.files import atomic_write
 from state.paths import catalog_dir, user_experts_dir
+from state.template import load_library
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -60,6 +61,8 @@ SCOPE_FILE = "scope.yaml"
 EXAMPLES_FILE = "examples.txt"
 EXAM_FILE = "exam.yaml"
 ORIGIN_FILE = "origin.json"
+TEMPLATES_DIR = "templates"
+"""Framework templates an expert brings: they join the template library while the expert is in the catalog."""
 SHIPPED_EXAMS = "exams"
 """The shipped experts' exams: ``exams/<id>.yaml`` beside the scope documents."""
 MAX_EXAMPLES = 200
@@ -120,6 +123,10 @@ def _read_dir(directory: Path, errors: list[str], expert_id: str | None = None) 
         else:
             scope = scope.model_copy(update={"model": scope.model.model_copy(update={"model": str(gguf.resolve())})})
     examples = _examples(directory / EXAMPLES_FILE, errors)
+    templates = directory / TEMPLATES_DIR
+    if templates.is_dir():  # its slots may name the shipped experts and itself
+        report = load_library([templates], [*load_shipped().ids, scope.id])
+        errors += [f"{issue.file}: {issue.template}: {issue.field}: {issue.message}" for issue in report.errors]
     exam_path = directory / EXAM_FILE
     if exam_path.is_file():
         data = read_yaml(exam_path, errors)
@@ -256,6 +263,7 @@ def _with_extras(shipped: Catalog) -> Catalog:
     origins = {i: ExpertOrigin("shipped", shipped.directory / f"{i}.yaml") for i in experts}
     exams = {i: p for i in experts if (p := shipped.directory / SHIPPED_EXAMS / f"{i}.yaml").is_file()}
     examples: list[tuple[str, str]] = []
+    template_dirs: list[Path] = []
     sources: list[tuple[Path, ExpertOrigin]] = [(d, ExpertOrigin("user", d)) for d in _user_dirs()]
     sources.sort(key=lambda row: _origin_data(row[0]).get("replaces") != "shipped")  # replacements first
     sources += [(d, ExpertOrigin("package", d, package)) for d, package in _package_dirs(errors)]
@@ -278,6 +286,8 @@ def _with_extras(shipped: Catalog) -> Catalog:
         examples += [(expert_id, text) for text in found.examples]
         if found.exam is not None:
             exams[expert_id] = found.exam
+        if (directory / TEMPLATES_DIR).is_dir():
+            template_dirs.append(directory / TEMPLATES_DIR)
     for expert_id, directory in _overrides.items():
         found = _read_dir(directory, errors, expert_id)
         if found is not None and expert_id in experts:
@@ -290,7 +300,13 @@ def _with_extras(shipped: Catalog) -> Catalog:
         raise ConfigError(str(user_experts_dir()), "invalid expert(s):\n" + "\n".join(f"  - {e}" for e in errors))
     benched = {i: why for i, s in experts.items() if (why := _benched(s)) is not None}
     return replace(
-        shipped, experts=experts, origins=origins, extra_examples=tuple(examples), exams=exams, benched=benched
+        shipped,
+        experts=experts,
+        origins=origins,
+        extra_examples=tuple(examples),
+        exams=exams,
+        benched=benched,
+        template_dirs=tuple(template_dirs),
     )
 
 

@@ -89,23 +89,30 @@ def library_dir() -> Path:
 _libraries: dict[tuple[Any, ...], tuple[dict[str, Template], TemplateIndex | None]] = {}
 
 
-def library(known_experts: tuple[str, ...], embedder: Embedder) -> tuple[dict[str, Template], TemplateIndex | None]:
-    """The valid templates of :func:`library_dir` and their index (None when there are none).
+def library(
+    known_experts: tuple[str, ...], embedder: Embedder, extra: tuple[Path, ...] = ()
+) -> tuple[dict[str, Template], TemplateIndex | None]:
+    """The valid templates of :func:`library_dir` (and the ``extra`` directories) and their index (None: none).
 
     Kept per process until a library file changes, so the nodes of one run (and later runs) load, validate
     and index the library once.
+
+    Args:
+        known_experts: The catalog's expert ids (a template naming another is invalid).
+        embedder: The model that embeds the templates.
+        extra: Template directories the added experts bring (``Catalog.template_dirs``).
     """
-    directory = library_dir()
-    files = sorted(directory.glob("*.y*ml")) if directory.is_dir() else []
+    directories = [library_dir(), *extra]
+    files = [f for d in directories if d.is_dir() for f in sorted(d.glob("*.y*ml"))]
     key = (
-        str(directory),
-        tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files),
+        tuple(str(d) for d in directories),
+        tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files),
         known_experts,
         embedder.model_id,
     )
     cached = _libraries.get(key)
     if cached is None:
-        templates = load_library([directory], known_experts).templates
+        templates = load_library(directories, known_experts).templates
         cached = (templates, load_or_build(templates, embedder) if templates else None)
         _libraries[key] = cached
     return cached

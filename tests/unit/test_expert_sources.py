@@ -315,3 +315,64 @@ def test_cli_add_list_show_remove(tmp_path: Path) -> None:
     assert gone.exit_code == 0 and "routing: 12 experts" in gone.output
     shipped = runner.invoke(app, ["experts", "remove", "python_coder"])
     assert shipped.exit_code == 2 and "shipped with the project" in shipped.output
+
+
+RUST_TEMPLATES = {
+    "family": "rust",
+    "templates": [
+        {
+            "id": "rust_crate_with_tests",
+            "title": "Rust crate with tests and a README",
+            "pattern": "rust crate + tests + docs",
+            "description": "Write a small Rust library crate with unit tests and a README that shows its use.",
+            "adaptable": {"slot_count": [2, 3], "subtypes": ["library crate", "command-line tool"]},
+            "slots": [
+                {
+                    "id": "crate",
+                    "title": "The crate's code",
+                    "description": "Write the Rust library code with its public functions and error types.",
+                    "expected_outputs": ["complete Rust source"],
+                    "expert": "rust_developer",
+                },
+                {
+                    "id": "readme",
+                    "title": "README with usage examples",
+                    "description": "Write the README: what the crate does, how to add it, usage examples.",
+                    "expected_outputs": ["README in Markdown"],
+                    "expert": "technical_writer",
+                    "deps": ["crate"],
+                    "can_reference": ["crate"],
+                },
+            ],
+        }
+    ],
+}
+
+
+def test_an_experts_templates_join_the_library_and_a_bad_one_is_refused_at_add(tmp_path: Path) -> None:
+    from experts.embedding.factory import get_embedder
+    from experts.routing.templates import library
+
+    source = expert_dir(tmp_path)
+    (source / "templates").mkdir()
+    (source / "templates" / "rust.yaml").write_text(yaml.safe_dump(RUST_TEMPLATES), encoding="utf-8")
+    add_expert(source)
+    catalog = load_catalog()
+    assert catalog.template_dirs == (user_experts_dir() / "rust_developer" / "templates",)
+    templates, index = library(catalog.ids, get_embedder(), catalog.template_dirs)
+    assert "rust_crate_with_tests" in templates and "code_with_docs" in templates and index is not None
+    listed = runner.invoke(app, ["templates", "validate", "--json"])
+    assert listed.exit_code == 0 and any("rust.yaml" in f for f in json.loads(listed.stdout)["files"])
+
+    broken = dict(
+        RUST_TEMPLATES["templates"][0], slots=[{**RUST_TEMPLATES["templates"][0]["slots"][0], "expert": "go_developer"}]
+    )
+    bad = expert_dir(tmp_path / "bad")
+    (bad / "templates").mkdir()
+    (bad / "templates" / "rust.yaml").write_text(
+        yaml.safe_dump({"family": "rust", "templates": [broken]}), encoding="utf-8"
+    )
+    with pytest.raises(
+        ConfigError, match=r"rust.yaml: rust_crate_with_tests: slots\[crate\]\.expert: unknown expert 'go_developer'"
+    ):
+        add_expert(bad, replace_existing=True)
