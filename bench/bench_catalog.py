@@ -20,7 +20,6 @@ routes a few texts (a test of the bench, not a measurement).
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections import Counter
@@ -29,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import bench_parser, md_table, median, percentile, write_results
+from bench.common import bench_parser, environment, md_table, median, percentile, write_results
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -134,18 +133,11 @@ def run(quick: bool) -> dict[str, Any]:
         user, more = user[:2], more[:1]
         sets = {name: items[:6] for name, items in sets.items()}
     texts = [i["text"] for i in sets["catalog42 held-out"]] + [i["text"] for i in sets["routing_heldout3"]]
-    saved = {k: os.environ.get(k) for k in ("COE_HOME", "COE_EXPERT_EMBEDDINGS")}
-    with tempfile.TemporaryDirectory(prefix="coe-bench-catalog-") as tmp:
-        os.environ["COE_HOME"] = str(Path(tmp) / "home")
-        os.environ["COE_EXPERT_EMBEDDINGS"] = str(Path(tmp) / "index")
-        try:
-            return _grow(sets, user, more, texts, quick)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with (
+        tempfile.TemporaryDirectory(prefix="coe-bench-catalog-") as tmp,
+        environment(COE_HOME=str(Path(tmp) / "home"), COE_EXPERT_EMBEDDINGS=str(Path(tmp) / "index")),
+    ):
+        return _grow(sets, user, more, texts, quick)
 
 
 def _grow(

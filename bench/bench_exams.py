@@ -10,12 +10,11 @@ python_coder on the fake backend (a test of the bench, not a measurement).
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import bench_parser, md_table, write_results
+from bench.common import bench_parser, environment, md_table, write_results
 
 
 def run(experts: list[str] | None, quick: bool) -> dict[str, Any]:
@@ -23,23 +22,15 @@ def run(experts: list[str] | None, quick: bool) -> dict[str, Any]:
     from experts.catalog import load_catalog
     from graph.examine import examine
 
-    saved = os.environ.get("COE_HOME")
     rows = []
-    with tempfile.TemporaryDirectory(prefix="coe-bench-exams-") as tmp:
-        os.environ["COE_HOME"] = str(Path(tmp) / "home")
-        try:
-            catalog = load_catalog()
-            ids = experts or [i for i in catalog.ids if i in catalog.exams]
-            context = {"backend": "fake"} if quick else None
-            for expert_id in ids:
-                record = examine(expert_id, context)
-                print(f"{expert_id}: {record.line()}; {record.seconds:.0f} s", flush=True)
-                rows.append(record.model_dump(mode="json"))
-        finally:
-            if saved is None:
-                os.environ.pop("COE_HOME", None)
-            else:
-                os.environ["COE_HOME"] = saved
+    with tempfile.TemporaryDirectory(prefix="coe-bench-exams-") as tmp, environment(COE_HOME=str(Path(tmp) / "home")):
+        catalog = load_catalog()
+        ids = experts or [i for i in catalog.ids if i in catalog.exams]
+        context = {"backend": "fake"} if quick else None
+        for expert_id in ids:
+            record = examine(expert_id, context)
+            print(f"{expert_id}: {record.line()}; {record.seconds:.0f} s", flush=True)
+            rows.append(record.model_dump(mode="json"))
     return {"quick": quick, "rows": rows}
 
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import bench_parser, md_table, median, percentile, run_input, write_results
+from bench.common import bench_parser, environment, md_table, median, percentile, run_input, write_results
 from experts.backends.llama import LlamaBackend
 from experts.backends.protocol import ChatMessage, GenerationRequest
 from experts.models.bundled import resolve_model_path
@@ -381,22 +381,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
     payload: dict[str, Any] = {}
-    saved = {k: os.environ.get(k) for k in ("COE_HOME", "COE_EXPERT_SCOPES")}
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["COE_HOME"] = str(Path(tmp) / "home")
-        os.environ["COE_EXPERT_SCOPES"] = str(_catalog_with_smollm2(Path(tmp)))
-        try:
+    with tempfile.TemporaryDirectory() as tmp:  # the temporary catalog is gone after: the environment is restored
+        home, scopes = str(Path(tmp) / "home"), str(_catalog_with_smollm2(Path(tmp)))
+        with environment(COE_HOME=home, COE_EXPERT_SCOPES=scopes):
             for part in parts:
                 t0 = time.perf_counter()
                 payload[part] = part_dispatch(5) if args.quick else globals()[f"part_{part}"]()
                 payload[part]["seconds"] = round(time.perf_counter() - t0, 1)
                 print(f"{part}: done in {payload[part]['seconds']} s", file=sys.stderr)
-        finally:  # the temporary catalog is gone after this: leave the caller's environment as it was
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
     write_results("pool", payload, _markdown(payload), directory=args.out)
     print(_markdown(payload))
     return 0

@@ -13,7 +13,6 @@ task on the fake backend (a test of the bench, not a measurement).
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 import uuid
@@ -23,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import bench_parser, md_table, write_results
+from bench.common import bench_parser, environment, md_table, write_results
 
 REVIEW = Path(__file__).resolve().parent / "data" / "review_set.yaml"
 CANDIDATE_MODEL = "qwen2.5-coder-1.5b"
@@ -31,18 +30,10 @@ CANDIDATE_MODEL = "qwen2.5-coder-1.5b"
 
 def run(expert: str, quick: bool) -> dict[str, Any]:
     """The whole scenario in a fresh COE_HOME; the environment is restored after."""
-    saved = {k: os.environ.get(k) for k in ("COE_HOME", "COE_CHECKPOINT_URL")}
     with tempfile.TemporaryDirectory(prefix="coe-bench-shadow-") as tmp:
-        os.environ["COE_HOME"] = str(Path(tmp) / "home")
-        os.environ["COE_CHECKPOINT_URL"] = f"sqlite://{Path(tmp) / 'runs.sqlite'}"
-        try:
+        home, runs = str(Path(tmp) / "home"), f"sqlite://{Path(tmp) / 'runs.sqlite'}"
+        with environment(COE_HOME=home, COE_CHECKPOINT_URL=runs):
             return _scenario(expert, Path(tmp), quick)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 def _scenario(expert: str, tmp: Path, quick: bool) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from experts.catalog.scopes import problems
 from state.errors import ConfigError
 from state.files import atomic_write
 from state.paths import user_experts_dir
@@ -96,9 +97,7 @@ def exam_errors(path: Path, data: Any, expert_id: str, errors: list[str]) -> Exa
     try:
         exam = Exam.model_validate(data)
     except ValidationError as exc:
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(document)"
-            errors.append(f"{path}: {where}: {err['msg']}")
+        errors += problems(path, exc)
         return None
     if exam.expert != expert_id:
         errors.append(f"{path}: expert: {exam.expert!r} is not the expert it belongs to ({expert_id!r})")

@@ -35,6 +35,7 @@ __all__ = [
     "ExpertScope",
     "ModelBinding",
     "load_shipped",
+    "problems",
     "read_yaml",
     "scope_errors",
 ]
@@ -278,6 +279,11 @@ def load_shipped(directory: Path | str | None = None) -> Catalog:
     return catalog
 
 
+def problems(path: Path, exc: ValidationError) -> list[str]:
+    """A validation error as lines naming the file and the field: ``FILE: a.b: message``."""
+    return [f"{path}: {'.'.join(str(p) for p in err['loc']) or '(document)'}: {err['msg']}" for err in exc.errors()]
+
+
 def read_yaml(path: Path, errors: list[str]) -> Any:
     """A YAML file's data, or None with the problem (file, line) appended to ``errors``."""
     try:
@@ -368,9 +374,7 @@ def scope_errors(path: Path, data: Any, errors: list[str], *, stem: str | None =
     try:
         scope = ExpertScope.model_validate(data)
     except ValidationError as exc:
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(document)"
-            errors.append(f"{path}: {where}: {err['msg']}")
+        errors += problems(path, exc)
         return None
     before = len(errors)
     if not ID_RE.match(scope.id):
