@@ -86,6 +86,12 @@ class ModelBinding(BaseModel):
         default=None,
         description="For a true expert: the OpenAI-compatible server its model runs on, whatever the run's backend.",
     )
+    sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-fA-F]{64}$",
+        description="For a GGUF path (an expert pack's own model): the SHA-256 the file must have, checked at add "
+        "and whenever the file changes.",
+    )
     fallback: Literal["base", "error"] = Field(
         default="base",
         description="When a true expert's model is not installed: run as a persona over the base model "

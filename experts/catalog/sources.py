@@ -39,8 +39,8 @@ from experts.catalog.scopes import (
     read_yaml,
     scope_errors,
 )
-from experts.models.bundled import BUNDLED_MODELS
-from state.errors import ConfigError
+from experts.models.bundled import BUNDLED_MODELS, verify_pinned_file
+from state.errors import ConfigError, ModelUnavailableError
 from state.files import atomic_write
 from state.paths import catalog_dir, user_experts_dir
 from state.template import load_library
@@ -121,7 +121,14 @@ def _read_dir(directory: Path, errors: list[str], expert_id: str | None = None) 
                 "nor an existing GGUF file"
             )
         else:
+            if scope.model.sha256 is not None:
+                try:
+                    verify_pinned_file(gguf, scope.model.sha256)
+                except ModelUnavailableError as exc:
+                    errors.append(f"{scope_path}: model.sha256: {exc}")
             scope = scope.model_copy(update={"model": scope.model.model_copy(update={"model": str(gguf.resolve())})})
+    elif scope.model.sha256 is not None:
+        errors.append(f"{scope_path}: model.sha256: pins a GGUF file's hash; a bundled model or an endpoint has none")
     examples = _examples(directory / EXAMPLES_FILE, errors)
     templates = directory / TEMPLATES_DIR
     if templates.is_dir():  # its slots may name the shipped experts and itself
@@ -362,7 +369,9 @@ def copy_expert(found: AddedExpert, target: Path) -> None:
     staging = target.parent / f".{target.name}.adding"
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(found.directory, staging, ignore=shutil.ignore_patterns(".*", "__pycache__", ORIGIN_FILE))
+    # a GGUF is named where it is (its absolute path), never copied: models are large
+    skip = shutil.ignore_patterns(".*", "__pycache__", ORIGIN_FILE, "*.gguf")
+    shutil.copytree(found.directory, staging, ignore=skip)
     origin_data = {"source": str(found.directory), "added_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     _write_json(staging / ORIGIN_FILE, origin_data)
     if found.scope.model.model is not None and found.scope.model.model != _raw_model(found.directory):

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from experts.models.footprint import read_shape
 from state.errors import ModelUnavailableError
@@ -32,8 +33,10 @@ __all__ = [
     "DEFAULT_MODEL",
     "BundledModel",
     "ModelPart",
+    "PinnedFile",
     "bundled_model_path",
     "resolve_model_path",
+    "verify_pinned_file",
 ]
 
 logger = logging.getLogger(__name__)
@@ -312,7 +315,46 @@ def _locate_part(model: BundledModel, part: ModelPart) -> Path:
     return path
 
 
-def _record_path(model: BundledModel, cache: Path) -> Path:
+class _Pinned(Protocol):
+    """What a verification record names: a model's name and the SHA-256 its file must have."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    """A GGUF file outside the bundled packages whose SHA-256 an expert's scope pins (an expert pack's model)."""
+
+    name: str
+    sha256: str
+
+
+def verify_pinned_file(path: Path, sha256: str, cache: Path | None = None) -> None:
+    """Check that ``path`` has the pinned SHA-256: hashed once, then vouched for by a stamp record (milliseconds).
+
+    Raises:
+        ModelUnavailableError: the file cannot be read or has another hash.
+    """
+    pinned = PinnedFile(f"pinned-{sha256[:16]}", sha256.lower())
+    cache = cache if cache is not None else model_cache_dir()
+    path = path.resolve()
+    if _is_recorded(pinned, cache, path):
+        return
+    stamp = _stamp(path)
+    try:
+        actual = sha256_file(path)
+    except OSError as exc:
+        raise ModelUnavailableError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    if actual != pinned.sha256:
+        raise ModelUnavailableError(f"{path} has SHA-256 {actual}, expected {pinned.sha256}")
+    _write_record(pinned, cache, path, stamp)
+
+
+def _record_path(model: _Pinned, cache: Path) -> Path:
     return cache / f"{model.name}.verified.json"
 
 
@@ -324,7 +366,7 @@ def _stamp(path: Path) -> FileStamp | None:
         return None
 
 
-def _is_recorded(model: BundledModel, cache: Path, path: Path) -> bool:
+def _is_recorded(model: _Pinned, cache: Path, path: Path) -> bool:
     """The cheap check: whether the sidecar record vouches for this exact file (stamp and pinned hash)."""
     try:
         recorded = json.loads(_record_path(model, cache).read_text(encoding="utf-8"))
@@ -346,7 +388,7 @@ def _is_recorded(model: BundledModel, cache: Path, path: Path) -> bool:
     return False
 
 
-def _write_record(model: BundledModel, cache: Path, path: Path, stamp: FileStamp | None) -> None:
+def _write_record(model: _Pinned, cache: Path, path: Path, stamp: FileStamp | None) -> None:
     """Record a verified file; failure to record only costs a full hash next time.
 
     ``stamp`` is taken before the file was hashed, so a write during the hash leaves a record that fails the

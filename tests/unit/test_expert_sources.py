@@ -376,3 +376,22 @@ def test_an_experts_templates_join_the_library_and_a_bad_one_is_refused_at_add(t
         ConfigError, match=r"rust.yaml: rust_crate_with_tests: slots\[crate\]\.expert: unknown expert 'go_developer'"
     ):
         add_expert(bad, replace_existing=True)
+
+
+def test_an_experts_own_gguf_is_pinned_by_its_hash(tmp_path: Path) -> None:
+    import hashlib
+
+    model = tmp_path / "pack" / "models" / "rust-coder.gguf"  # beside the expert's directory, not inside it
+    model.parent.mkdir(parents=True)
+    model.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    binding = {"binding": "true", "model": "../models/rust-coder.gguf", "sha256": digest, "fallback": "base"}
+    add_expert(expert_dir(tmp_path / "pack", {**RUST_SCOPE, "model": binding}))
+    assert load_catalog().get("rust_developer").model.model == str(model.resolve())  # the copy names it where it is
+
+    wrong = {**binding, "sha256": "0" * 64}
+    with pytest.raises(ConfigError, match="model.sha256: .*rust-coder.gguf has SHA-256 [0-9a-f]{64}, expected 0000"):
+        add_expert(expert_dir(tmp_path / "pack", {**RUST_SCOPE, "model": wrong}), replace_existing=True)
+    bundled = {"binding": "true", "model": "qwen2.5-coder-1.5b", "sha256": digest}
+    with pytest.raises(ConfigError, match="model.sha256: pins a GGUF file's hash"):
+        add_expert(expert_dir(tmp_path / "other", {**RUST_SCOPE, "model": bundled}), replace_existing=True)
