@@ -204,6 +204,8 @@ class Catalog:
     """Experts kept out of routing, with why (their last exam failed); their slots go to the generalist."""
     left_out: frozenset[str] = frozenset()
     """In the router's catalog (:meth:`routable`): the benched experts it leaves out."""
+    extra_guard: tuple[tuple[str, str], ...] = ()
+    """Guard-set texts (expert, text) of added experts: their exam tasks (never trained on)."""
     template_dirs: tuple[Path, ...] = ()
     """Framework template directories that added experts bring (``templates/`` in an expert's directory)."""
 
@@ -242,8 +244,9 @@ class Catalog:
             return self
         keep = {i: s for i, s in self.experts.items() if i not in self.benched or i == GENERAL_EXPERT}
         examples = tuple(row for row in self.extra_examples if row[0] in keep)
+        guard = tuple(row for row in self.extra_guard if row[0] in keep)
         left_out = frozenset(self.experts) - frozenset(keep)
-        return replace(self, experts=keep, extra_examples=examples, benched={}, left_out=left_out)
+        return replace(self, experts=keep, extra_examples=examples, extra_guard=guard, benched={}, left_out=left_out)
 
     def routing_hash(self) -> str:
         """SHA-256 over everything routing embeds (ids, kinds, capability and exclusion lines, added examples)."""

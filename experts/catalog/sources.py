@@ -76,6 +76,8 @@ class AddedExpert:
         self.scope = scope
         self.examples = examples
         self.exam = exam
+        self.exam_tasks: list[str] = []
+        """Its exam's tasks: texts of its scope never trained on, so they join the router's guard set."""
 
 
 def read_expert_dir(directory: Path, expert_id: str | None = None) -> AddedExpert:
@@ -135,11 +137,14 @@ def _read_dir(directory: Path, errors: list[str], expert_id: str | None = None) 
         report = load_library([templates], [*load_shipped().ids, scope.id])
         errors += [f"{issue.file}: {issue.template}: {issue.field}: {issue.message}" for issue in report.errors]
     exam_path = directory / EXAM_FILE
+    exam = None
     if exam_path.is_file():
         data = read_yaml(exam_path, errors)
         if data is not None:
-            exam_errors(exam_path, data, scope.id, errors)
-    return AddedExpert(directory, scope, examples, exam_path if exam_path.is_file() else None)
+            exam = exam_errors(exam_path, data, scope.id, errors)
+    found = AddedExpert(directory, scope, examples, exam_path if exam_path.is_file() else None)
+    found.exam_tasks = [task.task for task in exam.tasks] if exam is not None else []
+    return found
 
 
 def _examples(path: Path, errors: list[str]) -> list[str]:
@@ -271,6 +276,7 @@ def _with_extras(shipped: Catalog) -> Catalog:
     exams = {i: p for i in experts if (p := shipped.directory / SHIPPED_EXAMS / f"{i}.yaml").is_file()}
     examples: list[tuple[str, str]] = []
     template_dirs: list[Path] = []
+    guard: list[tuple[str, str]] = []
     sources: list[tuple[Path, ExpertOrigin]] = [(d, ExpertOrigin("user", d)) for d in _user_dirs()]
     sources.sort(key=lambda row: _origin_data(row[0]).get("replaces") != "shipped")  # replacements first
     sources += [(d, ExpertOrigin("package", d, package)) for d, package in _package_dirs(errors)]
@@ -293,6 +299,7 @@ def _with_extras(shipped: Catalog) -> Catalog:
         examples += [(expert_id, text) for text in found.examples]
         if found.exam is not None:
             exams[expert_id] = found.exam
+        guard = [row for row in guard if row[0] != expert_id] + [(expert_id, t) for t in found.exam_tasks]
         if (directory / TEMPLATES_DIR).is_dir():
             template_dirs.append(directory / TEMPLATES_DIR)
     for expert_id, directory in _overrides.items():
@@ -314,6 +321,7 @@ def _with_extras(shipped: Catalog) -> Catalog:
         exams=exams,
         benched=benched,
         template_dirs=tuple(template_dirs),
+        extra_guard=tuple(guard),
     )
 
 

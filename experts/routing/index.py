@@ -42,6 +42,7 @@ from state.paths import expert_index_dir, expert_index_fallback_dir
 
 __all__ = [
     "EXAMPLES_FILE",
+    "GUARD_FILE",
     "ExpertIndex",
     "ExpertVectorCache",
     "LineIndex",
@@ -56,6 +57,9 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 3
 EXAMPLES_FILE = "routing_examples.tsv"
 """Labelled example requests beside the scope documents (``expert<TAB>text`` a line; ``#`` comments)."""
+GUARD_FILE = "routing_guard.tsv"
+"""The routing lessons' guard set beside them (same format; never trained on; :mod:`experts.routing.lesson_check`).
+Added experts' exam tasks join it."""
 PROBE_ARRAYS = ("buckets", "idf", "weights")
 """The learned term's arrays, each cached as ``probe_<name>.npy``."""
 
@@ -69,7 +73,8 @@ def load_examples(catalog: Catalog, name: str = EXAMPLES_FILE) -> list[tuple[str
         ConfigError: naming the file and line of a malformed row or an unknown expert.
     """
     path = catalog.directory / name
-    added = [row for row in catalog.extra_examples if row[0] in catalog] if name == EXAMPLES_FILE else []
+    extra = {EXAMPLES_FILE: catalog.extra_examples, GUARD_FILE: catalog.extra_guard}.get(name, ())
+    added = [row for row in extra if row[0] in catalog]
     if not path.is_file():
         return added
     rows, errors = [], []

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from experts.catalog.scopes import Catalog
-from experts.routing.index import EXAMPLES_FILE, load_examples, probe_training_rows
+from experts.routing.index import EXAMPLES_FILE, GUARD_FILE, load_examples, probe_training_rows
 from experts.routing.lexical import LexicalProbe, train_probe
 from experts.routing.router import ExpertRouter, FastStage, routing_text
 
@@ -59,7 +59,6 @@ expert of a misrouted text was 0.02-0.33 behind, a deliberately wrong one 0.44-1
 DRIFT_TOLERANCE = 1
 """How many more guard texts the router with lessons may route wrongly than the router without any (about the noise
 of one routing decision on a 125-text set: a lesson that fixes one text may tip one near-tie elsewhere)."""
-GUARD_FILE = "routing_guard.tsv"
 
 
 @dataclass(frozen=True)
@@ -175,6 +174,7 @@ def lessons_version(catalog: Catalog) -> str:
     for name in (EXAMPLES_FILE, GUARD_FILE):
         path = catalog.directory / name
         digest.update(name.encode("utf-8") + b"\0" + (path.read_bytes() if path.is_file() else b""))
+    digest.update(json.dumps(catalog.extra_guard).encode("utf-8"))  # added experts' exam tasks guard too
     return digest.hexdigest()[:16]
 
 

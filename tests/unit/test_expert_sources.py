@@ -88,6 +88,17 @@ def test_an_added_expert_joins_the_catalog_and_routing_and_can_be_removed(tmp_pa
     assert not added.directory.exists()
 
 
+def test_an_added_experts_exam_tasks_join_the_routing_guard_set(tmp_path: Path) -> None:
+    from experts.routing.index import GUARD_FILE, load_examples
+    from experts.routing.lesson_check import lessons_version
+
+    before = lessons_version(load_catalog())
+    add_expert(expert_dir(tmp_path, exam_yaml=EXAM))
+    guard = load_examples(load_catalog(), GUARD_FILE)
+    assert ("rust_developer", EXAM["tasks"][0]["task"]) in guard and len(guard) > len(EXAM["tasks"])
+    assert lessons_version(load_catalog()) != before  # kept lessons are checked again against the grown guard
+
+
 def test_a_shipped_catalog_named_by_directory_has_no_added_experts(tmp_path: Path) -> None:
     add_expert(expert_dir(tmp_path))
     shipped = load_catalog().directory
