@@ -236,6 +236,7 @@ def fit_slots(slots: Sequence[S], fit: PlanFit, make: type[S], aspects: Sequence
     kept = prune_slots(slots, set(fit.removed))
     taken = {s.id for s in kept}
     sinks = [s.id for s in kept if not any(s.id in o.deps for o in kept)]
+    orphaned = {s.id for s in slots if set(s.deps) & set(fit.removed)}
     added: list[S] = []
     by_text = {a.text: a for a in aspects}
     for number, text in enumerate(fit.missing, 1):
@@ -244,8 +245,26 @@ def fit_slots(slots: Sequence[S], fit: PlanFit, make: type[S], aspects: Sequence
         if work_phase(aspect.verb) > BUILD_PHASE:  # checking or explaining comes after the work it is about
             spec = spec.model_copy(update={"deps": sinks, "can_reference": [s.id for s in kept]})
         added.append(make.model_validate(spec.model_dump()))
+    kept = [_after_designs(s, added, by_text, fit) if s.id in orphaned else s for s in kept]
     removed = [SlotSpec.model_validate(s.model_dump(include=_SPEC)) for s in slots if s.id in set(fit.removed)]
     return kept + added, fit.model_copy(update={"added": [s.id for s in added], "removed_slots": removed})
+
+
+def _after_designs(slot: S, added: Sequence[S], by_text: dict[str, Aspect], fit: PlanFit) -> S:
+    """A slot whose dependency was removed waits for (and may read) the added slots that find out or design.
+
+    The removed slot was the template's version of that earlier work; the slot added for the task's own
+    find-out or design aspect takes its place before the work that used it (a schema before its queries).
+    """
+    earlier = [
+        spec.id
+        for spec, text in zip(added, fit.missing, strict=True)
+        if work_phase(by_text[text].verb) < BUILD_PHASE and spec.id not in slot.deps
+    ]
+    if not earlier:
+        return slot
+    refs = slot.can_reference + [i for i in earlier if i not in slot.can_reference]
+    return slot.model_copy(update={"deps": [*slot.deps, *earlier], "can_reference": refs})
 
 
 def _fitted(

@@ -549,3 +549,30 @@ def test_autonomous_mode_applies_the_plan_checks_without_asking() -> None:
     assert not graph.get_state(config).interrupts and state.framework is not None
     assert "cost_plan" not in {s.id for s in state.framework.slots}
     assert {"irrelevant_slot_removed", "uncovered_aspect_added"} <= {d.rule for d in state.defaults}
+
+
+def test_a_slot_whose_design_dependency_was_removed_waits_for_the_design_slot_added_in_its_place() -> None:
+    # mp-library-schema: the template's logical-schema slot was removed, the task's own schema slot added, and
+    # the queries slot, which had read the removed one, ran beside the new schema instead of after it.
+    from engine.planning.planner import fit_slots
+    from experts.routing.aspects import task_aspects
+    from state.adaptation import PlanFit
+    from state.framework import SlotSpec
+
+    task = (
+        "Design a database schema for a small library (books, members, loans), write SQL queries for overdue "
+        "loans and the most borrowed books, and document the schema for the team."
+    )
+    aspects = task_aspects(task)
+    slots = [
+        SlotSpec(id="logical_schema", title="Logical schema", description="Entities and relations."),
+        SlotSpec(id="queries", title="SQL queries", description="Write the queries.", deps=["logical_schema"]),
+        SlotSpec(id="docs", title="Schema documentation", description="Document it.", deps=["queries"]),
+    ]
+    fit = PlanFit(aspects=[a.text for a in aspects], removed=["logical_schema"], missing=[aspects[0].text])
+    fitted, record = fit_slots(slots, fit, SlotSpec, aspects)
+    [added] = record.added
+    by_id = {s.id: s for s in fitted}
+    assert by_id["queries"].deps == [added] and added in by_id["queries"].can_reference
+    assert by_id["docs"].deps == ["queries"]  # it lost nothing
+    assert by_id[added].deps == []
