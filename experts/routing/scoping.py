@@ -182,7 +182,9 @@ def classify(
     else:
         kind = "multi"
         reason = f"a plan: the best template fits at {template:.3f}, the best single expert ({expert}) at {fit:.3f}"
-    named = named_deliverables(task) if stub is None and asked is None and kind != "trivial" else []
+    # a function asked for by name is one expert's work, unless the task names other deliverables beside it
+    # (mp-slugify: "...slugify(title)...; pytest tests for it; and a README section")
+    named = named_deliverables(task) if stub is None and kind != "trivial" else []
     if len(named) == 1 and kind == "multi":
         kind, rule = "single", None
         reason = f"the task names one deliverable ({named[0].text!r}): one expert's work (similarity: {reason})"

@@ -106,6 +106,16 @@ def test_a_function_asked_for_by_name_is_one_experts_work() -> None:
     assert decision.kind == "single" and "dedupe" in decision.reason
 
 
+def test_a_function_asked_for_beside_other_deliverables_is_a_plan() -> None:
+    # mp-slugify ran as one slot whose answer was only the tests
+    task = (
+        "Write a Python function slugify(title) in a module slugs.py that lowercases a title, drops punctuation "
+        "and joins words with hyphens; pytest tests for it; and a README section showing how to use it."
+    )
+    decision = _classify(task)
+    assert decision.kind == "multi" and "names 3 deliverables" in decision.reason
+
+
 def test_an_unclear_scope_takes_the_narrower_reading_and_says_so() -> None:
     task = "Error handling in a Python web service run by a small team."  # names no deliverable, asks nothing
     plain = _classify(task)
