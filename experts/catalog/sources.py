@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,16 +68,16 @@ SHIPPED_EXAMS = "exams"
 MAX_EXAMPLES = 200
 
 
+@dataclass(frozen=True)
 class AddedExpert:
     """An expert directory, read and checked."""
 
-    def __init__(self, directory: Path, scope: ExpertScope, examples: list[str], exam: Path | None) -> None:
-        self.directory = directory
-        self.scope = scope
-        self.examples = examples
-        self.exam = exam
-        self.exam_tasks: list[str] = []
-        """Its exam's tasks: texts of its scope never trained on, so they join the router's guard set."""
+    directory: Path
+    scope: ExpertScope
+    examples: list[str]
+    exam: Path | None
+    exam_tasks: list[str] = field(default_factory=list)
+    """Its exam's tasks: texts of its scope never trained on, so they join the router's guard set."""
 
 
 def read_expert_dir(directory: Path, expert_id: str | None = None) -> AddedExpert:
@@ -142,9 +142,8 @@ def _read_dir(directory: Path, errors: list[str], expert_id: str | None = None) 
         data = read_yaml(exam_path, errors)
         if data is not None:
             exam = exam_errors(exam_path, data, scope.id, errors)
-    found = AddedExpert(directory, scope, examples, exam_path if exam_path.is_file() else None)
-    found.exam_tasks = [task.task for task in exam.tasks] if exam is not None else []
-    return found
+    tasks = [task.task for task in exam.tasks] if exam is not None else []
+    return AddedExpert(directory, scope, examples, exam_path if exam_path.is_file() else None, tasks)
 
 
 def _examples(path: Path, errors: list[str]) -> list[str]:
