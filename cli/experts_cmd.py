@@ -185,7 +185,7 @@ def add(
         bool, typer.Option("--no-exam", help="Do not take its exam now (it routes until an exam fails).")
     ] = False,
 ) -> None:
-    """Check an expert directory, add it to your catalog (COE_HOME/experts) and take its exam."""
+    """Check an expert directory, add it to your catalog (COE_HOME/experts) and take its exam (exit 1: it failed)."""
     from experts.catalog import add_expert, load_catalog
     from experts.catalog.versions import add_candidate
 
@@ -198,8 +198,8 @@ def add(
                 print("it has no exam: write exam.yaml to compare it with the current version")
             elif no_exam:
                 print(f"exam not taken; take it with: coe experts examine {sid} --version {version}")
-            else:
-                _examine(sid, version=version)
+            elif not _examine(sid, version=version).passed:
+                raise typer.Exit(1)  # kept as a candidate; its exam says why it is not ready
             return
         added = add_expert(path, replace_existing=replace)
         scope = added.scope
@@ -213,7 +213,8 @@ def add(
         if no_exam:
             print(f"exam not taken (--no-exam); take it with: coe experts examine {scope.id}")
             return
-        _examine(scope.id)
+        if not _examine(scope.id).passed:
+            raise typer.Exit(1)  # added, and out of routing until it passes
 
 
 @experts_app.command("remove")

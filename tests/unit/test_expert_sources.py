@@ -406,3 +406,15 @@ def test_an_experts_own_gguf_is_pinned_by_its_hash(tmp_path: Path) -> None:
     bundled = {"binding": "true", "model": "qwen2.5-coder-1.5b", "sha256": digest}
     with pytest.raises(ConfigError, match="model.sha256: pins a GGUF file's hash"):
         add_expert(expert_dir(tmp_path / "other", {**RUST_SCOPE, "model": bundled}), replace_existing=True)
+
+
+def test_cli_add_takes_the_exam_and_exits_1_when_it_fails(
+    tmp_path: Path, write_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COE_BACKEND", "fake")
+    monkeypatch.setenv("COE_FAKE_SCRIPT", str(write_script({"rules": []})))  # generated answers: no "fn" in them
+    added = runner.invoke(app, ["experts", "add", str(expert_dir(tmp_path, exam_yaml=EXAM))])
+    assert added.exit_code == 1, added.output
+    assert "examining rust_developer ..." in added.output and "FAILED 0/5" in added.output
+    assert "rust_developer is out of routing until it passes" in added.output
+    assert "rust_developer" in load_catalog().benched
