@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from engine.exam_checks import exam_failures
 from experts.catalog import load_catalog
-from experts.catalog.exams import EXAM_SOURCE, Exam, ExamRecord, TaskResult, load_exam, write_record
+from experts.catalog.exams import ANSWER_KEPT, EXAM_SOURCE, Exam, ExamRecord, TaskResult, load_exam, write_record
 from experts.catalog.versions import serving
 from graph.persistence import serializer
 from state.context import RunContext, resolve_settings
@@ -131,10 +131,12 @@ def _take(
             return TaskResult(
                 id=task.id, passed=False, failed=failed, seconds=seconds, status=state.status.value
             ), model
-    failures = exam_failures(state.document or "", task.checks)
+    document = state.document or ""
+    failures = exam_failures(document, task.checks)
     slot = state.slot_states.get("answer")
     if state.status.value == "failed":
         failures.insert(0, f"the run failed: {(slot.error if slot else None) or 'no document'}")
+    answer = document[:ANSWER_KEPT]
     return TaskResult(
-        id=task.id, passed=not failures, failed=failures, seconds=seconds, status=state.status.value
+        id=task.id, passed=not failures, failed=failures, seconds=seconds, status=state.status.value, answer=answer
     ), model

@@ -23,6 +23,7 @@ from state.files import atomic_write
 from state.paths import user_experts_dir
 
 __all__ = [
+    "ANSWER_KEPT",
     "EXAM_SOURCE",
     "Exam",
     "ExamChecks",
@@ -35,6 +36,8 @@ __all__ = [
     "write_record",
 ]
 
+ANSWER_KEPT = 6000
+"""Characters of each exam answer kept in the record."""
 EXAM_SOURCE = "exam:"
 """An exam's one-slot framework has the source ``exam:<id>``: its slot goes to that expert even when benched."""
 MIN_TASKS = 5
@@ -134,6 +137,8 @@ class TaskResult(BaseModel):
     seconds: float = 0.0
     status: str = ""
     """The run's status (completed, completed_with_warnings, failed)."""
+    answer: str = ""
+    """The delivered document (its first :data:`ANSWER_KEPT` characters), so a failure can be read."""
 
 
 class ExamRecord(BaseModel):

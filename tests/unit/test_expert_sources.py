@@ -285,6 +285,7 @@ def test_examine_runs_each_task_as_the_experts_slot_and_keeps_the_record(
     record = read_record("rust_developer", "1.0")
     assert record is not None and (record.score, record.passed, record.version) == (0.4, False, "1.0")
     assert record.model == "base model (faux)"
+    assert "fn add(a: i32, b: i32)" in record.tasks[0].answer and "plus operator" in record.tasks[4].answer
     listing = runner.invoke(app, ["experts", "list"]).output
     assert "OUT OF ROUTING: its exam failed: FAILED 2/5 (0.40 < bar 0.60)" in listing
 
