@@ -12,8 +12,8 @@ Layout in ``$COE_HOME/experts/``:
 
 A run keeps the versions it was routed to (:func:`pinned`), so a promotion, rollback or replacement while it runs
 changes only later runs. A promotion needs the candidate's exam record at or above its bar and no lower than the
-current version's score (``force`` overrides both, and is recorded); its shadow tally, when it has one, is
-recorded beside them.
+current version's score, and, when it has shadow runs, no more of them won by the served answers than by its own
+(``force`` overrides all three, and is recorded); the evidence is recorded with it.
 """
 
 from __future__ import annotations
@@ -193,6 +193,7 @@ def promote(expert_id: str, version: str, *, force: bool = False) -> dict[str, A
     if origin.kind == "package":
         raise ConfigError(str(origin.path), f"{expert_id} comes from {origin.package}; install a new version of it")
     new, old = read_record(expert_id, version), read_record(expert_id, current.version)
+    tally = shadow_tally(expert_id, version)
     problem = None
     if new is None:
         problem = f"examine it first: coe experts examine {expert_id} --version {version}"
@@ -200,6 +201,8 @@ def promote(expert_id: str, version: str, *, force: bool = False) -> dict[str, A
         problem = f"its exam failed: {new.line()}"
     elif old is not None and new.score < old.score:
         problem = f"it scored {new.score:.2f}, below the current v{current.version}'s {old.score:.2f}"
+    elif tally["served"] > tally["candidate"]:
+        problem = f"the served answers won its shadow runs ({tally_line(tally)})"
     if problem is not None and not force:
         raise ConfigError(expert_id, f"candidate v{version} is not promoted: {problem} (--force promotes it anyway)")
     live = user_experts_dir() / expert_id
@@ -219,7 +222,7 @@ def promote(expert_id: str, version: str, *, force: bool = False) -> dict[str, A
         "evidence": {
             "from": old.line() if old else None,
             "to": new.line() if new else None,
-            "shadow": tally_line(shadow_tally(expert_id, version)),
+            "shadow": tally_line(tally),
         },
     }
     _record(entry)

@@ -13,7 +13,15 @@ from typer.testing import CliRunner
 from cli.main import app
 from experts.catalog import add_expert, load_catalog
 from experts.catalog.exams import read_record
-from experts.catalog.versions import add_candidate, candidates, history, previous, promote, rollback
+from experts.catalog.versions import (
+    add_candidate,
+    candidates,
+    history,
+    previous,
+    promote,
+    rollback,
+    shadow_path,
+)
 from state.errors import ConfigError
 from tests.unit.plan_runs import answer
 from tests.unit.test_expert_sources import EXAM, RUST_SCOPE, expert_dir
@@ -198,6 +206,11 @@ def test_a_candidate_answers_real_slots_in_shadow_and_the_tally_is_the_promotion
     assert examine("rust_developer", "--version", "2.0").exit_code == 0
     step = promote("rust_developer", "2.0")
     assert step["evidence"]["shadow"] == "shadow: 2 slots, candidate 2, served 0, tie 0"
+    rollback("rust_developer")
+    with shadow_path("rust_developer", "2.0").open("a", encoding="utf-8") as kept:  # three more, lost
+        kept.write((json.dumps({"winner": "served"}) + "\n") * 3)
+    with pytest.raises(ConfigError, match=r"the served answers won its shadow runs \(shadow: 5 slots, candidate 2"):
+        promote("rust_developer", "2.0")
     with pytest.raises(ConfigError, match="no saved run has a finished slot of rust_developer"):
         from graph.shadow import shadow
 
