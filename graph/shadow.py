@@ -5,8 +5,9 @@ answers, with no dependencies: a slot that read other slots' work cannot be repl
 candidate version answer each one again as a one-slot framework through the compiled graph (the same persona
 switch as an exam, :func:`experts.catalog.versions.serving`; a throw-away in-memory thread). Both answers are
 scored by the slot's checks (:func:`engine.slots.selection.score`, as best-of-N scores candidates); for a tie
-the judge prompt picks, on the base model. The candidate's answers never reach a document; each comparison is
-kept in ``$COE_HOME/experts/.shadow/<id>@<version>.jsonl`` for ``coe experts versions`` and ``promote``.
+the judge prompt picks, on the base model, asked in both orders (a pick that follows the order is a tie). The
+candidate's answers never reach a document; each comparison is kept in
+``$COE_HOME/experts/.shadow/<id>@<version>.jsonl`` for ``coe experts versions`` and ``promote``.
 
 It runs when the operator runs it (spare time), never inside a user's run: an automatic share of live slots is
 not built.
@@ -156,10 +157,16 @@ def _replay(
 def _winner(
     served: float, candidate: float, served_text: str, candidate_text: str, spec: SlotSpec, context: Any
 ) -> tuple[str, bool]:
+    """The higher check score wins; equal scores go to the judge, asked in both orders.
+
+    A pick that changes with the order is the order's, not the answers': a tie.
+    """
     if served != candidate:
         return ("candidate" if candidate > served else "served"), False
-    settings = resolve_settings(context)
-    pick = judge([("served", served_text), ("candidate", candidate_text)], slot_text(spec), get_backend(settings, None))
+    backend = get_backend(resolve_settings(context), None)
+    shown = [("served", served_text), ("candidate", candidate_text)]
+    picks = {judge(order, slot_text(spec), backend) for order in (shown, shown[::-1])}
+    pick = picks.pop() if len(picks) == 1 else None
     return (pick, True) if pick is not None else ("tie", False)
 
 

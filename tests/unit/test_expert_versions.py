@@ -216,3 +216,18 @@ def test_a_candidate_answers_real_slots_in_shadow_and_the_tally_is_the_promotion
 
         add_candidate(expert_dir(tmp_path / "v3", {**RUST_SCOPE, "version": "3.0"}))
         shadow("rust_developer", "3.0", checkpoint=f"sqlite://{tmp_path / 'empty.sqlite'}")
+
+
+def test_a_shadow_tie_goes_to_the_judge_only_when_its_pick_holds_in_both_orders(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import graph.shadow as shadow_module
+    from state.framework import SlotSpec
+
+    spec = SlotSpec(id="s", title="Add", description="Write a Rust add function")
+    monkeypatch.setattr(shadow_module, "get_backend", lambda settings, model: None)
+    monkeypatch.setattr(shadow_module, "judge", lambda tied, rubric, backend: tied[0][0])  # always the first shown
+    assert shadow_module._winner(111.0, 111.0, "a", "b", spec, {"backend": "fake"}) == ("tie", False)
+    monkeypatch.setattr(shadow_module, "judge", lambda tied, rubric, backend: "candidate")
+    assert shadow_module._winner(111.0, 111.0, "a", "b", spec, {"backend": "fake"}) == ("candidate", True)
+    assert shadow_module._winner(100.0, 111.0, "a", "b", spec, {"backend": "fake"}) == ("candidate", False)
