@@ -26,7 +26,7 @@ from experts.embedding.encoder import BertSentenceEncoder, Embedder
 from experts.embedding.factory import get_embedder
 from experts.embedding.static import StaticEmbedder
 from experts.embedding.vectors import Vectors, check_vectors
-from experts.routing.index import ExpertIndex, load_or_build_index
+from experts.routing.index import ExpertIndex, cache_dir, load_or_build_index
 from state.errors import ConfigError
 from state.settings import DEFAULTS, Settings
 
@@ -416,7 +416,8 @@ class ExpertRouter:
         )
 
 
-_routers: dict[tuple[str, str, str], ExpertRouter] = {}
+_routers: dict[tuple[str, str, str, str], ExpertRouter] = {}
+"""Per catalog directory, routing content, embedding model and index cache directory (a router is tied to all four)."""
 _routers_lock = threading.Lock()
 
 
@@ -430,7 +431,7 @@ def get_router(params: RouterParams | None = None, catalog: Catalog | None = Non
     """
     catalog = (catalog if catalog is not None else load_catalog()).routable()
     embedder = get_embedder()
-    key = (str(catalog.directory), catalog.routing_hash(), embedder.model_id)
+    key = (str(catalog.directory), catalog.routing_hash(), embedder.model_id, str(cache_dir()))
     with _routers_lock:
         router = _routers.get(key)
         if router is None:
