@@ -1,18 +1,14 @@
 """Scoring an answer against an exam task's checks (the exam format: :mod:`experts.catalog.exams`).
 
 The checks are the kinds a slot's own checks use, applied to the delivered document: required items present,
-a fenced code block that is valid (Python runs in the sandbox, SQL parses with sqlglot, YAML and JSON parse,
-Bash passes ``bash -n``), Python asserts that hold after the answer's code, and a number the answer states.
+a fenced code block that is valid (Python runs in the sandbox; SQL, YAML, JSON and Bash blocks get the slot's
+own check of their language, :func:`engine.slots.checks.code.block_checks`), Python asserts that hold after the
+answer's code, and a number the answer states.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
-
+from engine.slots.checks.code import block_checks
 from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks
 from engine.slots.program_of_thought import numbers_in
 from engine.slots.sandbox import SandboxLimits, run_python
@@ -30,8 +26,14 @@ _TAGS = {
 _LIMITS = SandboxLimits(timeout_s=10.0)
 
 
-def exam_failures(answer: str, checks: ExamChecks) -> list[str]:
-    """What the answer fails of ``checks``, one line each (empty: it passes)."""
+def exam_failures(answer: str, checks: ExamChecks, task: str = "") -> list[str]:
+    """What the answer fails of ``checks``, one line each (empty: it passes).
+
+    Args:
+        answer: The delivered document.
+        checks: The exam task's checks.
+        task: The exam task's text (it may name the SQL dialect the slot's SQL check reads).
+    """
     failures: list[str] = []
     lowered = answer.lower()
     missing = [item for item in checks.contains if item.lower() not in lowered]
@@ -41,7 +43,7 @@ def exam_failures(answer: str, checks: ExamChecks) -> list[str]:
         failures.append(f"any_of: none of {', '.join(repr(m) for m in checks.any_of)}")
     language = checks.code or ("python" if checks.asserts else None)
     if language is not None:
-        problem = _code_problem(answer, language, checks.asserts)
+        problem = _code_problem(answer, language, checks.asserts, task)
         if problem is not None:
             failures.append(f"code ({language}): {problem}")
     if checks.number is not None and not _states(answer, checks.number, checks.tolerance):
@@ -54,7 +56,7 @@ def _states(answer: str, wanted: float, tolerance: float) -> bool:
     return any(abs(value - wanted) <= tolerance * scale for value in numbers_in(answer))
 
 
-def _code_problem(answer: str, language: str, asserts: list[str]) -> str | None:
+def _code_problem(answer: str, language: str, asserts: list[str], task: str) -> str | None:
     """Why no block of ``language`` in the answer is valid (None: one is)."""
     tags = _TAGS[language]
     blocks = [code for tag, code in code_blocks(answer) if tag in tags and code.strip()]
@@ -64,7 +66,7 @@ def _code_problem(answer: str, language: str, asserts: list[str]) -> str | None:
         return f"no ```{language} block in the answer"
     if language == "python":
         return _python_problem(blocks, asserts)
-    problems = [p for p in (_valid(language, code) for code in blocks) if p is not None]
+    problems = [p for p in (_valid(language, code, task) for code in blocks) if p is not None]
     return None if len(problems) < len(blocks) else problems[0]
 
 
@@ -83,39 +85,14 @@ def _python_problem(blocks: list[str], asserts: list[str]) -> str | None:
     return (last[-1] if last else f"exit status {result.returncode}")[:300]
 
 
-def _valid(language: str, code: str) -> str | None:
-    if language == "sql":
-        import sqlglot
-        from sqlglot.errors import ParseError
+def _valid(language: str, code: str, task: str) -> str | None:
+    """Why one block fails the slot's own check of its language (None: it passes).
 
-        try:
-            parsed = [s for s in sqlglot.parse(code, read="postgres") if s is not None]
-        except ParseError as exc:
-            return f"does not parse: {str(exc).splitlines()[0][:200]}"
-        return None if parsed else "no statement"
-    if language == "yaml":
-        import yaml
-
-        try:
-            yaml.safe_load(code)
-        except yaml.YAMLError as exc:
-            return f"does not parse: {str(exc).splitlines()[0][:200]}"
-        return None
-    if language == "json":
-        try:
-            json.loads(code)
-        except ValueError as exc:
-            return f"does not parse: {exc}"
-        return None
-    return _bash_problem(code)
-
-
-def _bash_problem(code: str) -> str | None:
-    bash = shutil.which("bash")
-    if bash is None:
-        return "bash is not installed here, so the script cannot be checked"
-    with tempfile.TemporaryDirectory(prefix="coe-exam-") as tmp:
-        script = Path(tmp) / "script.sh"
-        script.write_text(code, encoding="utf-8")
-        done = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True, timeout=10, check=False)
-    return None if done.returncode == 0 else f"bash -n: {done.stderr.strip()[:200]}"
+    A check that could not run here (its tool is missing) is no pass for an exam.
+    """
+    for check in block_checks(language, code, task):
+        if not check.passed:
+            return f"bash -n: {check.detail}" if language == "bash" else f"does not parse: {check.detail}"
+        if check.severity == "soft":
+            return f"cannot be checked here: {check.detail}"
+    return None

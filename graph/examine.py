@@ -132,7 +132,7 @@ def _take(
                 id=task.id, passed=False, failed=failed, seconds=seconds, status=state.status.value
             ), model
     document = state.document or ""
-    failures = exam_failures(document, task.checks)
+    failures = exam_failures(document, task.checks, task.task)
     slot = state.slot_states.get("answer")
     if state.status.value == "failed":
         failures.insert(0, f"the run failed: {(slot.error if slot else None) or 'no document'}")

@@ -207,8 +207,17 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
         return [CheckResult(name="code.present", passed=False, detail="no code block in the answer")]
     if language in PYTHON_TAGS:
         return _python_checks(code, tests, ctx)
+    return block_checks(language, code, ctx.task)
+
+
+def block_checks(language: str, code: str, task: str) -> list[CheckResult]:
+    """The checks of one block of a data or script language.
+
+    SQL in the task's dialect, YAML, JSON, CSV, shell and Dockerfile; a language without a checker, or a checker
+    that is not installed, gets a soft pass that says so.
+    """
     if language == "sql":
-        return [_sql_check(code, ctx.task)]
+        return [_sql_check(code, task)]
     if language in ("yaml", "yml"):
         return [_load_check("yaml.parses", lambda: list(yaml.safe_load_all(code)))]
     if language == "json":
