@@ -242,7 +242,7 @@ class Catalog:
         """The catalog the router sees: without the benched experts (the generalist is never benched)."""
         if not self.benched:
             return self
-        keep = {i: s for i, s in self.experts.items() if i not in self.benched or i == GENERAL_EXPERT}
+        keep = {i: s for i, s in self.experts.items() if i not in self.benched}
         examples = tuple(row for row in self.extra_examples if row[0] in keep)
         guard = tuple(row for row in self.extra_guard if row[0] in keep)
         left_out = frozenset(self.experts) - frozenset(keep)

@@ -73,8 +73,7 @@ def load_examples(catalog: Catalog, name: str = EXAMPLES_FILE) -> list[tuple[str
         ConfigError: naming the file and line of a malformed row or an unknown expert.
     """
     path = catalog.directory / name
-    extra = {EXAMPLES_FILE: catalog.extra_examples, GUARD_FILE: catalog.extra_guard}.get(name, ())
-    added = [row for row in extra if row[0] in catalog]
+    added = list({EXAMPLES_FILE: catalog.extra_examples, GUARD_FILE: catalog.extra_guard}.get(name, ()))
     if not path.is_file():
         return added
     rows, errors = [], []
@@ -217,8 +216,6 @@ class ExpertVectorCache:
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
-        self.embedded = 0
-        """Experts embedded by this cache's last :meth:`vectors` call (the others were read back)."""
 
     @staticmethod
     def key(embedder: Embedder, capabilities: list[str], exclusions: list[str]) -> str:
@@ -226,30 +223,25 @@ class ExpertVectorCache:
         payload = json.dumps([FORMAT_VERSION, embedder.model_id, embedder.dim, capabilities, exclusions])
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
-    def vectors(self, catalog: Catalog, embedder: Embedder) -> list[Vectors]:
-        """Per expert, in catalog order: its capability rows then its exclusion rows, unit vectors."""
-        out: list[Vectors | None] = []
-        missing: list[int] = []
-        keys = []
-        for pos, scope in enumerate(catalog):
-            key = self.key(embedder, scope.capabilities, scope.exclusions)
-            keys.append(key)
-            cached = self._read(key, len(scope.capabilities) + len(scope.exclusions), embedder.dim)
-            out.append(cached)
-            if cached is None:
-                missing.append(pos)
-        self.embedded = len(missing)
+    def vectors(self, catalog: Catalog, embedder: Embedder) -> tuple[list[Vectors], int]:
+        """Each expert's vectors, and how many experts were embedded now (the others were read back).
+
+        Per expert, in catalog order: its capability rows, then its exclusion rows (unit vectors).
+        """
+        lines = [scope.capabilities + scope.exclusions for scope in catalog]
+        keys = [self.key(embedder, scope.capabilities, scope.exclusions) for scope in catalog]
+        out = [self._read(key, len(rows), embedder.dim) for key, rows in zip(keys, lines, strict=True)]
+        missing = [pos for pos, cached in enumerate(out) if cached is None]
         if missing:
-            scopes = list(catalog)
-            texts = [line for pos in missing for line in scopes[pos].capabilities + scopes[pos].exclusions]
+            texts = [line for pos in missing for line in lines[pos]]
             embedded = check_vectors(embedder.encode(texts), embedder.dim, "expert scope vectors")
             start = 0
             for pos in missing:
-                count = len(scopes[pos].capabilities) + len(scopes[pos].exclusions)
-                out[pos] = embedded[start : start + count]
-                start += count
-                self._write(keys[pos], embedded[start - count : start])
-        return [v for v in out if v is not None]
+                block = embedded[start : start + len(lines[pos])]
+                start += len(lines[pos])
+                out[pos] = block
+                self._write(keys[pos], block)
+        return [v for v in out if v is not None], len(missing)
 
     def _path(self, key: str) -> Path | None:
         return None if self.directory is None else self.directory / f"{key}.npy"
@@ -300,7 +292,7 @@ def build_index(
     t0 = time.perf_counter()
     ids = catalog.ids
     cache = vector_cache if vector_cache is not None else ExpertVectorCache(None)
-    per_expert = cache.vectors(catalog, embedder)
+    per_expert, embedded_experts = cache.vectors(catalog, embedder)
     cap_owners, cap_texts, exc_owners, exc_texts = [], [], [], []
     cap_rows, exc_rows = [], []
     for pos, (scope, rows) in enumerate(zip(catalog, per_expert, strict=True)):
@@ -329,7 +321,7 @@ def build_index(
         seconds=time.perf_counter() - t0,
         probe=probe if examples else None,
         examples=len(examples),
-        embedded_experts=cache.embedded,
+        embedded_experts=embedded_experts,
     )
 
 
