@@ -15,7 +15,6 @@ not built.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from engine.slots.selection import judge, score
-from experts.catalog.versions import serving, shadow_path
+from experts.catalog.versions import keep_shadow, serving
 from experts.pool.pooled import get_backend
 from graph.persistence import list_threads, open_checkpointer, serializer
 from state.context import RunContext, resolve_settings
@@ -81,7 +80,7 @@ def shadow(
     with serving(expert_id, version):
         for thread_id, state, spec in found:
             result = _replay(thread_id, state, spec, expert_id, context)
-            _keep(expert_id, version, result)
+            keep_shadow(expert_id, version, asdict(result))
             results.append(result)
             if progress is not None:
                 progress(result)
@@ -168,10 +167,3 @@ def _winner(
     picks = {judge(order, slot_text(spec), backend) for order in (shown, shown[::-1])}
     pick = picks.pop() if len(picks) == 1 else None
     return (pick, True) if pick is not None else ("tie", False)
-
-
-def _keep(expert_id: str, version: str, result: ShadowResult) -> None:
-    path = shadow_path(expert_id, version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(asdict(result)) + "\n")

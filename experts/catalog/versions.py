@@ -38,6 +38,7 @@ __all__ = [
     "add_candidate",
     "candidates",
     "history",
+    "keep_shadow",
     "pinned",
     "previous",
     "promote",
@@ -74,12 +75,7 @@ def previous(expert_id: str) -> dict[str, Path]:
 
 def history(expert_id: str) -> list[dict[str, Any]]:
     """Every promotion and rollback of the expert, oldest first."""
-    path = user_experts_dir() / HISTORY / f"{expert_id}.jsonl"
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    return [json.loads(line) for line in lines if line.strip()]
+    return _lines(_history_path(expert_id))
 
 
 def shadow_path(expert_id: str, version: str) -> Path:
@@ -87,13 +83,14 @@ def shadow_path(expert_id: str, version: str) -> Path:
     return user_experts_dir() / SHADOW / f"{expert_id}@{version}.jsonl"
 
 
+def keep_shadow(expert_id: str, version: str, comparison: dict[str, Any]) -> None:
+    """Keep one shadow comparison of a candidate version (its ``winner`` counts in :func:`shadow_tally`)."""
+    _append(shadow_path(expert_id, version), comparison)
+
+
 def shadow_tally(expert_id: str, version: str) -> dict[str, int]:
     """How the candidate's shadow answers fared: slots answered, and wins of the candidate, the served answer, ties."""
-    try:
-        lines = shadow_path(expert_id, version).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = []
-    winners = [json.loads(line)["winner"] for line in lines if line.strip()]
+    winners = [entry["winner"] for entry in _lines(shadow_path(expert_id, version))]
     return {"slots": len(winners), **{w: winners.count(w) for w in ("candidate", "served", "tie")}}
 
 
@@ -107,10 +104,27 @@ def tally_line(tally: dict[str, int]) -> str:
 
 
 def _record(entry: dict[str, Any]) -> None:
-    path = user_experts_dir() / HISTORY / f"{entry['expert']}.jsonl"
+    _append(_history_path(entry["expert"]), entry)
+
+
+def _history_path(expert_id: str) -> Path:
+    return user_experts_dir() / HISTORY / f"{expert_id}.jsonl"
+
+
+def _append(path: Path, entry: dict[str, Any]) -> None:
+    """Add one JSON line to ``path`` (its directory made if need be)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of ``path``, oldest first (none when it does not exist)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def pinned(catalog: Catalog, versions: dict[str, str]) -> tuple[Catalog, list[str]]:
