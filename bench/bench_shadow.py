@@ -14,8 +14,6 @@ task on the fake backend (a test of the bench, not a measurement).
 from __future__ import annotations
 
 import tempfile
-import time
-import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -76,20 +74,12 @@ def _scenario(expert: str, tmp: Path, quick: bool) -> dict[str, Any]:
 
 def _serve(expert: str, item: dict[str, Any], context: dict[str, Any] | None) -> dict[str, Any]:
     """Run one review-set task as one slot of ``expert`` (current version) and keep it in the checkpoints."""
-    from graph import build_graph, open_checkpointer
-    from state.io import RunInput, RunOptions
-    from state.passport import Passport
+    from graph import open_checkpointer
+    from graph.one_slot import run_one_slot, scratch_graph
 
     slot = {"id": "answer", "title": "Answer", "description": item["task"], "expert": expert}
-    framework = {"id": item["id"], "title": item["id"], "slots": [slot]}
-    run_input = RunInput(task=item["task"], options=RunOptions(framework=framework))
-    config = {"configurable": {"thread_id": f"shadow-bench-{uuid.uuid4()}"}}
     with open_checkpointer() as saver:
-        graph: Any = build_graph(saver)
-        t0 = time.perf_counter()
-        graph.invoke(run_input.model_dump(mode="json"), config, context=context)
-        seconds = round(time.perf_counter() - t0, 1)
-        state = Passport.model_validate(graph.get_state(config).values)
+        state, seconds = run_one_slot(scratch_graph(saver), item["task"], slot, item["id"], context=context)
     quality = state.results["answer"].quality if "answer" in state.results else None
     return {
         "id": item["id"],

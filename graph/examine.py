@@ -13,21 +13,16 @@ The framework's source is ``exam:<id>``, which lets a benched expert take its ow
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
-
-from langgraph.checkpoint.memory import InMemorySaver
 
 from engine.exam_checks import exam_failures
 from experts.catalog import load_catalog
 from experts.catalog.exams import ANSWER_KEPT, EXAM_SOURCE, Exam, ExamRecord, TaskResult, load_exam, write_record
 from experts.catalog.versions import serving
-from graph.persistence import serializer
+from graph.one_slot import run_one_slot, scratch_graph
 from state.context import RunContext, resolve_settings
 from state.errors import ConfigError
-from state.io import RunInput, RunOptions
-from state.passport import Passport
 
 __all__ = ["examine"]
 
@@ -64,8 +59,6 @@ def _examine(
     progress: Callable[[TaskResult], None] | None,
     record: bool,
 ) -> ExamRecord:
-    from graph.builder import build_graph  # the compiled graph imports every node: only an exam needs it
-
     catalog = load_catalog()
     scope = catalog.get(expert_id)
     path = catalog.exams.get(expert_id)
@@ -74,7 +67,7 @@ def _examine(
         raise ConfigError(str(where), f"expert {expert_id!r} has no exam; write exam.yaml (see docs/experts.md)")
     exam = load_exam(path, expert_id)
     settings = resolve_settings(context)
-    graph = build_graph(InMemorySaver(serde=serializer()))
+    graph = scratch_graph()
     results: list[TaskResult] = []
     models: set[str] = set()
     started = time.perf_counter()
@@ -108,20 +101,9 @@ def _take(
     graph: Any, exam: Exam, task_id: str, expert_id: str, context: RunContext | dict[str, Any] | None
 ) -> tuple[TaskResult, str | None]:
     task = next(t for t in exam.tasks if t.id == task_id)
-    framework = {
-        "id": "exam",
-        "title": f"Exam of {expert_id}: {task.id}",
-        "slots": [{"id": "answer", "title": f"Exam task {task.id}", "description": task.task, "expert": expert_id}],
-    }
-    run_input = RunInput(
-        task=task.task,
-        options=RunOptions(framework=framework, framework_source=f"{EXAM_SOURCE}{expert_id}"),
-    )
-    config = {"configurable": {"thread_id": f"exam-{expert_id}-{uuid.uuid4()}"}}
-    t0 = time.perf_counter()
-    graph.invoke(run_input.model_dump(mode="json"), config, context=context, durability="exit")
-    seconds = round(time.perf_counter() - t0, 1)
-    state = Passport.model_validate(graph.get_state(config).values)
+    spec = {"id": "answer", "title": f"Exam task {task.id}", "description": task.task, "expert": expert_id}
+    title = f"Exam of {expert_id}: {task.id}"
+    state, seconds = run_one_slot(graph, task.task, spec, title, source=f"{EXAM_SOURCE}{expert_id}", context=context)
     decision = state.routing.get("answer")
     model = None
     if decision is not None:

@@ -15,22 +15,18 @@ not built.
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from langgraph.checkpoint.memory import InMemorySaver
-
 from engine.slots.selection import judge, score
 from experts.catalog.versions import keep_shadow, serving
 from experts.pool.pooled import get_backend
-from graph.persistence import list_threads, open_checkpointer, serializer
+from graph.one_slot import run_one_slot, scratch_graph
+from graph.persistence import list_threads, open_checkpointer
 from state.context import RunContext, resolve_settings
 from state.errors import ConfigError
 from state.framework import SlotSpec, slot_text
-from state.io import RunInput, RunOptions
 from state.passport import Passport
 
 __all__ = ["ShadowResult", "shadow"]
@@ -88,9 +84,7 @@ def shadow(
 
 
 def _served_slots(saver: Any, expert_id: str, version: str, limit: int) -> list[tuple[str, Passport, SlotSpec]]:
-    from graph.builder import build_graph  # the compiled graph imports every node: only a replay needs it
-
-    graph: Any = build_graph(saver)
+    graph = scratch_graph(saver)
     found: list[tuple[str, Passport, SlotSpec]] = []
     for thread_id in list_threads(saver, THREADS_READ):
         values = graph.get_state({"configurable": {"thread_id": thread_id}}).values
@@ -118,20 +112,14 @@ def _served_slots(saver: Any, expert_id: str, version: str, limit: int) -> list[
 def _replay(
     thread_id: str, state: Passport, spec: SlotSpec, expert_id: str, context: RunContext | dict[str, Any] | None
 ) -> ShadowResult:
-    from graph.builder import build_graph
-
     served = state.results[spec.id]
     assert served.quality is not None
     slot = spec.model_dump(mode="json", exclude={"deps", "can_reference", "reference_hints"})
     slot["expert"] = expert_id
-    framework = {"id": "shadow", "title": f"Shadow of {expert_id}: {spec.title}", "slots": [slot]}
-    run = RunInput(task=state.task, options=RunOptions(framework=framework, framework_source=f"shadow:{expert_id}"))
-    graph: Any = build_graph(InMemorySaver(serde=serializer()))  # invoked with a plain dict input, as an exam
-    config = {"configurable": {"thread_id": f"shadow-{uuid.uuid4()}"}}
-    t0 = time.perf_counter()
-    graph.invoke(run.model_dump(mode="json"), config, context=context, durability="exit")
-    seconds = round(time.perf_counter() - t0, 1)
-    replay = Passport.model_validate(graph.get_state(config).values)
+    title = f"Shadow of {expert_id}: {spec.title}"
+    replay, seconds = run_one_slot(
+        scratch_graph(), state.task, slot, title, source=f"shadow:{expert_id}", context=context
+    )
     mine = replay.results.get(spec.id)
     served_score = score(served.quality.checks)
     if mine is None or mine.quality is None:
