@@ -271,6 +271,7 @@ def versions_cmd(
     """Show an expert's current version, its candidates and earlier versions with their exams, and its history."""
     from experts.catalog import load_catalog
     from experts.catalog.exams import read_record
+    from experts.catalog.shadow_queue import share
     from experts.catalog.versions import candidates, history, previous, shadow_tally, tally_line
 
     with user_errors():
@@ -283,7 +284,13 @@ def versions_cmd(
 
     rows = [{"version": scope.version, "state": "current", "origin": catalog.origin(expert_id).label()}]
     rows += [
-        {"version": v, "state": "candidate", "origin": str(p), "shadow": tally_line(shadow_tally(expert_id, v))}
+        {
+            "version": v,
+            "state": "candidate",
+            "origin": str(p),
+            "shadow": tally_line(shadow_tally(expert_id, v))
+            + (f"; {given.line()}" if (given := share(expert_id, v)) else ""),
+        }
         for v, p in candidates(expert_id).items()
     ]
     rows += [{"version": v, "state": "previous", "origin": str(p)} for v, p in previous(expert_id).items()]
@@ -304,6 +311,7 @@ def versions_cmd(
             else ""
         )
         forced = " (forced)" if step.get("forced") else ""
+        forced = forced or (f" (by its shadow rule: {step['rule']})" if step.get("rule") else "")
         print(f"{step['at']} {step['action']} v{step['from']} -> v{step['to']}{forced}{why}")
 
 
@@ -327,28 +335,81 @@ def promote_cmd(
 
 @experts_app.command("shadow")
 def shadow_cmd(
-    expert_id: Annotated[str, typer.Argument(metavar="ID", help="An expert id.")],
-    version: Annotated[str, typer.Argument(metavar="VERSION", help="A candidate version.")],
-    slots: Annotated[int, typer.Option("--slots", min=1, max=100, help="How many real slots to answer again.")] = 5,
+    expert_id: Annotated[str | None, typer.Argument(metavar="[ID]", help="An expert id.")] = None,
+    version: Annotated[str | None, typer.Argument(metavar="[VERSION]", help="A candidate version.")] = None,
+    slots: Annotated[int, typer.Option("--slots", min=1, max=100, help="How many saved slots to answer again.")] = 5,
+    share: Annotated[
+        float | None,
+        typer.Option("--share", help="Queue this share (0-1) of the expert's live slots for the candidate; 0 stops."),
+    ] = None,
+    promote_after: Annotated[
+        int | None,
+        typer.Option("--promote-after", help="With --share: promote automatically after this many shadow slots ..."),
+    ] = None,
+    margin: Annotated[
+        int, typer.Option("--margin", help="... when the candidate's wins pass the served answers' by this many.")
+    ] = 1,
+    queued: Annotated[
+        bool, typer.Option("--queued", help="Answer the queued live slots now (stops when a run is in flight).")
+    ] = False,
+    limit: Annotated[int | None, typer.Option("--max", min=1, help="With --queued: answer at most this many.")] = None,
     checkpoint: Annotated[
         str | None, typer.Option("--checkpoint", help="Where the runs are saved (default as coe run).")
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Have a candidate version answer real slots its expert served, and score both answers by the slot's checks."""
+    """Have a candidate version answer real slots its expert served, and score both answers by the slot's checks.
+
+    ID VERSION answers the newest saved slots now; with --share, a share of the expert's live slots is queued as
+    runs end and answered in spare time (the server's idle worker, or --queued); --queued alone lists and answers
+    the queue.
+    """
+    from dataclasses import asdict
+
+    from experts.catalog.shadow_queue import pending, set_share
     from experts.catalog.versions import shadow_tally, tally_line
-    from graph.shadow import shadow
+    from graph.shadow import drain, shadow
+    from state.errors import ConfigError
 
     def show(r: Any) -> None:
+        if as_json:
+            return
         judged = " (judge)" if r.judged else ""
+        promoted = f"; {r.expert} v{r.version} promoted by its shadow rule" if r.promoted else ""
         print(
-            f"  {r.thread_id[:8]} {r.slot_id}: served v{r.served_version} {r.served_score:.1f}, candidate "
-            f"{r.candidate_score:.1f} -> {r.winner}{judged} ({r.seconds:.0f} s)"
+            f"  {r.expert} v{r.version} {r.thread_id[:8]} {r.slot_id}: served v{r.served_version} "
+            f"{r.served_score:.1f}, candidate {r.candidate_score:.1f} -> {r.winner}{judged} ({r.seconds:.0f} s)"
+            + promoted
         )
 
     with user_errors():
-        print(f"answering {expert_id}'s real slots again with v{version} ...")
-        shadow(expert_id, version, checkpoint=checkpoint, slots=slots, progress=show)
-    print(f"{expert_id} v{version}: {tally_line(shadow_tally(expert_id, version))}")
+        if queued:
+            if expert_id is not None or share is not None:
+                raise ConfigError("--queued", "takes no ID, VERSION or --share: it answers the whole queue")
+            waiting = len(pending())
+            if not as_json:
+                print(f"{waiting} queued shadow slot(s)")
+            done, why = drain(limit=limit, checkpoint=checkpoint, progress=show)
+            if as_json:
+                print(json.dumps({"answered": [asdict(r) for r in done], "stopped": why, "left": len(pending())}))
+            else:
+                print(f"answered {len(done)}; stopped: {why}; {len(pending())} left")
+            return
+        if expert_id is None or version is None:
+            raise ConfigError("ID VERSION", "name the expert and its candidate version (or give --queued)")
+        if share is not None:
+            given = set_share(expert_id, version, share, promote_after=promote_after, margin=margin)
+            print(f"{expert_id} v{version}: " + (given.line() if given else "no share of live slots"))
+            return
+        if promote_after is not None:
+            raise ConfigError("--promote-after", "goes with --share: the rule applies to a share of live slots")
+        if not as_json:
+            print(f"answering {expert_id}'s saved slots again with v{version} ...")
+        done = shadow(expert_id, version, checkpoint=checkpoint, slots=slots, progress=show)
+    if as_json:
+        print(json.dumps({"answered": [asdict(r) for r in done], "tally": shadow_tally(expert_id, version)}))
+    else:
+        print(f"{expert_id} v{version}: {tally_line(shadow_tally(expert_id, version))}")
 
 
 @experts_app.command("rollback")

@@ -18,7 +18,7 @@ from state.context import RunContext
 from state.io import RunInput, RunOptions
 from state.passport import Passport
 
-__all__ = ["run_one_slot", "scratch_graph"]
+__all__ = ["arun_one_slot", "run_one_slot", "scratch_graph"]
 
 
 def scratch_graph(saver: BaseCheckpointSaver[str] | None = None) -> Any:
@@ -53,10 +53,31 @@ def run_one_slot(
     Returns:
         The final Passport and the run's seconds.
     """
-    framework = {"id": "one_slot", "title": title, "slots": [slot]}
-    run_input = RunInput(task=task, options=RunOptions(framework=framework, framework_source=source))
-    config = {"configurable": {"thread_id": f"one-slot-{uuid.uuid4()}"}}
+    payload, config = _one_slot_run(task, slot, title, source)
     t0 = time.perf_counter()
-    graph.invoke(run_input.model_dump(mode="json"), config, context=context, durability="exit")
+    graph.invoke(payload, config, context=context, durability="exit")
     seconds = round(time.perf_counter() - t0, 1)
     return Passport.model_validate(graph.get_state(config).values), seconds
+
+
+async def arun_one_slot(
+    graph: Any,
+    task: str,
+    slot: dict[str, Any],
+    title: str,
+    *,
+    source: str | None = None,
+    context: RunContext | dict[str, Any] | None = None,
+) -> tuple[Passport, float]:
+    """:func:`run_one_slot` on the event loop: cancelling the awaiting task stops the slot's generations."""
+    payload, config = _one_slot_run(task, slot, title, source)
+    t0 = time.perf_counter()
+    await graph.ainvoke(payload, config, context=context, durability="exit")
+    seconds = round(time.perf_counter() - t0, 1)
+    return Passport.model_validate((await graph.aget_state(config)).values), seconds
+
+
+def _one_slot_run(task: str, slot: dict[str, Any], title: str, source: str | None) -> tuple[dict[str, Any], Any]:
+    framework = {"id": "one_slot", "title": title, "slots": [slot]}
+    run_input = RunInput(task=task, options=RunOptions(framework=framework, framework_source=source))
+    return run_input.model_dump(mode="json"), {"configurable": {"thread_id": f"one-slot-{uuid.uuid4()}"}}

@@ -4,7 +4,8 @@ Layout: the framework title; one section per slot in dependency order with the e
 nested under it; a note in place of every slot that failed or was blocked; the task's computed figures with their
 program (a multi-part task with numbers, ``engine.figures``); then every unresolved marker, the
 full source of every filled assist (file and location or consulted expert, score) and the warnings;
-optionally (``--ledger``) the ledger, rendered by :func:`render_ledger`.
+optionally (``--ledger``) the ledger, rendered by :func:`render_ledger`. Last, the slots that fall in a candidate
+expert version's shadow share are queued for it (:mod:`engine.shadow_offer`; answered later, in spare time).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from engine.shadow_offer import offer_slots
 from experts.embedding import get_embedder
 from memory.store import Episode, EpisodeMemory, FactMemory
 from state.assist import unresolved_markers
@@ -100,6 +102,9 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
     )
     document = "\n\n".join(parts) + "\n"
     recorded = _record(runtime, state, status, states)
+    queued = offer_slots(state)
+    if queued:
+        recorded += f"; queued for shadow runs: {', '.join(queued)}"
     return {
         "document": document,
         "summary": summary,

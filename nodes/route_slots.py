@@ -21,6 +21,7 @@ from langgraph.runtime import Runtime
 from engine.slots.contracts import deliverable_of
 from experts.catalog import GENERAL_EXPERT, Catalog, ExpertScope, load_catalog, resolve_binding
 from experts.catalog.exams import EXAM_SOURCE
+from experts.catalog.versions import pinned, shadow_pin
 from experts.routing import RouteResult, RouterParams, get_router
 from experts.routing.lesson_check import router_with_lessons
 from experts.routing.scoping import function_to_complete
@@ -45,6 +46,9 @@ def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[st
     """
     settings = state.settings
     catalog = load_catalog()
+    pin = shadow_pin(state.framework.source)
+    if pin is not None:  # a shadow run: its slot is answered by the candidate version it names
+        catalog, _ = pinned(catalog, dict([pin]))
     to_route = [s for s in state.framework.slots if s.expert is None]
     decisions: dict[str, RoutingDecision] = {}
     applied: list[AppliedDefault] = []

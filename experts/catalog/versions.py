@@ -45,6 +45,8 @@ __all__ = [
     "rollback",
     "serving",
     "shadow_path",
+    "shadow_pin",
+    "shadow_source",
     "shadow_tally",
     "tally_line",
 ]
@@ -53,6 +55,21 @@ CANDIDATES = ".candidates"
 PREVIOUS = ".previous"
 HISTORY = ".history"
 SHADOW = ".shadow"
+SHADOW_SOURCE = "shadow:"
+"""A shadow run's one-slot framework has the source ``shadow:<id>@<version>``: the run is routed to that version."""
+
+
+def shadow_source(expert_id: str, version: str) -> str:
+    """The framework source of a shadow run of candidate ``version`` of ``expert_id``."""
+    return f"{SHADOW_SOURCE}{expert_id}@{version}"
+
+
+def shadow_pin(source: str) -> tuple[str, str] | None:
+    """(expert id, version) a framework source pins (``shadow:<id>@<version>``), or None."""
+    if not source.startswith(SHADOW_SOURCE):
+        return None
+    expert_id, at, version = source.removeprefix(SHADOW_SOURCE).partition("@")
+    return (expert_id, version) if at and expert_id and version else None
 
 
 def _versions(kind: str, expert_id: str) -> dict[str, Path]:
@@ -191,8 +208,10 @@ def serving(expert_id: str, version: str) -> Iterator[None]:
         yield
 
 
-def promote(expert_id: str, version: str, *, force: bool = False) -> dict[str, Any]:
+def promote(expert_id: str, version: str, *, force: bool = False, rule: str | None = None) -> dict[str, Any]:
     """Make candidate ``version`` the current version of ``expert_id``, with its exam as the evidence.
+
+    ``rule`` names the shadow share's automatic rule that asked for the promotion (recorded; None: by hand).
 
     Raises:
         ConfigError: no such candidate; a package's expert; the candidate is not examined, failed its exam, or
@@ -233,6 +252,7 @@ def promote(expert_id: str, version: str, *, force: bool = False) -> dict[str, A
         "to": version,
         "at": _now(),
         "forced": problem is not None,
+        "rule": rule,
         "evidence": {
             "from": old.line() if old else None,
             "to": new.line() if new else None,
