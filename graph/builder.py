@@ -6,6 +6,10 @@ supplies one) is what ``langgraph.json`` points at.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.runnables import RunnableLambda
@@ -52,14 +56,73 @@ class CoeGraph(CompiledStateGraph[Passport, RunContext, RunInput, RunOutput]):
     """
 
     def stream(self, input: Any, *args: Any, **kwargs: Any) -> Any:
-        """``CompiledStateGraph.stream`` after the input check."""
+        """``CompiledStateGraph.stream`` after the input check, counted in :data:`activity` while it runs."""
         _check_input(input)
-        return super().stream(input, *args, **kwargs)
+        return activity.counted(super().stream(input, *args, **kwargs))
 
     def astream(self, input: Any, *args: Any, **kwargs: Any) -> Any:
-        """``CompiledStateGraph.astream`` after the input check (made when called, as the sync form)."""
+        """``CompiledStateGraph.astream`` after the input check (made when called, as the sync form), counted."""
         _check_input(input)
-        return super().astream(input, *args, **kwargs)
+        return activity.acounted(super().astream(input, *args, **kwargs))
+
+
+class RunActivity:
+    """How many graph runs this process has in flight, and when the last one ended: what "idle" means here.
+
+    The server's shadow worker (:mod:`server.shadow_worker`) answers a candidate's queued slots only while no run
+    is in flight and none has been for a while, and stops its own job when one starts. Its own runs are marked
+    with :data:`BACKGROUND` (a context variable the worker's task sets) and are not counted.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._last_end = time.monotonic()
+
+    def in_flight(self) -> int:
+        """Runs in flight now (background runs not counted)."""
+        with self._lock:
+            return self._in_flight
+
+    def idle_seconds(self) -> float:
+        """Seconds since the last counted run ended (or since start-up); 0 while one is in flight."""
+        with self._lock:
+            return 0.0 if self._in_flight else time.monotonic() - self._last_end
+
+    def _change(self, step: int) -> None:
+        with self._lock:
+            self._in_flight += step
+            self._last_end = time.monotonic()
+
+    def counted(self, chunks: Iterator[Any]) -> Iterator[Any]:
+        """``chunks`` (a run's stream), counted from its first chunk asked for to its end or close."""
+        if BACKGROUND.get():
+            yield from chunks
+            return
+        self._change(+1)
+        try:
+            yield from chunks
+        finally:
+            self._change(-1)
+
+    async def acounted(self, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """The async form of :meth:`counted`."""
+        if BACKGROUND.get():
+            async for chunk in chunks:
+                yield chunk
+            return
+        self._change(+1)
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            self._change(-1)
+
+
+BACKGROUND: ContextVar[bool] = ContextVar("coe_background_run", default=False)
+"""Set in a task whose graph runs are the process's own background work (shadow runs), not a user's."""
+activity = RunActivity()
+"""This process's graph runs (all compiled graphs of :func:`build_graph`)."""
 
 
 def _check_input(given: Any) -> None:

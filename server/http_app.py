@@ -23,7 +23,8 @@ see stays a 404 from the server itself). Everything else passes through untouche
 :class:`KeyRequired` closes ``/docs``, ``/openapi.json``, ``/info`` and ``/metrics`` on a server with API keys
 (401 without a known key, as every other route); ``/ok`` and ``/`` stay open for health checks
 (docs/security.md). ``langgraph.json`` names :data:`app` under ``http``; the app also serves
-``POST /threads/{id}/feedback`` (:mod:`server.feedback_route`).
+``POST /threads/{id}/feedback`` (:mod:`server.feedback_route`), and its lifespan runs the shadow worker
+(:mod:`server.shadow_worker`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.auth import authenticate
 from server.feedback_route import feedback_route
+from server.shadow_worker import lifespan
 from state.context import RunContext
 from state.io import RunInput, unknown_keys
 
@@ -246,6 +248,7 @@ async def _answer(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-app = Starlette(routes=[feedback_route], middleware=[Middleware(KeyRequired), Middleware(RunCheck)])
+app = Starlette(routes=[feedback_route], middleware=[Middleware(KeyRequired), Middleware(RunCheck)], lifespan=lifespan)
 """The server's extra HTTP app: ``POST /threads/{id}/feedback`` (:mod:`server.feedback_route`), the run checks on
-the built-in routes and the key on the meta routes."""
+the built-in routes, the key on the meta routes, and the shadow worker for the server's life
+(:mod:`server.shadow_worker`)."""

@@ -268,6 +268,7 @@ PROCESS_ENV: dict[str, str] = {
     "COE_RETENTION_DAYS": "coe prune: the age (days) past which finished runs are deleted",
     "COE_LEASE_SECONDS": "seconds a run's lease on its thread outlives its last renewal (default 30)",
     "COE_API_KEYS_FILE": "the server's API keys (YAML: keys with key or sha256, identity, tenant); unset: open",
+    "COE_SHADOW_IDLE_SECONDS": "seconds the server stays idle before its shadow worker answers a slot (60; 0: off)",
 }
 """Environment variables of the process, not of a run: read when needed, never recorded in a checkpoint."""
 

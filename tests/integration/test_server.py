@@ -533,3 +533,41 @@ def test_an_expert_added_to_the_servers_catalog_serves_the_next_run_without_a_re
     assert before["expert"] != "rust_developer"
     assert after["expert"] == "rust_developer" and after["version"] == "1.0"
     assert server.run(routed)["expert"] == before["expert"]  # removed: the next run routes as before
+
+
+def test_the_servers_idle_worker_answers_a_candidates_share_of_live_slots(tmp_path: Path) -> None:
+    from experts.catalog import add_expert
+    from experts.catalog.shadow_queue import pending, set_share
+    from experts.catalog.versions import add_candidate, shadow_tally
+    from tests.unit.test_expert_sources import RUST_SCOPE, expert_dir
+
+    text = "Fix the borrow checker error in my Rust function that pushes to a vector while iterating over it."
+    framework = {"id": "rust", "title": "Rust fix", "slots": [{"id": "S", "title": "Fix", "description": text}]}
+    home = tmp_path / "srv" / "home"
+    with _serve(tmp_path / "srv", {"COE_SHADOW_IDLE_SECONDS": "1"}) as srv:
+        os.environ["COE_HOME"], saved = str(home), os.environ.get("COE_HOME")
+        try:
+            add_expert(expert_dir(tmp_path / "v1"))
+            add_candidate(expert_dir(tmp_path / "v2", {**RUST_SCOPE, "version": "2.0"}))
+            set_share("rust_developer", "2.0", 1.0)
+
+            async def run(client: Any) -> dict[str, Any]:
+                thread = (await client.threads.create())["thread_id"]
+                await client.runs.wait(
+                    thread, "college_of_experts", input={"task": text, "options": {"framework": framework}}
+                )
+                return dict((await client.threads.get_state(thread))["values"])
+
+            values = srv.run(run)
+            deadline = time.monotonic() + 60
+            while (pending() or not shadow_tally("rust_developer", "2.0")["slots"]) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            tally = shadow_tally("rust_developer", "2.0")
+        finally:
+            if saved is None:
+                os.environ.pop("COE_HOME")
+            else:
+                os.environ["COE_HOME"] = saved
+    assert values["routing"]["S"]["expert"] == "rust_developer" and values["routing"]["S"]["version"] == "1.0"
+    assert "Shadow of" not in values["document"]  # the candidate's answer never reaches the user's document
+    assert tally["slots"] == 1, (srv.db.parent / "server.log").read_text()[-3000:]
