@@ -114,18 +114,19 @@ def calculate(
     slot_id: str,
     cancel: threading.Event | None = None,
     temperature: float = 0.0,
+    draw: int = 0,
 ) -> Calculation:
     """Ask ``backend`` for a program that prints the task's answer, and run it in the sandbox.
 
     The calculation's ``values`` are empty (no check) when no program came back, it failed, it printed no single
-    result, or what it printed the task states already. Backend errors propagate. The first program is greedy; a
-    second one (:func:`verdict`) is sampled at ``temperature``.
+    result, or what it printed the task states already. Backend errors propagate. The first program is greedy;
+    the ones :func:`verdict` asks for are sampled at ``temperature``, each with its own seed (``draw`` 1, 2).
     """
     request = GenerationRequest(
         messages=(ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip())),),
         max_tokens=PROGRAM_TOKENS,
         temperature=temperature,
-        seed=2 if temperature else 0,
+        seed=1 + draw if temperature else 0,
         slot_id=f"{slot_id}@calculate" if not temperature else f"{slot_id}@recalculate",
         cancel=cancel,
     )
@@ -244,9 +245,10 @@ class Verdict:
 
 
 def verdict(text: str, first: Calculation, again: Callable[[], Calculation | None]) -> Verdict:
-    """The vote on a kept answer ``text`` and the ``first`` program (which gives a check); ``again`` draws a second.
+    """The vote on a kept answer ``text`` and the ``first`` program (which gives a check); ``again`` draws another.
 
-    The second program is drawn only when the answer and the first disagree.
+    A second program is drawn only when the answer and the first disagree; a third only when the three values
+    still differ (it sides with one of them, or the vote is split). A program that printed no value does not vote.
     """
     if result_check(text, first).passed:
         return Verdict("agrees", first)
@@ -255,9 +257,22 @@ def verdict(text: str, first: Calculation, again: Callable[[], Calculation | Non
         return Verdict("split", first, second)
     if result_check(text, second).passed:
         return Verdict("answer", second, first)
-    if all(any(_same(v, w) for w in second.values) for v in first.values):
+    if _agree(first, second):
         return Verdict("computed", first, second)
+    third = again()
+    if third is None or not third.values:
+        return Verdict("split", first, second)
+    if result_check(text, third).passed:
+        return Verdict("answer", third, first)
+    for program, outvoted in ((first, second), (second, first)):
+        if _agree(program, third):
+            return Verdict("computed", program, outvoted)
     return Verdict("split", first, second)
+
+
+def _agree(one: Calculation, other: Calculation) -> bool:
+    """Two programs printed the same values."""
+    return all(any(_same(v, w) for w in other.values) for v in one.values)
 
 
 def last_line(output: str) -> str:
@@ -274,11 +289,10 @@ def _same(a: float | str, b: float | str) -> bool:
 
 _NOTES: dict[str, str] = {
     "agrees": "The answer above states the same value.",
-    "answer": "A first program printed {other}; this second one agrees with the answer above, so the result is the "
-    "answer's.",
-    "computed": "**The answer above does not state this value, and a second program printed it too: take {result} as "
+    "answer": "Another program printed {other}; this one agrees with the answer above, so the result is the answer's.",
+    "computed": "**The answer above does not state this value, and another program printed it too: take {result} as "
     "the result, and check the step where the answer departs from it.**",
-    "split": "**The answer above does not state this value, and a second program printed {other}: the three "
+    "split": "**The answer above does not state this value, and other programs printed {other} and more: they "
     "disagree, so no result is given.** Check the steps before relying on any of them.",
 }
 

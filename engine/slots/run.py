@@ -174,20 +174,24 @@ def _calculation(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) -> Cal
 def _vote(slot: _Slot, chosen: _Draw, backend: ExpertBackend, emit: ProgressSink) -> Verdict | None:
     """The vote on the kept answer and the program (None without a computed result).
 
-    A second program, sampled at :data:`RECALCULATE_TEMPERATURE`, is drawn only when the two disagree.
+    More programs, sampled at :data:`RECALCULATE_TEMPERATURE`, are drawn only while the values disagree (two at
+    most: :func:`~engine.slots.program_of_thought.verdict`).
     """
     calc = slot.calculation
     if calc is None or not calc.values:
         return None
 
     def again() -> Calculation | None:
-        slot.recalculation = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE)
-        return slot.recalculation
+        drawn = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE, len(slot.recalculations) + 1)
+        slot.recalculations.append(drawn)
+        return drawn
 
     return verdict(chosen.result.body_text(), calc, again)
 
 
-def _program_run(slot: _Slot, backend: ExpertBackend, emit: ProgressSink, temperature: float) -> Calculation | None:
+def _program_run(
+    slot: _Slot, backend: ExpertBackend, emit: ProgressSink, temperature: float, draw: int = 0
+) -> Calculation | None:
     """One program for the task, run in the sandbox and ledgered (None when the backend failed)."""
     job = slot.job
     model, owner = job.escalation if job.escalation is not None else (job.model, backend)
@@ -195,7 +199,14 @@ def _program_run(slot: _Slot, backend: ExpertBackend, emit: ProgressSink, temper
     calc: Calculation | None = None
     try:
         calc = calculate(
-            job.task, owner, model, slot.limits, slot_id=job.spec.id, cancel=job.cancel, temperature=temperature
+            job.task,
+            owner,
+            model,
+            slot.limits,
+            slot_id=job.spec.id,
+            cancel=job.cancel,
+            temperature=temperature,
+            draw=draw,
         )
         note = calc.note
     except GenerationStopped:
@@ -210,7 +221,7 @@ def _program_run(slot: _Slot, backend: ExpertBackend, emit: ProgressSink, temper
             action="calculate" if not temperature else "recalculate",
             slot_id=job.spec.id,
             inputs_summary="a Python program that prints the task's result, run in the sandbox"
-            + (f" (a second one, at t={temperature:g}: the answer and the first disagree)" if temperature else ""),
+            + (f" (number {draw + 1}, at t={temperature:g}: the values so far disagree)" if temperature else ""),
             outputs_summary=note[:500],
             duration_ms=int((time.perf_counter() - t0) * 1000),
             prompt_tokens=calc.prompt_tokens if calc is not None else 0,
@@ -325,7 +336,7 @@ class _Slot:
     """The task's result computed by a program: every candidate is checked against it."""
     verdict: Verdict | None = None
     """The vote on the kept answer and the programs (a second one drawn when they disagree)."""
-    recalculation: Calculation | None = None
+    recalculations: list[Calculation | None] = field(default_factory=list)
     """The second program, drawn for the vote when the kept answer and the first disagree."""
     ledger: list[LedgerEntry] = field(default_factory=list)
     draws: list[_Draw] = field(default_factory=list)
@@ -548,7 +559,7 @@ def _choose(draws: list[_Draw], contract: Contract, job: SlotJob, backend: Exper
 
 def _quality(slot: _Slot, chosen: _Draw, judged: bool) -> SlotQuality:
     """The slot's confidence vector: every candidate, its checks, and the choice."""
-    calculated = sum(c.completion_tokens for c in (slot.calculation, slot.recalculation) if c is not None)
+    calculated = sum(c.completion_tokens for c in (slot.calculation, *slot.recalculations) if c is not None)
     checks = chosen.checks
     if slot.verdict is not None:  # the vote decides math.result: an answer a second program confirms passes
         checks = [c for c in checks if c.name != "math.result"] + [slot.verdict.check]

@@ -18,7 +18,7 @@ He gave 8 to Alisha and 27 to Bobby, so he bought 4 + 8 + 27 + 6 = 44 gumballs.
 print(4 + 8 + 27 + 6)
 ```
 
-**The answer above does not state this value, and a second program printed it too: take 45 as the result.**
+**The answer above does not state this value, and another program printed it too: take 45 as the result.**
 """
 
 

@@ -164,27 +164,28 @@ def test_the_kept_answer_shows_the_computed_result_and_its_program() -> None:
     assert not any(e.action == "recalculate" for e in outcome.ledger)  # no second program when they agree
 
 
-def disagreeing(second: str) -> tuple[SlotOutcome, Scripted, Scripted]:
-    """A math slot whose two candidates state 0.6 and 0.7 where the program prints 0.5177, and ``second`` the
-    second program's answer: the bigger model writes both programs and draws nothing else."""
+def disagreeing(second: str, third: str = "```python\nprint(0.3)\n```") -> tuple[SlotOutcome, Scripted, Scripted]:
+    """A math slot whose two candidates state 0.6 and 0.7 where the program prints 0.5177, ``second`` the second
+    program's answer and ``third`` a third's: the bigger model writes the programs and draws nothing else."""
     backend = Scripted([answer("0.6"), answer("0.7"), answer("0.8"), answer("0.9")])
     settings = resolve_settings({"backend": "fake", "best_of": 4, "calculate": True}, env={})
-    bigger = Scripted([PROGRAM, second])
+    bigger = Scripted([PROGRAM, second, third])
     job = SlotJob(**{**math_job().__dict__, "escalation": ("big", bigger)})
     return run_slot(job, backend, settings, emit=lambda _: None), backend, bigger
 
 
-def test_an_answer_that_disagrees_gets_one_more_draw_then_a_second_program_votes() -> None:
+def test_an_answer_that_disagrees_gets_one_more_draw_then_programs_vote_until_two_agree_or_three_differ() -> None:
     # best_of 4 and escalation on: with a computed result, two candidates in all and no bigger model's
     outcome, backend, bigger = disagreeing("```python\nprint(0.25)\n```")
     assert outcome.result is not None
-    assert [r.slot_id for r in bigger.requests] == ["answer@calculate", "answer@recalculate"]
+    assert [r.slot_id for r in bigger.requests] == ["answer@calculate", "answer@recalculate", "answer@recalculate"]
     assert bigger.requests[1].temperature > 0  # another program, not the first one again
+    assert bigger.requests[1].seed != bigger.requests[2].seed  # and the third is not the second again
     assert [r.slot_id for r in backend.requests] == ["answer", "answer", "answer@judge"]
     assert "0.5177" in backend.requests[1].messages[-1].content  # the second draw is told the value
     last = outcome.result.sections[-1]  # three values: no result, said plainly
     assert last.title == "Computed result" and "**Computed: 0.5177469135802468** (not confirmed)" in last.body
-    assert "the three disagree" in last.body and "'0.25'" in last.body
+    assert "they disagree, so no result is given" in last.body and "'0.25'" in last.body
     [shown] = [e for e in outcome.ledger if e.action == "show_working"]
     assert shown.outputs_summary.startswith("split:")
     assert any("math.result" in n.message for n in outcome.notices)  # and the caveat says it too
@@ -194,8 +195,20 @@ def test_two_programs_that_agree_outvote_the_answer() -> None:
     outcome, _, _ = disagreeing("```python\nfrom math import isclose\nprint(1 - 625 / 1296)\n```")
     assert outcome.result is not None and outcome.result.quality is not None
     last = outcome.result.sections[-1]
-    assert "**Result: 0.5177469135802468**" in last.body and "a second program printed it too" in last.body
+    assert "**Result: 0.5177469135802468**" in last.body and "another program printed it too" in last.body
     assert not outcome.result.quality.passed and any("two programs" in n.message for n in outcome.notices)
+
+
+def test_a_third_program_breaks_a_three_way_split() -> None:
+    # the mortgage's case: the greedy program was right, the answer and the sampled second were not
+    same = "```python\nprint(1 - 625 / 1296)\n```"
+    outcome, _, bigger = disagreeing("```python\nprint(0.25)\n```", same)
+    assert outcome.result is not None and len(bigger.requests) == 3
+    last = outcome.result.sections[-1]
+    assert "**Result: 0.5177469135802468**" in last.body and "print(1 - 625 / 1296)" not in last.body  # the first's
+    assert "another program printed it too" in last.body
+    outcome, _, _ = disagreeing("```python\nprint(0.25)\n```", "```python\nprint(0.6)\n```")
+    assert outcome.result is not None and "**Result: 0.6**" in outcome.result.sections[-1].body  # sides with the answer
 
 
 def test_a_second_program_that_agrees_with_the_answer_makes_it_the_result() -> None:

@@ -263,7 +263,7 @@ def test_the_mortgage_answer_ends_with_the_computed_payment_and_says_the_answer_
     assert result is not None and result.quality is not None
     working = result.sections[-1]
     assert working.title == "Computed result" and "**Result: Monthly payment: $1798.65**" in working.body
-    assert "The answer above does not state this value, and a second program printed it too" in working.body
+    assert "The answer above does not state this value, and another program printed it too" in working.body
     assert "The monthly payment on the mortgage is $2,500." in result.raw  # the expert's words, kept
     assert any("math.result" in n.message and "two programs" in n.message for n in outcome.notices)
 
