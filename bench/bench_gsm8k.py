@@ -128,9 +128,18 @@ def bare_value(text: str) -> float | None:
 
 
 def split_working(document: str) -> tuple[str, str]:
-    """(the document before its working section, the section), the second '' when it has none."""
+    """(the document without its working section, the section), the second '' when it has none.
+
+    The section is the answer's last, or its first when programs outvoted the answer; it runs to the next heading
+    of its level or above.
+    """
     m = _WORKING.search(document)
-    return (document[: m.start()], document[m.start() :]) if m else (document, "")
+    if m is None:
+        return document, ""
+    level = len(m.group(0)) - len(m.group(0).lstrip("#"))
+    after = re.compile(rf"^#{{1,{level}}}\s", re.M).search(document, m.end())
+    end = after.start() if after else len(document)
+    return document[: m.start()] + document[end:], document[m.start() : end]
 
 
 def right(value: float | None, expected: float) -> bool:

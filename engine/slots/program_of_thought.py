@@ -298,17 +298,22 @@ _NOTES: dict[str, str] = {
 
 
 def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -> SlotResult:
-    """``result`` with a last section giving the result, the program that computed it and its output.
+    """``result`` with a section giving the result, the program that computed it and its output.
 
     The section is the harness's, not the expert's: the result as the vote decided it (:class:`Verdict`), the
     program (written by its model) and what the sandbox printed, verbatim, and a sentence on the agreement; a
-    ledger entry says the same.
+    ledger entry says the same. It is the answer's last section, except when programs outvoted the answer
+    (``computed``): then it comes first, so a reader meets the computed value before the answer's own figure.
     """
     calc = vote.shown
     value = last_line(calc.output)
     other = last_line(vote.other.output) if vote.other is not None and vote.other.output else "nothing usable"
-    head = f"**Result: {vote.result}**" if vote.result else f"**Computed: {value}** (not confirmed)"
-    note = _NOTES[vote.agreement].format(other=repr(other), result=vote.result)
+    first = vote.agreement == "computed"
+    shown = stated_value(vote.result) if vote.result else ""
+    head = f"**Result: {shown}**" if vote.result else f"**Computed: {stated_value(value)}** (not confirmed)"
+    note = _NOTES[vote.agreement].format(other=repr(other), result=shown)
+    if first:
+        note = note.replace("The answer above", "The answer below")
     body = (
         f"{head}: printed by this Python program, which {calc.model} wrote for the task and the sandbox ran.\n\n"
         f"```python\n{calc.program.strip()}\n```\n\nOutput:\n\n```text\n{calc.output.strip()}\n```\n\n{note}"
@@ -323,7 +328,18 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -
         )
     )
     if not result.sections:
-        return result.model_copy(update={"raw": f"{result.raw.rstrip()}\n\n## {WORKING_TITLE}\n\n{body}\n"})
+        working = f"## {WORKING_TITLE}\n\n{body}\n"
+        raw = f"{working}\n{result.raw.strip()}\n" if first else f"{result.raw.rstrip()}\n\n{working}"
+        return result.model_copy(update={"raw": raw})
+    if first:
+        sections = [s.model_copy(update={"label": _shifted(s.label)}) for s in result.sections]
+        outline = [o.model_copy(update={"label": _shifted(o.label)}) for o in result.outline]
+        section = Section(label="1", title=WORKING_TITLE, level=1, body=body)
+        sections.insert(0, section)
+        if outline:
+            outline.insert(0, OutlineItem(label="1", title=WORKING_TITLE, level=1))
+        raw = "\n\n".join(render_section(s) for s in sections) + "\n"
+        return result.model_copy(update={"raw": raw, "sections": sections, "outline": outline})
     label = str(
         1 + max((int(s.label.split(".")[0]) for s in result.sections if s.label.split(".")[0].isdigit()), default=0)
     )
@@ -331,6 +347,23 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -
     outline = [*result.outline, OutlineItem(label=label, title=WORKING_TITLE, level=1)] if result.outline else []
     raw = f"{result.raw.rstrip()}\n\n{render_section(section)}\n"
     return result.model_copy(update={"raw": raw, "sections": [*result.sections, section], "outline": outline})
+
+
+def _shifted(label: str) -> str:
+    """A section label one place down (``2.1`` -> ``3.1``): the computed result takes the first place."""
+    head, dot, rest = label.partition(".")
+    return f"{int(head) + 1}{dot}{rest}" if head.isdigit() else label
+
+
+_STATED = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?%?")
+STATED_MAX_CHARS = 40
+"""A printed line longer than this ("The monthly payment ... is $1798.65") is given as its last number."""
+
+
+def stated_value(line: str) -> str:
+    """The value a program's printed line gives: the line itself when short, else its last number as printed."""
+    found = _STATED.findall(line)
+    return found[-1] if len(line) > STATED_MAX_CHARS and found else line
 
 
 def numbers_in(text: str) -> list[float]:

@@ -36,3 +36,15 @@ def test_a_document_splits_at_its_computed_result() -> None:
         "## 1. Steps\n\n3 + 4 = 7",
         "",
     )
+
+
+def test_the_working_section_is_found_first_or_last() -> None:
+    first = (
+        "# T\n\n## Answer\n\n### 1. Computed result\n\n**Result: 45**\n\n### 2. Answer\n\nSo 44.\n\n"
+        "## Warnings\n\n- w\n"
+    )
+    text, working = split_working(first)
+    assert working.startswith("### 1. Computed result") and "**Result: 45**" in working and "So 44." not in working
+    assert "So 44." in text and "## Warnings" in text and "Computed result" not in text
+    last = "# T\n\n### 1. Answer\n\nSo 44.\n\n### 2. Computed result\n\n**Result: 45**\n"
+    assert split_working(last) == ("# T\n\n### 1. Answer\n\nSo 44.\n\n", "### 2. Computed result\n\n**Result: 45**\n")

@@ -191,10 +191,13 @@ def test_an_answer_that_disagrees_gets_one_more_draw_then_programs_vote_until_tw
     assert any("math.result" in n.message for n in outcome.notices)  # and the caveat says it too
 
 
-def test_two_programs_that_agree_outvote_the_answer() -> None:
+def test_two_programs_that_agree_outvote_the_answer_and_their_result_comes_first() -> None:
     outcome, _, _ = disagreeing("```python\nfrom math import isclose\nprint(1 - 625 / 1296)\n```")
     assert outcome.result is not None and outcome.result.quality is not None
-    last = outcome.result.sections[-1]
+    last = outcome.result.sections[0]
+    assert [(s.label, s.title) for s in outcome.result.sections] == [("1", "Computed result"), ("2", "Probability")]
+    assert outcome.result.raw.index("Computed result") < outcome.result.raw.index("Probability")
+    assert "The answer below does not state this value" in last.body
     assert "**Result: 0.5177469135802468**" in last.body and "another program printed it too" in last.body
     assert not outcome.result.quality.passed and any("two programs" in n.message for n in outcome.notices)
 
@@ -204,7 +207,7 @@ def test_a_third_program_breaks_a_three_way_split() -> None:
     same = "```python\nprint(1 - 625 / 1296)\n```"
     outcome, _, bigger = disagreeing("```python\nprint(0.25)\n```", same)
     assert outcome.result is not None and len(bigger.requests) == 3
-    last = outcome.result.sections[-1]
+    last = outcome.result.sections[0]
     assert "**Result: 0.5177469135802468**" in last.body and "print(1 - 625 / 1296)" not in last.body  # the first's
     assert "another program printed it too" in last.body
     outcome, _, _ = disagreeing("```python\nprint(0.25)\n```", "```python\nprint(0.6)\n```")
@@ -246,3 +249,14 @@ def test_the_answers_result_is_its_final_statement_not_an_intermediate_figure() 
     hours = "She works 3 hours, then 2 more: 3 + 2 = 5 hours.\nSo she stays at work for 3 hours.\nCheck: 3 > 0."
     assert final_statement(hours) == "So she stays at work for 3 hours." and not states(hours, "5", "How long?")
     assert states("The total comes to 5 hours.", "5", "How long?")  # no box, no cue: the whole text
+
+
+def test_a_long_printed_line_is_given_as_its_value() -> None:
+    from engine.slots.program_of_thought import stated_value
+
+    line = "The monthly payment on a 300,000 dollar mortgage at 6% annual interest over 30 years is $1798.65"
+    assert stated_value(line) == "$1798.65"
+    assert stated_value("Monthly payment: $1798.65") == "Monthly payment: $1798.65"  # short: as printed
+    assert stated_value("The answer is the word seven, written out in full here.") == (
+        "The answer is the word seven, written out in full here."
+    )

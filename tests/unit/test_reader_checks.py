@@ -261,9 +261,9 @@ def test_the_mortgage_answer_ends_with_the_computed_payment_and_says_the_answer_
     outcome = run_slot(finance_job(), Scripted([program, MORTGAGE, MORTGAGE, program]), settings(), lambda _: None)
     result = outcome.result
     assert result is not None and result.quality is not None
-    working = result.sections[-1]
+    working = result.sections[0]  # first: the reader meets the computed payment before the answer's $2,500
     assert working.title == "Computed result" and "**Result: Monthly payment: $1798.65**" in working.body
-    assert "The answer above does not state this value, and another program printed it too" in working.body
+    assert "The answer below does not state this value, and another program printed it too" in working.body
     assert "The monthly payment on the mortgage is $2,500." in result.raw  # the expert's words, kept
     assert any("math.result" in n.message and "two programs" in n.message for n in outcome.notices)
 
