@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import md_table, median
+from bench.common import md_table, median, write_results
 from bench.versus import QUICK_LABEL, Benchmark, HarnessRun, Sides, bare_generation, compare, versus_parser
 from engine.slots.program_of_thought import WORKING_TITLE
 from experts.backends import Generation
@@ -137,8 +137,15 @@ def split_working(document: str) -> tuple[str, str]:
     if m is None:
         return document, ""
     level = len(m.group(0)) - len(m.group(0).lstrip("#"))
-    after = re.compile(rf"^#{{1,{level}}}\s", re.M).search(document, m.end())
-    end = after.start() if after else len(document)
+    heading = re.compile(rf"^#{{1,{level}}}\s")
+    end, fenced, at = len(document), False, m.end()
+    for line in document[m.end() :].splitlines(keepends=True):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced  # a program's comment ("# Given values") is not a heading
+        elif not fenced and heading.match(line):
+            end = at
+            break
+        at += len(line)
     return document[: m.start()] + document[end:], document[m.start() : end]
 
 
@@ -159,15 +166,21 @@ def judge_harness(outcome: Outcome, run: HarnessRun) -> None:
     for entry in state.ledger:
         key = "generate" if entry.action.startswith("generate") else entry.action
         outcome.stages[key] = round(outcome.stages.get(key, 0.0) + entry.duration_ms / 1000, 1)
-    text, working = split_working(document)
+    outcome.vote = next((e.outputs_summary.split(":", 1)[0] for e in state.ledger if e.action == "show_working"), "")
+    read_document(outcome)
+
+
+def read_document(outcome: Outcome) -> None:
+    """The values the document gives: its working section's result, the expert's own last number, and whether the
+    document says where they disagree (``--rescore`` reads a saved run's documents again with this)."""
+    text, working = split_working(outcome.document)
     outcome.harness_text_value = bare_value(text)
+    outcome.computed_value = None
+    outcome.disagreement_said = False
     if working:
         shown = _SHOWN.search(working)
         outcome.computed_value = last_number(shown.group(1)) if shown else None
         outcome.disagreement_said = "does not state this value" in working
-        outcome.vote = next(
-            (e.outputs_summary.split(":", 1)[0] for e in state.ledger if e.action == "show_working"), ""
-        )
     result = _RESULT.search(working)
     # the document's result: the one its working section gives, else (no program, or a split vote) the answer's own
     outcome.harness_value = last_number(result.group(1)) if result else outcome.harness_text_value
@@ -285,7 +298,12 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = versus_parser(__doc__, "gsm8k", "comma-separated row numbers of the sample (0-199)")
+    parser.add_argument(
+        "--rescore", type=Path, help="a results JSON: read its saved documents again and rewrite it (no model runs)"
+    )
     args = parser.parse_args(argv)
+    if args.rescore is not None:
+        return rescore(args)
     bench: Benchmark[tuple[int, dict[str, str]], Outcome] = Benchmark(
         rows_key="outcomes",
         saved_row=lambda row: Outcome(**row),
@@ -298,6 +316,19 @@ def main(argv: list[str] | None = None) -> int:
         preload=(None, BIG),
     )
     return compare(bench, problems(args), args)
+
+
+def rescore(args: argparse.Namespace) -> int:
+    """Read every saved document of a results file again (:func:`read_document`) and write its results anew."""
+    saved = json.loads(args.rescore.read_text(encoding="utf-8"))
+    outcomes = [Outcome(**row) for row in saved["outcomes"]]
+    for outcome in outcomes:
+        read_document(outcome)
+    args.name = args.rescore.stem
+    args.limit, args.ids = saved["args"].get("limit"), saved["args"].get("ids")
+    paths = write_results(args.name, *summarise(outcomes, args), directory=args.out or args.rescore.parent)
+    print(f"rescored {len(outcomes)} problems: wrote {paths[0]} and {paths[1]}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -48,3 +48,14 @@ def test_the_working_section_is_found_first_or_last() -> None:
     assert "So 44." in text and "## Warnings" in text and "Computed result" not in text
     last = "# T\n\n### 1. Answer\n\nSo 44.\n\n### 2. Computed result\n\n**Result: 45**\n"
     assert split_working(last) == ("# T\n\n### 1. Answer\n\nSo 44.\n\n", "### 2. Computed result\n\n**Result: 45**\n")
+
+
+def test_a_programs_comments_are_not_headings_of_the_document() -> None:
+    document = (
+        "## Answer\n\n### 1. Computed result\n\n**Result: -60.0**: printed by this program\n\n```python\n"
+        "# Initial number of jelly beans\nprint(100 - 160)\n```\n\n**The answer below does not state this value**\n\n"
+        "### 2. Calculation\n\nSo \\boxed{36}.\n"
+    )
+    text, working = split_working(document)
+    assert "does not state this value" in working and "print(100 - 160)" in working and "boxed{36}" not in working
+    assert bare_value(text) == 36.0
