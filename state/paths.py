@@ -12,6 +12,7 @@ checkpoints                    ``COE_CHECKPOINT_URL``      ``sqlite://`` + ``che
 knowledge base                 ``COE_KB``                  ``kb`` in the data directory
 pool status files              (data directory)            ``pool`` in the data directory
 assembled models, ONNX cache   ``COE_MODEL_CACHE``         ``platformdirs.user_cache_dir("coe")/models``
+saved prompt-prefix states     ``COE_MODEL_CACHE``         ``prefix-states`` in the model cache
 expert scope documents         ``COE_EXPERT_SCOPES``       ``config/expert_scopes`` of the project
 experts the user added         (data directory)            ``experts`` in the data directory
 template library               ``COE_TEMPLATES``           ``config/framework_templates``
@@ -50,6 +51,7 @@ __all__ = [
     "expert_index_fallback_dir",
     "kb_dir",
     "model_cache_dir",
+    "prefix_states_dir",
     "pool_status_dir",
     "profiles_path",
     "template_index_dir",
@@ -155,6 +157,11 @@ def model_cache_dir() -> Path:
     import platformdirs  # only the default needs it
 
     return Path(platformdirs.user_cache_dir("coe")) / "models"
+
+
+def prefix_states_dir() -> Path:
+    """The llama.cpp states of prompt prefixes (an expert's persona and contract), saved for the next process."""
+    return model_cache_dir() / "prefix-states"
 
 
 def catalog_dir() -> Path:

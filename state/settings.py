@@ -116,6 +116,11 @@ class Settings(BaseModel):
     prefix_cache: Annotated[bool, Env("COE_PREFIX_CACHE")] = Field(
         default=True, description="Keep a prompt's system message read between llama.cpp calls (same output)."
     )
+    prefix_disk_cache: Annotated[bool, Env("COE_PREFIX_DISK_CACHE")] = Field(
+        default=True,
+        description="Save a system message's llama.cpp state on disk for the next process (same output; "
+        "needs prefix_cache).",
+    )
     best_of: Annotated[int, Env("COE_BEST_OF")] = Field(
         default=4,
         ge=1,

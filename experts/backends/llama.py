@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from experts.backends.cpu_share import ShareWaitStopped, cpu_share
 from experts.backends.grammar import follow_outline_bounds
 from experts.backends.llama_mask import CompiledGrammar, GrammarMask, RepeatPenalty, StopSwitch, TokenTap
-from experts.backends.llama_prefix import PrefixCache
+from experts.backends.llama_prefix import PrefixCache, PrefixStore
 from experts.backends.prefetch import Prefetch
 from experts.backends.protocol import EitherStop, Generation, GenerationRequest
 from experts.models.bundled import resolve_model_path
 from experts.models.footprint import estimate
 from state.errors import BackendError, GenerationStopped, ModelUnavailableError
-from state.paths import cpu_share_dir
+from state.paths import cpu_share_dir, prefix_states_dir
 from state.settings import Settings
 
 if TYPE_CHECKING:
@@ -194,6 +194,7 @@ class LlamaBackend:
         use_mmap: bool = False,
         prefetch: bool = True,
         prefix_cache: bool = True,
+        prefix_states: Path | None = None,
     ) -> None:
         """Prepare a backend for ``model_path``; nothing is loaded until it is needed.
 
@@ -212,6 +213,8 @@ class LlamaBackend:
                 cold page cache took 1.25-1.7x as long as a warm one for the 1.5B model.
             prefix_cache: Keep the system message's tokens read between calls
                 (:mod:`experts.backends.llama_prefix`); off: the context is reset before every call.
+            prefix_states: Where to save the system messages' states for other processes (a
+                :class:`~experts.backends.llama_prefix.PrefixStore` root); None: not saved.
         """
         self.model_path = model_path
         self.n_ctx = n_ctx
@@ -221,6 +224,7 @@ class LlamaBackend:
         self.use_mmap = use_mmap
         self.prefetch = prefetch
         self.prefix_cache = prefix_cache
+        self.prefix_states = prefix_states
         self._prefix: PrefixCache | None = None
         self.load_seconds: float | None = None
         """How long loading the weights took, once loaded."""
@@ -253,6 +257,7 @@ class LlamaBackend:
             n_threads=settings.n_threads,
             n_gpu_layers=-1 if settings.gpu_offload else 0,
             prefix_cache=settings.prefix_cache,
+            prefix_states=prefix_states_dir() if settings.prefix_disk_cache else None,
         )
 
     @property
@@ -444,6 +449,7 @@ class LlamaBackend:
         extra = {"tokens_per_second": completion_tokens / seconds if seconds > 0 else 0.0, "cpu_wait_seconds": waited}
         if self._prefix is not None:
             extra["prefix_cached_tokens"] = float(self._prefix.reused)
+            extra["prefix_loaded_tokens"] = float(self._prefix.loaded)
         switch, mask = sampling.switch, sampling.mask
         if switch.first_at is not None:
             extra["first_token_seconds"] = switch.first_at - started
@@ -531,7 +537,12 @@ class LlamaBackend:
             ) from exc
         self.load_seconds = time.perf_counter() - started
         _install_abort(llama_cpp, llm, self._abort)
-        self._prefix = PrefixCache(llm) if self.prefix_cache else None
+        store = (
+            PrefixStore.for_model(self.prefix_states, self.model_path, self.n_ctx, llama_cpp.__version__)
+            if self.prefix_states is not None
+            else None
+        )
+        self._prefix = PrefixCache(llm, store) if self.prefix_cache else None
         logger.info(
             "loaded %s in %.2f s (n_ctx=%d, n_threads=%d)",
             self.model_path.name,

@@ -166,6 +166,12 @@ def _templates(r: Result) -> None:
     assert r["synthetic"]["n"] > 0 and r["synthetic"]["hnsw"]
 
 
+def _prefix_disk(result: Result) -> None:
+    [row] = result["rows"]
+    assert row["off"]["status"] == row["on"]["status"] == "completed" and row["same_answer"]
+    assert row["off"]["seconds"] > 0 and "Your code should pass this test: assert" in row["task"]
+
+
 FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_adaptation": ("adaptation", _adaptation),
     "bench_assist": ("assist", _assist),
@@ -180,6 +186,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_exams": ("exams", _exams),
     "bench_shadow": ("shadow", _shadow),
     "bench_feedback": ("feedback", _feedback),
+    "bench_prefix_disk": ("prefix_disk", _prefix_disk),
     "bench_injection": ("injection", _injection),
     "bench_overhead": ("overhead", _overhead),
     "bench_repeat_penalty": ("repeat_penalty", _repeat_penalty),

@@ -483,3 +483,26 @@ def test_a_generation_waits_for_its_share_of_the_cores_and_a_stop_ends_the_wait(
         assert generation.extra["cpu_wait_seconds"] >= 0.3 and generation.completion_tokens > 0
     finally:
         backend.unload()
+
+
+def test_a_new_process_loads_the_saved_system_message_and_greedy_output_does_not_change(
+    backend: LlamaBackend, model_path: Path, tmp_path: Path
+) -> None:
+    request = replace(
+        REQUEST,
+        messages=(ChatMessage("system", LONG_SYSTEM), ChatMessage("user", "Explain what a Python decorator is.")),
+        max_tokens=30,
+    )
+    plain = backend.generate(request)  # no store: the system message read from an empty context
+    saving = LlamaBackend(model_path, n_ctx=2048, prefix_states=tmp_path)  # as a first process would
+    first = saving.generate(request)
+    [saved] = list(tmp_path.glob("*/*.npz"))
+    fresh = LlamaBackend(model_path, n_ctx=2048, prefix_states=tmp_path)  # as the next process would
+    loaded = fresh.generate(request)
+    assert first.extra["prefix_loaded_tokens"] == 0 and loaded.extra["prefix_loaded_tokens"] >= 32
+    assert loaded.extra["prefix_cached_tokens"] == loaded.extra["prefix_loaded_tokens"]
+    assert plain.text == first.text == loaded.text and loaded.prompt_tokens == plain.prompt_tokens
+    saved.write_bytes(b"not a state")  # a damaged file: read the prefix again, same output
+    again = LlamaBackend(model_path, n_ctx=2048, prefix_states=tmp_path).generate(request)
+    assert again.extra["prefix_loaded_tokens"] == 0 and again.text == plain.text
+    assert saved.read_bytes().startswith(b"PK")  # and saved again in its place
