@@ -12,9 +12,10 @@ returned with the prompt, for the ledger. A prompt never fails a slot for its le
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import engine.prompts as prompts
 from engine.assists.injection import quote_as_data
@@ -50,6 +51,8 @@ class Prompt:
     messages: tuple[ChatMessage, ...]
     max_tokens: int
     cuts: tuple[str, ...] = ()
+    shared: str | None = None
+    """The start of the system message that does not depend on the task (None: all of it)."""
 
 
 def build_messages(job: SlotJob, settings: Settings, feedback: str | None = None) -> tuple[ChatMessage, ...]:
@@ -73,7 +76,7 @@ def fit_prompt(job: SlotJob, settings: Settings, feedback: str | None = None) ->
         prompt_tokens = _estimate(messages)
         room = job.n_ctx - prompt_tokens - CONTEXT_MARGIN_TOKENS
         if answer <= room:
-            return Prompt(messages, answer, tuple(cuts))
+            return Prompt(messages, answer, tuple(cuts), shared_head(job, contract, messages[0].content))
         whole = [v for v in views if v.view != "outline only" and not v.omitted and v.outline]
         shown = [v for v in views if not v.omitted]
         if whole:
@@ -138,13 +141,7 @@ def _cut(text: str, max_chars: int) -> str:
 def _messages(
     job: SlotJob, contract: Contract, views: list[_View], task: str, feedback: str | None
 ) -> tuple[ChatMessage, ...]:
-    system = prompts.SYSTEM_PROMPT.format(
-        persona=job.persona,
-        output_contract=_contract_text(contract),
-        uncertainty_protocol=(
-            prompts.UNCERTAINTY_PROTOCOL_CODE if contract.code_first else prompts.UNCERTAINTY_PROTOCOL
-        ),
-    )
+    system = _messages_system(job, contract)
     expected = (
         prompts.EXPECTED_OUTPUTS_BLOCK.format(items="\n".join(f"- {o}" for o in job.spec.expected_outputs))
         if job.spec.expected_outputs and not job.whole_task
@@ -180,6 +177,31 @@ def _messages(
             feedback=extra,
         )
     return (ChatMessage("system", system), ChatMessage("user", user))
+
+
+def shared_head(job: SlotJob, contract: Contract, system: str) -> str | None:
+    """The lines of ``system`` that do not depend on the task (None: all of them do not).
+
+    Where a contract names the task's function: the lines before the first that names it (the persona, the
+    contract's heading). Found by writing the contract again for another function name and keeping the whole
+    lines both share, so a change of wording in the contract moves it with no edit here.
+    """
+    if contract.function is None:
+        return None
+    other = _messages_system(job, replace(contract, function=contract.function + "_"))
+    common = os.path.commonprefix([system, other])
+    head = common[: common.rfind("\n") + 1]
+    return head or None
+
+
+def _messages_system(job: SlotJob, contract: Contract) -> str:
+    return prompts.SYSTEM_PROMPT.format(
+        persona=job.persona,
+        output_contract=_contract_text(contract),
+        uncertainty_protocol=(
+            prompts.UNCERTAINTY_PROTOCOL_CODE if contract.code_first else prompts.UNCERTAINTY_PROTOCOL
+        ),
+    )
 
 
 def _contract_text(contract: Contract) -> str:

@@ -392,6 +392,7 @@ class _Slot:
         grammar_on = settings.use_grammar and owner.supports_grammar() and plan.prompt != "plain"
         return GenerationRequest(
             messages=prompt.messages,
+            shared_prefix=prompt.shared,
             max_tokens=prompt.max_tokens,
             temperature=plan.temperature,
             grammar=contract.grammar(first_title=self.first_title) if grammar_on else None,

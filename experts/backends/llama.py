@@ -409,7 +409,9 @@ class LlamaBackend:
             with share as waited, self._aborted_on(request.cancel):
                 started = time.perf_counter()
                 if self._prefix is not None:  # it prepares the context: the system message kept or read alone
-                    self._prefix.system = next((m.content for m in request.messages if m.role == "system"), None)
+                    self._prefix.system = request.shared_prefix or next(
+                        (m.content for m in request.messages if m.role == "system"), None
+                    )
                 else:
                     llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
                 response = llm.create_chat_completion(

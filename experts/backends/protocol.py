@@ -53,6 +53,10 @@ class GenerationRequest:
     """Set by the caller while the answer is written to end it where it is, with ``finish_reason`` "halted" (what
     was written is kept: the caller saw it go wrong, e.g. a loop, see :class:`engine.slots.loop_watch.LoopWatch`). The
     llama.cpp, fake and remote backends honour it at their next token."""
+    shared_prefix: str | None = None
+    """The start of the system message that other requests share (an expert's persona and the fixed part of its
+    contract); None: the whole system message. The llama.cpp backend keeps it read and saves its state
+    (:mod:`experts.backends.llama_prefix`); the others ignore it."""
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     """Called with each piece of the answer as it is written, in order; the pieces joined are the answer's text.
     The llama.cpp backend calls it per token, the fake backend per word over its scripted delay, the remote backend

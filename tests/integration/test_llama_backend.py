@@ -506,3 +506,22 @@ def test_a_new_process_loads_the_saved_system_message_and_greedy_output_does_not
     again = LlamaBackend(model_path, n_ctx=2048, prefix_states=tmp_path).generate(request)
     assert again.extra["prefix_loaded_tokens"] == 0 and again.text == plain.text
     assert saved.read_bytes().startswith(b"PK")  # and saved again in its place
+
+
+def test_a_shared_prefix_is_kept_across_systems_that_differ_after_it(model_path: Path, tmp_path: Path) -> None:
+    # a function task's contract names its function: only the lines before that are shared between tasks
+    head = LONG_SYSTEM + "\nREQUIRED OUTPUT STRUCTURE (mandatory):\n"
+
+    def ask(function: str) -> GenerationRequest:
+        system = head + f'1. First write the line "## Outline". Under it write the line "1. {function}".'
+        return replace(
+            REQUEST,
+            messages=(ChatMessage("system", system), ChatMessage("user", f"Write {function}.")),
+            max_tokens=12,
+            shared_prefix=head,
+        )
+
+    LlamaBackend(model_path, n_ctx=2048, prefix_states=tmp_path).generate(ask("add"))
+    other = LlamaBackend(model_path, n_ctx=2048, prefix_states=tmp_path).generate(ask("similar_elements"))
+    plain = LlamaBackend(model_path, n_ctx=2048).generate(ask("similar_elements"))
+    assert other.extra["prefix_loaded_tokens"] >= 32 and other.text == plain.text

@@ -111,3 +111,21 @@ def test_outline_only_and_section_references() -> None:
 def test_no_references_no_block() -> None:
     _, user = build_messages(_job(), resolve_settings({"backend": "fake"}, env={}))
     assert "Finished work you may use" not in user.content
+
+
+def test_a_function_tasks_prompt_shares_its_persona_and_contract_heading_with_other_functions() -> None:
+    from dataclasses import replace
+
+    from engine.slots.contracts import contract_of
+    from engine.slots.prompt import fit_prompt
+
+    settings = resolve_settings({"backend": "fake"}, env={})
+    code = contract_of("code", "python")
+    job = replace(_job(), persona="You are a careful Python developer.", contract=replace(code, function="add"))
+    prompt = fit_prompt(job, settings)
+    other = fit_prompt(replace(job, contract=replace(code, function="similar_elements")), settings)
+    system, shared = prompt.messages[0].content, prompt.shared
+    assert shared is not None and system.startswith(shared) and other.messages[0].content.startswith(shared)
+    assert shared.startswith("You are a careful Python developer.") and shared.endswith("(mandatory):\n")
+    assert "add" not in shared.split("\n")[-2]
+    assert fit_prompt(replace(job, contract=code), settings).shared is None  # nothing names the task: all shared
