@@ -24,7 +24,7 @@ from experts.catalog.exams import EXAM_SOURCE
 from experts.catalog.versions import pinned, shadow_pin
 from experts.routing import RouteResult, RouterParams, get_router
 from experts.routing.lesson_check import router_with_lessons
-from experts.routing.scoping import function_to_complete
+from experts.routing.scoping import function_to_complete, python_code_asked
 from memory.routing_lessons import RoutingLessons
 from state.context import RunContext
 from state.errors import RunFailure
@@ -84,13 +84,12 @@ def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[st
             notices.append(Notice(level="warning", source=NODE, message=f"slot {spec.id}: {reason}"))
         elif spec.expert is not None:
             decisions[spec.id] = RoutingDecision(slot_id=spec.id, expert=spec.expert, reason="set by the framework")
-        elif function_to_complete(spec.description) and CODER in catalog and decisions[spec.id].expert != CODER:
-            # Code handed over to complete is the coder's work, whatever the words of its docstring are about.
+        elif CODER in catalog and decisions[spec.id].expert != CODER and (why := _python_work(spec.description)):
+            # Python code asked for in so many words is the coder's work, whatever its subject's words are about.
             decisions[spec.id] = decisions[spec.id].model_copy(
                 update={
                     "expert": CODER,
-                    "reason": f"a function handed over to complete goes to {CODER} "
-                    f"(the router's pick: {decisions[spec.id].expert})",
+                    "reason": f"{why} goes to {CODER} (the router's pick: {decisions[spec.id].expert})",
                 }
             )
 
@@ -139,6 +138,15 @@ def route_slots(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[st
     if state.approval is not None and state.approval.action == "edit":
         update["approval"] = None  # the edited plan is routed now; confirm_plan asks about it again
     return update
+
+
+def _python_work(description: str) -> str | None:
+    """Why a slot is Python code whatever its words are about (None: it is not said in so many words)."""
+    if function_to_complete(description):
+        return "a function handed over to complete"
+    if python_code_asked(description):
+        return "Python code asked for with a test that calls it, or by name"
+    return None
 
 
 def _defaults(slot_id: str, res: RouteResult, catalog: Catalog) -> list[AppliedDefault]:

@@ -108,6 +108,25 @@ def function_asked(task: str) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
+_CODE_TEST = re.compile(r"\bassert\s+[^\n]*?\b[A-Za-z_]\w*\s*\(")
+"""A test that calls code: ``assert similar_elements((3, 4), (4, 5)) == (4,)``."""
+_PYTHON_ASKED = re.compile(
+    r"\b(?:write|implement|create|build|code|make)\s+(?:me\s+)?(?:a|an)\s+python\s+"
+    r"(?:function|method|class|script|program|module)\b",
+    re.I,
+)
+
+
+def python_code_asked(task: str) -> bool:
+    """Whether the task asks for Python code in so many words: a test that calls it, or "write a Python function".
+
+    "Write a function to find the surface area of a cylinder. Your code should pass this test: assert
+    surfacearea_cylinder(10, 5) == 942.45" is code whatever its subject; "the security controls for the Python
+    script that ..." names a script as context and is not.
+    """
+    return bool(_CODE_TEST.search(task) or _PYTHON_ASKED.search(task))
+
+
 def function_to_complete(task: str) -> str | None:
     """The name of the one function the task hands over to complete, or None.
 

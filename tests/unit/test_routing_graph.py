@@ -175,3 +175,34 @@ def test_a_function_handed_over_to_complete_goes_to_the_coder_as_code() -> None:
     [decision] = state.routing.values()
     assert decision.expert == "python_coder" and "(the router's pick:" in decision.reason
     assert (decision.deliverable, decision.language) == ("code", "python")
+
+
+@pytest.mark.parametrize(
+    ("task", "coder"),
+    [
+        # MBPP development problems the router alone sends to math_reasoning: code, by their test
+        (
+            "Write a function to find the surface area of a cylinder. Your code should pass this test: "
+            "assert surfacearea_cylinder(10,5)==942.45",
+            True,
+        ),
+        ("Write a python function to find the sum of fourth power of first n odd natural numbers.", True),
+        # a Python script named as context is not a request for one
+        (
+            "Specify the security controls for the Python script that analyses medical records: how database "
+            "credentials are stored and how data is encrypted in transit.",
+            False,
+        ),
+    ],
+)
+def test_python_code_asked_in_so_many_words_goes_to_the_coder(task: str, coder: bool) -> None:
+    from experts.routing.scoping import python_code_asked
+
+    assert python_code_asked(task) is coder
+    graph = build_graph(InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "code"}}
+    graph.invoke(RunInput(task=task), config, context={"backend": "fake"})
+    [decision] = Passport.model_validate(graph.get_state(config).values).routing.values()
+    assert (decision.expert == "python_coder") is coder
+    if coder:  # the router alone picks math_reasoning for both
+        assert "Python code asked for" in decision.reason and "(the router's pick: math_reasoning)" in decision.reason
