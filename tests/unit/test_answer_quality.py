@@ -788,3 +788,15 @@ def test_a_plain_prose_answers_heading_levels_keep_their_hierarchy_and_parse_as_
     result = plain_result(answer, contract, "Answer", slot_id="a", expert="", attempts=1)
     assert result.compliant and [s.title for s in result.sections] == ["Answer"] and result.raw == wrapped
     assert result.sections[0].body.endswith("#### 2. Usage\nRun it.")
+
+
+def test_an_assert_after_the_words_of_a_line_is_an_example() -> None:
+    # MBPP's way, as a user writes it: the test after a colon, on the line of the request
+    task = (
+        "Write a function to find the n largest integers from a given list of numbers. Your code should pass this "
+        "test: assert heap_queue_largest( [25, 35, 22, 85, 14, 65, 75, 22, 58],3)==[85, 75, 65]"
+    )
+    assert extract_examples(task).asserts == (
+        ("heap_queue_largest( [25, 35, 22, 85, 14, 65, 75, 22, 58],3)", "[85, 75, 65]"),
+    )
+    assert not extract_examples("We assert that f(x) is fine. And f(2) is 4.").asserts

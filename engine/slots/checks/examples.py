@@ -71,7 +71,7 @@ def extract_examples(task: str) -> Examples:
             continue
         i += 1
     asserts: list[tuple[str, str]] = list(comparisons)
-    for line in lines:
+    for line in _statements(lines):
         m = _ARROW.match(line)
         if m is None or ">>>" in line:
             continue
@@ -88,6 +88,22 @@ def extract_examples(task: str) -> Examples:
     return Examples(tuple(doctests), tuple(asserts), functions)
 
 
+def _statements(lines: list[str]) -> list[str]:
+    """The task's lines, and each ``assert`` a line gives after its words, as a line of its own.
+
+    "Your code should pass this test: assert f(3) == 9" gives ``assert f(3) == 9``.
+    """
+    out: list[str] = []
+    for line in lines:
+        out.append(line)
+        inline = _INLINE_ASSERT.search(line)
+        if inline is not None and inline.start() > 0 and line[: inline.start()].strip():
+            out.append(line[inline.start() :])
+    return out
+
+
+_INLINE_ASSERT = re.compile(r"(?<=[:.;]\s)assert\s+(?=[A-Za-z_])")
+"""An ``assert`` after a sentence's colon or end, on the same line as the words before it."""
 _ARROW = re.compile(
     r"^\s*(?:[*•-]\s*|assert\s+|for\s+)?([A-Za-z_]\w*\(.*\))\s*(?:#\s*)?(?:==>|==|➞|=>|->|=|returns|should return)"
     r"\s*(.+?)\s*$"
