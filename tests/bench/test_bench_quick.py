@@ -166,6 +166,11 @@ def _templates(r: Result) -> None:
     assert r["synthetic"]["n"] > 0 and r["synthetic"]["hnsw"]
 
 
+def _mbpp(result: Result) -> None:
+    assert result["summary"]["problems"] == 2 and len(result["outcomes"]) == 2
+    assert all("Your code should pass this test: assert" in o["message"] for o in result["outcomes"])
+
+
 def _prefix_disk(result: Result) -> None:
     [row] = result["rows"]
     assert row["off"]["status"] == row["on"]["status"] == "completed" and row["same_answer"]
@@ -187,6 +192,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_shadow": ("shadow", _shadow),
     "bench_feedback": ("feedback", _feedback),
     "bench_prefix_disk": ("prefix_disk", _prefix_disk),
+    "bench_mbpp": ("mbpp", _mbpp),
     "bench_injection": ("injection", _injection),
     "bench_overhead": ("overhead", _overhead),
     "bench_repeat_penalty": ("repeat_penalty", _repeat_penalty),
