@@ -108,8 +108,9 @@ def function_asked(task: str) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-_CODE_TEST = re.compile(r"\bassert\s+[^\n]*?\b[A-Za-z_]\w*\s*\(")
-"""A test that calls code: ``assert similar_elements((3, 4), (4, 5)) == (4,)``."""
+_CODE_TEST = re.compile(r"\bassert\s+(?:not\s+)?[A-Za-z_][\w.]*\(")
+"""A test that calls code: ``assert similar_elements((3, 4), (4, 5)) == (4,)``, ``assert set(f(x)) == ...``; not
+the verb ("the licensor may assert claims (including ...)")."""
 _PYTHON_ASKED = re.compile(
     r"\b(?:write|implement|create|build|code|make)\s+(?:me\s+)?(?:a|an)\s+python\s+"
     r"(?:function|method|class|script|program|module)\b",

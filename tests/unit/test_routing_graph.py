@@ -187,7 +187,11 @@ def test_a_function_handed_over_to_complete_goes_to_the_coder_as_code() -> None:
             True,
         ),
         ("Write a python function to find the sum of fourth power of first n odd natural numbers.", True),
-        # a Python script named as context is not a request for one
+        # the verb is not a test, and a Python script named as context is not a request for one
+        (
+            "Draft a clause saying the licensor may assert claims (including for past infringement) within a year.",
+            False,
+        ),
         (
             "Specify the security controls for the Python script that analyses medical records: how database "
             "credentials are stored and how data is encrypted in transit.",
