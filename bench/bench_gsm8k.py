@@ -39,15 +39,23 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import md_table, median, write_results
-from bench.versus import QUICK_LABEL, Benchmark, HarnessRun, Sides, bare_generation, compare, versus_parser
+from bench.versus import (
+    QUICK_LABEL,
+    REFERENCE_PENALTY,
+    Benchmark,
+    HarnessRun,
+    Sides,
+    bare_generation,
+    compare,
+    versus_parser,
+)
+from bench.versus import REFERENCE_MODEL as BIG
 from engine.slots.program_of_thought import WORKING_TITLE
 from experts.backends import Generation
 
 DATA = Path(__file__).parent / "data" / "gsm8k_train_sample200.jsonl"
 GOAL_POINTS = 15.0
-REFERENCE_PENALTY = 1.1
-"""Qwen2.5-Coder-Instruct's generation config: repetition_penalty 1.1."""
-BIG, SMALL = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
+SMALL = "qwen2.5-coder-0.5b"
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _BOXED = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")

@@ -31,14 +31,12 @@ from typing import Any
 
 from bench.bench_humaneval import bare_code, harness_code
 from bench.common import md_table, median
-from bench.versus import QUICK_LABEL, Benchmark, Sides, bare_generation, compare, versus_parser
+from bench.versus import QUICK_LABEL, REFERENCE_PENALTY, Benchmark, Sides, bare_generation, compare, versus_parser
+from bench.versus import REFERENCE_MODEL as BIG
 from engine.slots.sandbox import SandboxLimits, run_python
 
 DATA = Path(__file__).parent / "data" / "mbpp_dev_prompts.json"
 GOAL_POINTS = 10.0
-REFERENCE_PENALTY = 1.1
-"""Qwen2.5-Coder-Instruct's generation config: repetition_penalty 1.1."""
-BIG = "qwen2.5-coder-1.5b"
 TIMEOUT_S = 10.0
 
 

@@ -38,6 +38,10 @@ BARE_MAX_TOKENS = 900
 """The bare model's answer budget: the harness's budget for a code slot (engine.slots.contracts)."""
 QUICK_LABEL = " (QUICK: fake backend, not a measurement)"
 """What a quick run's report says after its title."""
+REFERENCE_MODEL = "qwen2.5-coder-1.5b"
+"""The best model installed: the reference a harness answer is compared with, asked directly."""
+REFERENCE_PENALTY = 1.1
+"""Qwen2.5-Coder-Instruct's own generation config: repetition_penalty 1.1 (the reference's sampling)."""
 
 
 @dataclass
