@@ -31,7 +31,7 @@ from typing import Any
 from engine.shadow_offer import shadow_job
 from engine.slots.selection import judge, score
 from experts.catalog.shadow_queue import finish, put_back, share, take
-from experts.catalog.versions import candidates, keep_shadow, promote, shadow_source, shadow_tally
+from experts.catalog.versions import candidate, candidates, keep_shadow, promote, shadow_source, shadow_tally
 from experts.pool.pooled import get_backend
 from graph.lease import live_leases
 from graph.one_slot import arun_one_slot, run_one_slot, scratch_graph
@@ -86,7 +86,7 @@ def shadow(
     Raises:
         ConfigError: no such candidate, or no saved slot of the expert to replay.
     """
-    _check_candidate(expert_id, version)
+    candidate(expert_id, version, "to shadow")
     with open_checkpointer(checkpoint) as saver:
         jobs = _served_slots(saver, expert_id, version, slots)
     if not jobs:
@@ -143,12 +143,6 @@ def runs_in_flight(checkpoint: str | None = None) -> int:
     """How many threads of the store (default: ``coe run``'s) a run holds a live lease on."""
     with open_checkpointer(checkpoint) as saver:
         return len(live_leases(saver))
-
-
-def _check_candidate(expert_id: str, version: str) -> None:
-    if version not in candidates(expert_id):
-        known = ", ".join(candidates(expert_id)) or "none"
-        raise ConfigError(expert_id, f"no candidate version {version!r}; candidates: {known}", "version")
 
 
 def _served_slots(saver: Any, expert_id: str, version: str, limit: int) -> list[dict[str, Any]]:

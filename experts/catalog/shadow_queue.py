@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from experts.catalog.versions import candidates
+from experts.catalog.versions import candidate, candidates
 from state.errors import ConfigError
 from state.paths import user_experts_dir
 
@@ -92,9 +92,7 @@ def set_share(
     Raises:
         ConfigError: no such candidate, a share outside [0, 1], or a rule with no slots or a negative margin.
     """
-    if version not in candidates(expert_id):
-        known = ", ".join(candidates(expert_id)) or "none"
-        raise ConfigError(expert_id, f"no candidate version {version!r} to shadow; candidates: {known}", "version")
+    candidate(expert_id, version, "to shadow")
     if not 0.0 <= fraction <= 1.0:
         raise ConfigError("--share", f"must be between 0 and 1, got {fraction}", "share")
     if promote_after is not None and promote_after < 1:

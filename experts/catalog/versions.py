@@ -36,6 +36,7 @@ from state.paths import user_experts_dir
 
 __all__ = [
     "add_candidate",
+    "candidate",
     "candidates",
     "history",
     "keep_shadow",
@@ -83,6 +84,19 @@ def _versions(kind: str, expert_id: str) -> dict[str, Path]:
 def candidates(expert_id: str) -> dict[str, Path]:
     """The expert's candidate versions (version -> directory)."""
     return _versions(CANDIDATES, expert_id)
+
+
+def candidate(expert_id: str, version: str, purpose: str) -> Path:
+    """The directory of candidate ``version`` of ``expert_id``, needed ``purpose`` ("to shadow", "to promote").
+
+    Raises:
+        ConfigError: no such candidate (the message names the candidates there are).
+    """
+    kept = candidates(expert_id)
+    if version not in kept:
+        known = ", ".join(kept) or "none; add one with coe experts add DIR --candidate"
+        raise ConfigError(expert_id, f"no candidate version {version!r} {purpose}; candidates: {known}", "version")
+    return kept[version]
 
 
 def previous(expert_id: str) -> dict[str, Path]:
@@ -198,12 +212,7 @@ def serving(expert_id: str, version: str) -> Iterator[None]:
     Raises:
         ConfigError: no such candidate.
     """
-    directory = candidates(expert_id).get(version)
-    if directory is None:
-        known = ", ".join(candidates(expert_id)) or "none"
-        raise ConfigError(
-            str(user_experts_dir() / CANDIDATES), f"{expert_id} has no candidate {version!r}; known: {known}"
-        )
+    directory = candidate(expert_id, version, "to examine")
     with sources.overriding(expert_id, directory):
         yield
 
@@ -220,9 +229,7 @@ def promote(expert_id: str, version: str, *, force: bool = False, rule: str | No
     catalog = load_catalog()
     current = catalog.get(expert_id)
     origin = catalog.origin(expert_id)
-    directory = candidates(expert_id).get(version)
-    if directory is None:
-        raise ConfigError(expert_id, f"no candidate version {version!r}; add one with coe experts add DIR --candidate")
+    directory = candidate(expert_id, version, "to promote")
     if origin.kind == "package":
         raise ConfigError(str(origin.path), f"{expert_id} comes from {origin.package}; install a new version of it")
     new, old = read_record(expert_id, version), read_record(expert_id, current.version)
