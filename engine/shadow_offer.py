@@ -18,7 +18,7 @@ from experts.catalog.shadow_queue import enqueue, offered, shares
 from state.enums import SlotStatus
 from state.passport import PlannedPassport
 
-__all__ = ["NOT_OFFERED", "offer_slots", "shadow_job"]
+__all__ = ["NOT_OFFERED", "offer_slots", "replayable", "shadow_job"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,17 +43,7 @@ def offer_slots(state: PlannedPassport) -> list[str]:
     queued: list[str] = []
     for spec in fw.slots:
         decision = state.routing.get(spec.id)
-        result = state.results.get(spec.id)
-        slot_state = state.slot_states.get(spec.id)
-        if (
-            decision is None
-            or decision.expert not in active
-            or spec.deps
-            or result is None
-            or result.quality is None
-            or slot_state is None
-            or slot_state.status != SlotStatus.DONE
-        ):
+        if decision is None or decision.expert not in active or not replayable(state, spec.id):
             continue
         for version, given in active[decision.expert].items():
             if version == decision.version or not offered(state.run.thread_id, spec.id, version, given.share):
@@ -66,6 +56,20 @@ def offer_slots(state: PlannedPassport) -> list[str]:
             if added:
                 queued.append(f"{spec.id} for {decision.expert} v{version}")
     return queued
+
+
+def replayable(state: PlannedPassport, slot_id: str) -> bool:
+    """Whether a slot of the run can be answered again alone: routed, done with checked answers, no dependencies."""
+    slot_state = state.slot_states.get(slot_id)
+    result = state.results.get(slot_id)
+    return (
+        slot_id in state.routing
+        and not state.framework.slot(slot_id).deps
+        and result is not None
+        and result.quality is not None
+        and slot_state is not None
+        and slot_state.status == SlotStatus.DONE
+    )
 
 
 def shadow_job(state: PlannedPassport, slot_id: str, version: str) -> dict[str, Any]:

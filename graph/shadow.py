@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from engine.shadow_offer import shadow_job
+from engine.shadow_offer import replayable, shadow_job
 from engine.slots.selection import judge, score
 from experts.catalog.shadow_queue import finish, put_back, share, take
 from experts.catalog.versions import candidate, candidates, keep_shadow, promote, shadow_source, shadow_tally
@@ -155,15 +155,8 @@ def _served_slots(saver: Any, expert_id: str, version: str, limit: int) -> list[
         state = PlannedPassport.model_validate(values)
         for spec in state.framework.slots:
             decision = state.routing.get(spec.id)
-            result = state.results.get(spec.id)
-            if (
-                decision is not None
-                and decision.expert == expert_id
-                and decision.version != version
-                and not spec.deps
-                and result is not None
-                and result.quality is not None
-            ):
+            served = decision is not None and decision.expert == expert_id and decision.version != version
+            if served and replayable(state, spec.id):
                 found.append(shadow_job(state, spec.id, version))
         if len(found) >= limit:
             break
