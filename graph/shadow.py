@@ -31,7 +31,7 @@ from typing import Any
 from engine.shadow_offer import replayable, shadow_job
 from engine.slots.selection import judge, score
 from experts.catalog.shadow_queue import finish, put_back, share, take
-from experts.catalog.versions import candidate, candidates, keep_shadow, promote, shadow_source, shadow_tally
+from experts.catalog.versions import candidate, keep_shadow, promote, shadow_source, shadow_tally
 from experts.pool.pooled import get_backend
 from graph.lease import live_leases
 from graph.one_slot import arun_one_slot, run_one_slot, scratch_graph
@@ -111,7 +111,8 @@ def drain(
     """Answer the queued shadow jobs, oldest first, while no run is in flight in the store.
 
     Before each job the store's thread leases are read (:func:`runs_in_flight`): a run holding one stops the
-    drain, and the jobs left wait for the next. A job whose candidate is gone (promoted, removed) is dropped.
+    drain, and the jobs left wait for the next (:func:`~experts.catalog.shadow_queue.take` drops a job whose
+    candidate is gone).
 
     Returns:
         The comparisons made, and why the drain stopped (``queue empty``, ``limit reached``, ``a run is in flight``).
@@ -124,9 +125,6 @@ def drain(
         if taken is None:
             return results, "queue empty"
         job_id, job = taken
-        if job["version"] not in candidates(job["expert"]):
-            finish(job_id)
-            continue
         try:
             result = answer(job, context)
         except BaseException:

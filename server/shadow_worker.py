@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from experts.catalog.shadow_queue import finish, put_back, take
-from experts.catalog.versions import candidates
 from graph.builder import BACKGROUND, activity
 from graph.shadow import aanswer
 from state.errors import ConfigError
@@ -77,9 +76,6 @@ class ShadowWorker:
                 await self._answer(*taken)
 
     async def _answer(self, job_id: int, job: dict[str, Any]) -> None:
-        if job["version"] not in await asyncio.to_thread(candidates, job["expert"]):
-            await asyncio.to_thread(finish, job_id)  # promoted or removed since it was queued
-            return
         task = asyncio.create_task(self._background(job))
         while not task.done():
             await asyncio.wait({task}, timeout=self.poll)

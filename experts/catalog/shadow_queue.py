@@ -178,18 +178,27 @@ def enqueue(job: dict[str, Any]) -> bool:
 
 
 def take() -> tuple[int, dict[str, Any]] | None:
-    """Take the oldest waiting job (or one a killed worker left taken for :data:`TAKEN_SECONDS`); None when none."""
-    now = time.time()
-    with _queue() as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(
-            "SELECT id, job FROM jobs WHERE taken_at IS NULL OR taken_at < ? ORDER BY id LIMIT 1",
-            (now - TAKEN_SECONDS,),
-        ).fetchone()
-        if row is not None:
-            conn.execute("UPDATE jobs SET taken_at = ? WHERE id = ?", (now, row[0]))
-        conn.execute("COMMIT")
-    return None if row is None else (int(row[0]), json.loads(row[1]))
+    """Take the oldest waiting job (or one a killed worker left taken for :data:`TAKEN_SECONDS`); None when none.
+
+    A job whose candidate is no longer kept (promoted, removed since it was queued) is dropped on the way.
+    """
+    while True:
+        now = time.time()
+        with _queue() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT id, job FROM jobs WHERE taken_at IS NULL OR taken_at < ? ORDER BY id LIMIT 1",
+                (now - TAKEN_SECONDS,),
+            ).fetchone()
+            if row is not None:
+                conn.execute("UPDATE jobs SET taken_at = ? WHERE id = ?", (now, row[0]))
+            conn.execute("COMMIT")
+        if row is None:
+            return None
+        job_id, job = int(row[0]), json.loads(row[1])
+        if job["version"] in candidates(job["expert"]):
+            return job_id, job
+        finish(job_id)
 
 
 def finish(job_id: int) -> None:

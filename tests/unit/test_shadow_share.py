@@ -234,3 +234,12 @@ def test_a_queued_job_is_self_contained(tmp_path: Path, monkeypatch: pytest.Monk
     assert job["task"] == "Write a Rust add function" and job["served_version"] == "1.0"
     assert job["served_score"] > 110 and "fn add" in job["served_raw"] and job["slot"]["expert"] == "rust_developer"
     assert json.loads(json.dumps(job)) == job
+
+
+def test_a_job_whose_candidate_is_gone_is_dropped_when_taken(tmp_path: Path) -> None:
+    from experts.catalog.versions import promote
+
+    two_versions(tmp_path)
+    enqueue({"expert": "rust_developer", "version": "2.0", "thread_id": "t", "slot_id": "s"})
+    promote("rust_developer", "2.0", force=True)  # no longer a candidate: nothing to answer the job with
+    assert take() is None and not pending()
