@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from engine.slot_routing import _binding
 from experts.catalog import load_catalog
 from graph import build_graph
 from graph.persistence import serializer
-from nodes.route_slots import _binding
 from state import Passport
 from state.context import resolve_settings
 from state.errors import RunFailure

@@ -254,7 +254,7 @@ def _result(**fields: object) -> RouteResult:
 
 
 def test_routing_records_when_domain_words_were_read_as_context() -> None:
-    from nodes.route_slots import _defaults
+    from engine.slot_routing import _defaults
 
     [applied] = _defaults("tutorial", _result(), load_catalog())
     assert applied.rule == "context_not_expertise" and applied.slot_id == "tutorial"
@@ -266,7 +266,7 @@ def test_routing_records_when_domain_words_were_read_as_context() -> None:
 
 
 def test_routing_records_the_tie_rule_as_a_default() -> None:
-    from nodes.route_slots import _defaults
+    from engine.slot_routing import _defaults
 
     tie = _result(
         expert="python_coder",
