@@ -563,6 +563,11 @@ def _describe(state: Passport, next_nodes: list[str]) -> str:
             result = state.results.get(spec.id)
             if result is not None and result.quality is not None:
                 lines.append(f"  {'':<16} {_quality_line(result.quality)}")
+    if state.completion is not None:  # the completion round: what it did, what is still missing
+        c = state.completion
+        acts = "; ".join(g.action() for g in c.planned)
+        lines.append(f"completion: {c.decision}" + (f" ({acts})" if acts else ""))
+        lines.extend(f"  still missing: {m}" for m in c.missing)
     for d in state.defaults:
         lines.append(f"default: {d.rule}" + (f" [{d.slot_id}]" if d.slot_id else "") + f": {d.detail}")
     for n in state.notices:

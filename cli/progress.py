@@ -83,6 +83,14 @@ class Progress:
             elapsed = time.perf_counter() - self._start
             print(f"[{elapsed:7.1f}s] figures: {event.get('note', '')}", file=self.stream, flush=True)
             return
+        if kind == "completion_round":  # the document read against the task once its parts are written
+            elapsed = time.perf_counter() - self._start
+            actions = "; ".join(str(a) for a in event.get("actions", []))
+            line = f"[{elapsed:7.1f}s] completion round: {event.get('decision', '')}"
+            if actions:
+                line += f" - {actions} (about {event.get('estimate_s', 0)} s)"
+            print(line, file=self.stream, flush=True)
+            return
         slot = str(event.get("slot", ""))
         row = self.rows.setdefault(slot, {"title": event.get("title", slot), "status": "pending", "attempt": 0})
         if "title" in event:

@@ -19,7 +19,15 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore
 
-from graph.routing import after_adapt, after_check_parts, after_confirm, after_execute, after_guard, after_scope
+from graph.routing import (
+    after_adapt,
+    after_check_parts,
+    after_complete,
+    after_confirm,
+    after_execute,
+    after_guard,
+    after_scope,
+)
 from nodes import (
     adapt_template,
     aexecute_slots,
@@ -28,6 +36,7 @@ from nodes import (
     ask_user,
     assemble,
     check_parts,
+    complete,
     confirm_plan,
     execute_slots,
     guard,
@@ -42,8 +51,9 @@ from state.framework import MAX_SLOTS
 from state.io import RunInput, RunOutput, unknown_keys
 from state.passport import AskUser, Passport, PlannedPassport
 
-RECURSION_LIMIT = 2 * MAX_SLOTS + 20
-"""Enough super-steps for the largest framework: each slot needs at most two execute_slots rounds."""
+RECURSION_LIMIT = 3 * MAX_SLOTS + 30
+"""Enough super-steps for the largest framework: each slot needs at most two execute_slots rounds, and the
+completion round's parts one more (with a second pass through ``check_parts`` and ``complete``)."""
 
 
 class CoeGraph(CompiledStateGraph[Passport, RunContext, RunInput, RunOutput]):
@@ -155,6 +165,7 @@ def build_graph(
     builder.add_node("execute_slots", slots_node(), input_schema=PlannedPassport)
     builder.add_node("ask_user", ask_user, input_schema=AskUser)
     builder.add_node("check_parts", check_parts)
+    builder.add_node("complete", complete)
     builder.add_node("assemble", assemble)
     builder.add_edge(START, "guard")
     builder.add_conditional_edges("guard", after_guard)
@@ -170,6 +181,7 @@ def build_graph(
         "execute_slots", after_execute, ["execute_slots", "ask_user", "check_parts", "assemble"]
     )
     builder.add_conditional_edges("check_parts", after_check_parts)
+    builder.add_conditional_edges("complete", after_complete)
     builder.add_edge("ask_user", "execute_slots")
     builder.add_edge("assemble", END)
     compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)

@@ -70,11 +70,20 @@ def after_execute(state: Passport) -> Literal["execute_slots", "check_parts", "a
     return "execute_slots" if pending else "check_parts"
 
 
-def after_check_parts(state: Passport) -> Literal["execute_slots", "assemble"]:
-    """Parts sent back (pending again) run again; otherwise the document is assembled."""
+def after_check_parts(state: Passport) -> Literal["execute_slots", "complete"]:
+    """Parts sent back (pending again) run again; otherwise the document is read against the task."""
+    return "execute_slots" if _pending(state) else "complete"
+
+
+def after_complete(state: Passport) -> Literal["execute_slots", "assemble"]:
+    """The completion round's parts (added or sent back, pending) run; otherwise the document is assembled."""
+    return "execute_slots" if _pending(state) else "assemble"
+
+
+def _pending(state: Passport) -> bool:
     if state.framework is not None:
         for spec in state.framework.slots:
             st = state.slot_states.get(spec.id)
             if st is not None and st.status == SlotStatus.PENDING:
-                return "execute_slots"
-    return "assemble"
+                return True
+    return False

@@ -6,6 +6,7 @@ from nodes.ask_plan_fit import ask_plan_fit
 from nodes.ask_user import ask_user
 from nodes.assemble import assemble
 from nodes.check_parts import check_parts
+from nodes.complete import complete
 from nodes.confirm_plan import confirm_plan
 from nodes.execute_slots import aexecute_slots, execute_slots
 from nodes.guard import guard
@@ -22,6 +23,7 @@ __all__ = [
     "ask_user",
     "assemble",
     "check_parts",
+    "complete",
     "confirm_plan",
     "execute_slots",
     "guard",

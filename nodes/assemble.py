@@ -2,8 +2,9 @@
 
 Layout: the framework title; one section per slot in dependency order with the expert's numbered sections
 nested under it; a note in place of every slot that failed or was blocked; the task's computed figures with their
-program (a multi-part task with numbers, ``engine.figures``); then every unresolved marker, the
-full source of every filled assist (file and location or consulted expert, score) and the warnings;
+program (a multi-part task with numbers, ``engine.figures``); then what the completion round could not give the
+document ("Still missing", ``nodes.complete``), every unresolved marker, the full source of every filled assist
+(file and location or consulted expert, score) and the warnings;
 optionally (``--ledger``) the ledger, rendered by :func:`render_ledger`. Last, the slots that fall in a candidate
 expert version's shadow share are queued for it (:mod:`engine.shadow_offer`; answered later, in spare time).
 """
@@ -30,6 +31,9 @@ from state.result import SlotResult, render_section
 logger = logging.getLogger(__name__)
 
 FIGURES_TITLE = "Computed figures"
+MISSING_TITLE = "Still missing"
+COMPLETION_NODE = "complete"
+"""The node whose notices say what is still missing (the section above the warnings says it once)."""
 FIGURES_OUTPUT_LINES = 30
 """The figures program's output lines shown; a longer output (a table it printed anyway) is cut, with a count."""
 
@@ -74,15 +78,24 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
         parts.append(f"## {FIGURES_TITLE}")
         parts.append(_figures_section(state.figures))
     warnings = [(f"[{n.slot_id}] " if n.slot_id else "") + f"{n.level}: {n.message}" for n in state.notices]
+    missing = state.completion.missing if state.completion is not None else []
+    if missing:  # what the completion round could not give the document (its notices are not repeated below)
+        parts.append(f"## {MISSING_TITLE}")
+        parts.append("\n".join(f"- {m}" for m in missing))
+    said = [
+        (f"[{n.slot_id}] " if n.slot_id else "") + f"{n.level}: {n.message}"
+        for n in state.notices
+        if not (n.source == COMPLETION_NODE and missing)
+    ]
     if unresolved:
         parts.append("## Unresolved")
         parts.append("\n".join(f"- `{m}`" for m in unresolved))
     if filled:
         parts.append("## Assist sources")
         parts.append("\n".join(f"- {f}" for f in filled))
-    if warnings:
+    if said:
         parts.append("## Warnings")
-        parts.append("\n".join(f"- {w}" for w in warnings))
+        parts.append("\n".join(f"- {w}" for w in said))
     statuses = [st.status for st in states.values()]
     if all(s == SlotStatus.DONE for s in statuses):
         status = RunStatus.COMPLETED

@@ -21,6 +21,7 @@ from state.passport import RESET, FirstWriting, LedgerEntry, Notice, PlannedPass
 from state.result import SlotResult
 
 NODE = "check_parts"
+DISAGREE = "parts disagree"
 SEND_BACK_ROUNDS = 1
 """Rounds in which disagreeing parts are written again (bounded: the second comparison only reports)."""
 
@@ -47,11 +48,17 @@ def check_parts(state: PlannedPassport) -> dict[str, Any]:
     ledger.insert(0, _entry(parts, rounds, found))
     update["ledger"] = ledger
     if not found or rounds > SEND_BACK_ROUNDS:
-        notices += [
-            Notice(level="warning", source=NODE, slot_id=d.slot_id, message=f"parts disagree ({d.kind}): {d.detail}")
+        told = [
+            Notice(level="warning", source=NODE, slot_id=d.slot_id, message=f"{DISAGREE} ({d.kind}): {d.detail}")
             for d in found
         ]
-        update["notices"] = [RESET, *notices] if kept else notices
+        said = any(n.source == NODE and n.message.startswith(DISAGREE) for n in state.notices)
+        if kept or said:  # the notices are rebuilt: a later pass (after the completion round) says it once
+            base = notices if kept else [*state.notices, *notices]
+            base = [n for n in base if not (n.source == NODE and n.message.startswith(DISAGREE))]
+            update["notices"] = [RESET, *base, *told]
+        else:
+            update["notices"] = [*notices, *told]
         return update
     facts: dict[str, list[str]] = {}
     for d in found:

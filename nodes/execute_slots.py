@@ -264,7 +264,12 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
     return SlotJob(
         spec=spec,
         task=state.mission.task,
-        constraints=(*state.mission.constraints, *_figure_facts(rnd), *state.agreement.get(spec.id, ())),
+        constraints=(
+            *state.mission.constraints,
+            *_figure_facts(rnd),
+            *state.agreement.get(spec.id, ()),
+            *(state.completion.feedback.get(spec.id, ()) if state.completion is not None else ()),
+        ),
         expert=expert,
         persona=scope.persona,
         references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},

@@ -344,6 +344,7 @@ def _follow_up_reset(earlier: Turn, notices: list[Notice]) -> dict[str, Any]:
         "agreement": {RESET: None},
         "first_writings": {RESET: None},
         "part_rounds": 0,
+        "completion": None,
         "defaults": [RESET],
         "notices": [RESET, *notices],
     }

@@ -11,12 +11,13 @@ updates (dicts naming only the fields they change), never the whole model.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from state.adaptation import AdaptationAttempt, AdaptationRecord, EditOp, Plan
 from state.assist import AssistRecord, AssistSource
+from state.completion import CompletionGap
 from state.enums import Mode, RunStatus, SlotStatus
 from state.figures import Figure, TaskFigures
 from state.framework import Deliverable, Framework, SlotSpec
@@ -152,6 +153,29 @@ class FirstWriting(_Model):
     """The part's notices then (its second writing's notices go with it)."""
 
 
+class CompletionRound(_Model):
+    """The completion round of a run (``nodes.complete``): what the document lacked, what was done, what is left."""
+
+    decision: Literal["nothing to do", "ran", "off", "declined", "over budget"]
+    gaps: list[CompletionGap] = Field(default_factory=list)
+    """Everything the first reading found."""
+    planned: list[CompletionGap] = Field(default_factory=list)
+    """The gaps the round acts on (within its budget and :data:`nodes.complete.MAX_ACTIONS`)."""
+    added: dict[str, int] = Field(default_factory=dict)
+    """Each part the round added, and the index in ``planned`` of the gap it answers."""
+    earlier: dict[str, FirstWriting] = Field(default_factory=dict)
+    """Each part written again, as it was: it comes back if the new writing is not better."""
+    feedback: dict[str, list[str]] = Field(default_factory=dict)
+    """Per part written again: what its new writing must do (constraints of its prompt)."""
+    estimate_s: float = 0.0
+    """The round's time as planned, from the run's own part times."""
+    budget_s: float = 0.0
+    finished: bool = False
+    """The round's parts are written and its outcome read (``missing`` is final)."""
+    missing: list[str] = Field(default_factory=list)
+    """What the document still lacks, as the document says it."""
+
+
 RESET = "*"
 """As a key of a mapping update, or the first item of a list update, it empties the field before the rest of the
 update is added (a new turn's fresh start). A plain string, so the update survives the checkpoint's
@@ -233,6 +257,8 @@ class Passport(BaseModel):
     first_writings: Annotated[dict[str, FirstWriting], merge_dict] = Field(default_factory=dict)
     """Per slot sent back: its answer before, which comes back if the second writing fails its checks."""
     part_rounds: int = 0
+    completion: CompletionRound | None = None
+    """The completion round after the parts agree (None: not reached yet in this turn)."""
     """Times ``check_parts`` compared the finished parts this run (it sends slots back after the first only)."""
     document: str | None = None
     summary: RunSummary | None = None
@@ -280,6 +306,8 @@ STATE_TYPES: tuple[type, ...] = (
     Settings,
     SlotState,
     FirstWriting,
+    CompletionRound,
+    CompletionGap,
     TaskFigures,
     Figure,
     RoutingDecision,

@@ -142,6 +142,14 @@ class Settings(BaseModel):
         description="A task's numeric result (math; finance, general, medical tasks that ask for a value) is "
         "computed by a program a code model writes and the sandbox runs; the answer shows it and its program.",
     )
+    completion_seconds: Annotated[float, Env("COE_COMPLETION_SECONDS")] = Field(
+        default=240.0,
+        ge=0.0,
+        le=3600.0,
+        description="The completion round's time budget: after the parts are written, what the document lacks "
+        "(a part the task asks for, a failed part, a part that repeats another, work a part asked an expert for) "
+        "gets one more round planned to fit in it, from the run's own part times; 0 turns the round off.",
+    )
     check_timeout_s: Annotated[float, Env("COE_CHECK_TIMEOUT_S")] = Field(
         default=10.0, gt=0.0, le=600.0, description="Seconds the sandbox lets one check of generated code run."
     )

@@ -23,6 +23,7 @@ from experts.catalog import Catalog, load_catalog, resolve_binding
 from experts.knowledge import KnowledgeBase, load_kb
 from experts.pool import get_backend
 from experts.routing import ExpertRouter, RouterParams, get_router
+from experts.routing.aspects import asks_for_work
 from experts.routing.lesson_check import Lesson, router_with_lessons
 from memory.store import FactMemory, fact_answers
 from state.assist import (
@@ -33,6 +34,7 @@ from state.assist import (
     scan_assists,
     unresolved_marker,
 )
+from state.completion import WORK_REASON
 from state.enums import Mode
 from state.errors import CoeError
 from state.passport import LedgerEntry, Notice
@@ -245,6 +247,10 @@ class AssistResolver:
                 else f"{self.mode.value} mode: the person is not asked"
             )
             return _Outcome(reason=NEEDS_USER, chain=[asker], trail=[trail], awaiting_user=interactive)
+        if self.settings.completion_seconds > 0 and asks_for_work(ph.description):
+            # a brief consult would be an inline guess at a query or a review: a part of its own writes it
+            trail = "asks for work, not a fact: left for the completion round, which adds a part routed for it"
+            return _Outcome(reason=WORK_REASON, chain=[asker], trail=[trail])
         return self._expert(ph, [asker], 1, record_id, ledger)
 
     def _lookup(self, query: str, outcome: _Outcome) -> _Outcome:

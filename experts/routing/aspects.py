@@ -20,7 +20,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Aspect", "aspect_title", "deliverable_noun", "headline_deliverable", "named_deliverables", "task_aspects"]
+__all__ = [
+    "Aspect",
+    "asks_for_work",
+    "aspect_title",
+    "deliverable_noun",
+    "headline_deliverable",
+    "named_deliverables",
+    "task_aspects",
+]
 
 MAX_ASPECTS = 8
 """More than this and the task is a list of requirements, not of deliverables: it is kept as one aspect."""
@@ -58,6 +66,15 @@ MAKING_VERBS = frozenset(
 )
 """Verbs that make a deliverable: after an infinitive series, "and write a report" is a second piece of work,
 where "and run the tests" is one more step of the first."""
+
+WORK_VERBS = frozenset(
+    """
+    audit build code compose configure containerise containerize create design develop draft generate implement
+    migrate produce refactor review rewrite threat-model write
+    """.split()
+)
+"""Verbs of a request for work (a part of the document), not for a fact: an expert assist that starts with one
+("write the query that ...", "review the flow for threats") is work for a part of its own (``nodes.complete``)."""
 
 COMPOSITE_NOUNS = frozenset("plan suite pipeline workflow workflows".split())
 """Deliverable nouns whose listed parts after a colon are deliverables of their own ("the plan: how the schemas
@@ -232,6 +249,18 @@ def aspect_title(aspect: Aspect) -> str:
         if obj and not _TITLE_PREPOSITION.match(obj):  # "write to the landlord" names no deliverable
             text = obj
     return text[:1].upper() + text[1:]
+
+
+def asks_for_work(description: str) -> bool:
+    """Whether an assist's ``description`` asks for a piece of work rather than a fact (:data:`WORK_VERBS`).
+
+    "write a SQL query that totals revenue per customer" and "please review the reset flow for threats" do; "the
+    current VAT rate in Germany", "what the index should be" and "explain the join" do not (a brief answer serves).
+    """
+    words = re.findall(r"[a-z][a-z'-]*", description.lower())
+    while words and words[0] in ("please", "also", "then", "now"):
+        words.pop(0)
+    return bool(words) and words[0] in WORK_VERBS
 
 
 def deliverable_noun(aspect: Aspect) -> str | None:

@@ -1,0 +1,263 @@
+"""Read a finished document against its task: the gaps the completion round answers. No model is asked.
+
+``nodes.complete`` calls :func:`read_gaps` once the parts are written and agree as far as ``check_parts`` could
+make them. What counts as a gap (docs/answers.md, "The completion round"):
+
+* **form**: an aspect of the task that makes something of a form a reader can check (an OpenAPI document, SQL,
+  tests, a Dockerfile, a shell script, YAML, Python code: :data:`FORMS`), where no part holds a block of that form.
+  The aspect is covered by a slot's words when the plan is made; this reads what the parts wrote. A part is added
+  for it.
+* **failed**: in a document of several parts, a part that failed (no answer) or whose kept answer failed its checks
+  (its caveat). It is written again with the failed checks as feedback. A one-part answer is not: its own draws
+  already had that feedback.
+* **restates**: in a document of several parts, a part most of whose wording (:data:`RESTATE_SHARE` of its word
+  triples) is an earlier part's. It is written again, told to refer to that part instead.
+* **expert_work**: an expert assist that asked for work rather than a fact (``experts.routing.aspects.asks_for_work``);
+  the slot left it unresolved (``state.completion.WORK_REASON``). A part is added for it, routed to the expert
+  the work needs.
+
+:func:`round_seconds` estimates what acting on gaps costs, from the run's own part times.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+from engine.agreement import Part
+from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm
+from experts.routing.aspects import MAKING_VERBS, Aspect, task_aspects
+from state.assist import AssistRecord
+from state.completion import WORK_REASON, CompletionGap
+
+__all__ = ["FORMS", "Form", "asked_forms", "read_gaps", "round_seconds"]
+
+RESTATE_SHARE = 0.6
+"""A part this much of whose word triples an earlier part already has only restates it."""
+RESTATE_MIN_WORDS = 40
+"""A part shorter than this is not judged a restatement (a short note may quote a line of another)."""
+DEFAULT_PART_SECONDS = 90.0
+"""A part's time when the run has no finished part to measure (a resumed run's parts ran in another process)."""
+
+FORM_VERBS = MAKING_VERBS | frozenset(
+    "implement develop code refactor rewrite fix optimise optimize configure containerise containerize automate "
+    "test".split()
+) - frozenset("outline sketch summarise summarize list propose give".split())
+"""Verbs whose aspect makes the thing itself: "write the OpenAPI documentation" asks for a spec, where "explain
+why this SQL query is slow" or "outline the tests" asks for prose about it."""
+
+
+@dataclass(frozen=True)
+class Form:
+    """A form of deliverable an aspect can ask for, and how a part's answer shows it has one."""
+
+    name: str
+    """As the document names it: "an OpenAPI document"."""
+    asked: re.Pattern[str]
+    """Words of an aspect that ask for it."""
+    languages: frozenset[str]
+    """Fence tags of a block that may hold it."""
+    holds: re.Pattern[str] | None
+    """What such a block must contain (None: any block of those tags)."""
+    instruction: str
+    """Added to the description of a part written for it."""
+
+    def held_by(self, text: str) -> bool:
+        """Whether ``text`` (a part's answer) holds a block of this form."""
+        return any(
+            language in self.languages and (self.holds is None or self.holds.search(code))
+            for language, code in code_blocks(text)
+        )
+
+
+FORMS: tuple[Form, ...] = (
+    Form(
+        "an OpenAPI document",
+        re.compile(r"\b(?:openapi|swagger)\b", re.I),
+        frozenset({"yaml", "yml", "json"}),
+        re.compile(r"(?m)^\s*\"?(?:openapi|swagger)\"?\s*:"),
+        "Deliver it as one OpenAPI 3 document in a ```yaml block (openapi, info, paths, components).",
+    ),
+    Form(
+        "tests",
+        re.compile(r"\b(?:unit tests?|pytest|test suite|test cases|tests? for)\b", re.I),
+        PYTHON_TAGS,
+        re.compile(r"\bdef test_|\bassert\b|\bunittest\b"),
+        "Deliver the tests as runnable Python in a ```python block.",
+    ),
+    Form(
+        "SQL",
+        re.compile(
+            r"\bsql\b|\b(?:query|queries|schema|ddl)\b.*\b(?:tables?|database|columns?)\b"
+            r"|\b(?:tables?|database)\b.*\b(?:query|queries|schema)\b",
+            re.I,
+        ),
+        SQL_TAGS,
+        None,
+        "Deliver the SQL in a ```sql block.",
+    ),
+    Form(
+        "a Dockerfile",
+        re.compile(r"\bdockerfile\b", re.I),
+        frozenset({"dockerfile", "docker", ""}),
+        re.compile(r"(?mi)^\s*FROM\s+\S+"),
+        "Deliver the Dockerfile in a ```dockerfile block.",
+    ),
+    Form(
+        "a shell script",
+        re.compile(r"\b(?:bash|shell) script\b", re.I),
+        frozenset({"bash", "sh", "shell", "zsh"}),
+        None,
+        "Deliver the script in a ```bash block.",
+    ),
+    Form(
+        "a YAML file",
+        re.compile(r"\byaml\b|\bkubernetes manifests?\b|\bcompose file\b|\bgithub actions workflow\b", re.I),
+        frozenset({"yaml", "yml"}),
+        None,
+        "Deliver the file in a ```yaml block.",
+    ),
+    Form(
+        "Python code",
+        re.compile(r"\bpython\b", re.I),
+        PYTHON_TAGS,
+        None,
+        "Deliver the code in a ```python block.",
+    ),
+)
+"""The first form an aspect asks for is the one judged (an OpenAPI aspect is not also judged as YAML)."""
+
+
+def asked_forms(aspect: Aspect) -> Form | None:
+    """The form ``aspect`` asks its part to deliver (None: prose will do, or its verb does not make the thing)."""
+    if aspect.verb.lower() not in FORM_VERBS:
+        return None
+    return next((form for form in FORMS if form.asked.search(aspect.text)), None)
+
+
+def read_gaps(
+    task: str,
+    parts: Sequence[Part],
+    *,
+    failed: Mapping[str, tuple[str, str]] | None = None,
+    assists: Mapping[str, Sequence[AssistRecord]] | None = None,
+    several: bool = True,
+) -> list[CompletionGap]:
+    """Every gap of the document, in the order the round acts on them (parts added first).
+
+    Args:
+        task: The person's task.
+        parts: The finished parts (done, with a kept answer), in the plan's order.
+        failed: The parts that failed: slot id -> (its title and description, its error).
+        assists: Each part's assist records.
+        several: Whether the plan has several parts (a failed or restating part is a gap only then).
+    """
+    failed = failed or {}
+    gaps = _form_gaps(task, parts, failed.values()) + _work_gaps(assists or {})
+    if several:
+        gaps += _failed_gaps(parts, failed) + _restating_gaps(parts)
+    return gaps
+
+
+def _form_gaps(task: str, parts: Sequence[Part], failed: Iterable[tuple[str, str]]) -> list[CompletionGap]:
+    """An aspect whose form no part has (a failed part that would have written it is retried instead)."""
+    gaps = []
+    retried = [text for text, _ in failed]
+    for aspect in task_aspects(task):
+        form = asked_forms(aspect)
+        if form is None or any(form.held_by(p.result.raw) for p in parts):
+            continue
+        if any(form.asked.search(text) for text in retried):
+            continue
+        gaps.append(
+            CompletionGap(
+                kind="form",
+                aspect=aspect.text,
+                detail=f"the task asks to {aspect.text}, and no part delivers {form.name}",
+                feedback=form.instruction,
+            )
+        )
+    return gaps
+
+
+def _work_gaps(assists: Mapping[str, Sequence[AssistRecord]]) -> list[CompletionGap]:
+    return [
+        CompletionGap(
+            kind="expert_work",
+            slot_id=sid,
+            aspect=record.description,
+            detail=f"part {sid} asked for work outside its expert's scope: {record.description}",
+            domain=record.domain,
+            assist_id=record.id,
+        )
+        for sid, records in assists.items()
+        for record in records
+        if record.kind == "expert" and record.status == "unresolved" and record.reason == WORK_REASON
+    ]
+
+
+def _failed_gaps(parts: Sequence[Part], failed: Mapping[str, tuple[str, str]]) -> list[CompletionGap]:
+    gaps = [
+        CompletionGap(
+            kind="failed", slot_id=sid, aspect=what.split("\n", 1)[0], detail=f"part {sid} failed: {error}"[:300]
+        )
+        for sid, (what, error) in failed.items()
+    ]
+    for part in parts:
+        quality = part.result.quality
+        if quality is None or quality.passed:
+            continue
+        checks = "; ".join(f"{c.name}: {c.detail}" if c.detail else c.name for c in quality.failed_checks[:3])
+        gaps.append(
+            CompletionGap(
+                kind="failed",
+                slot_id=part.slot_id,
+                aspect=part.title,
+                detail=f"part {part.slot_id} failed its checks ({checks})"[:300],
+                feedback=f"An earlier answer to this part failed these checks: {checks}. Write it so that they pass."[
+                    :600
+                ],
+            )
+        )
+    return gaps
+
+
+def _restating_gaps(parts: Sequence[Part]) -> list[CompletionGap]:
+    gaps = []
+    seen: list[tuple[Part, set[tuple[str, ...]]]] = []
+    for part in parts:
+        words = norm(part.result.body_text()).split()
+        mine = _triples(words)
+        if len(words) >= RESTATE_MIN_WORDS and seen:
+            other, share = max(((o, len(mine & g) / len(mine)) for o, g in seen), key=lambda pair: pair[1])
+            if share >= RESTATE_SHARE:
+                gaps.append(
+                    CompletionGap(
+                        kind="restates",
+                        slot_id=part.slot_id,
+                        aspect=part.title,
+                        detail=f"part {part.slot_id} repeats part {other.slot_id} ({share:.0%} of its wording)",
+                        feedback=(
+                            f'An earlier answer to this part repeated the part "{other.title}" ({share:.0%} of its '
+                            "wording). Write only what this part's title asks for; where it needs what that part "
+                            "says, refer to it by its title instead of repeating it."
+                        ),
+                    )
+                )
+        seen.append((part, mine))
+    return gaps
+
+
+def _triples(words: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def round_seconds(part_seconds: Sequence[float], actions: int, parallel: int) -> float:
+    """The round's time: its actions in waves of ``parallel``, each as long as the run's median part."""
+    if actions <= 0:
+        return 0.0
+    one = median(part_seconds) if part_seconds else DEFAULT_PART_SECONDS
+    return math.ceil(actions / max(parallel, 1)) * one

@@ -1,0 +1,288 @@
+"""The completion round: the written document read against its task, and what it lacks given one more round."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from engine.agreement import Part
+from engine.completion import read_gaps, round_seconds
+from experts.routing.aspects import asks_for_work
+from graph import build_graph
+from state import Passport, RunStatus
+from state.assist import AssistRecord
+from state.completion import WORK_REASON
+from state.enums import SlotStatus
+from state.io import RunInput, RunOptions
+from state.quality import CheckResult, SlotQuality
+from state.result import SlotResult
+from tests.unit.plan_runs import answer
+
+API_TASK = (
+    "Design a REST API for a library lending system, implement the checkout endpoint in Flask, and write the "
+    "OpenAPI documentation for it."
+)
+DESIGN = (
+    "The lending API has three resources. Books are listed and fetched by id; members borrow them through loans. "
+    "A loan records the book, the member, the date it started and the date it is due back at the library desk."
+)
+CHECKOUT = (
+    "The checkout endpoint takes a member id and a book id, refuses a book already on loan with status 409, and "
+    "otherwise creates the loan with a due date fourteen days ahead and answers 201 with the loan."
+)
+OPENAPI = (
+    "```yaml\nopenapi: 3.0.3\ninfo:\n  title: Library lending\n  version: '1.0'\npaths:\n  /checkout:\n    post:\n"
+    "      summary: Check out a book\n      responses:\n        '201':\n          description: The loan\n```"
+)
+PLAN = {
+    "id": "api",
+    "title": "Library API",
+    "slots": [
+        {"id": "design", "title": "API design", "description": "Design the REST API.", "expert": "technical_writer"},
+        {
+            "id": "checkout",
+            "title": "Checkout endpoint",
+            "description": "Describe the checkout endpoint.",
+            "expert": "technical_writer",
+            "deps": ["design"],
+        },
+    ],
+}
+
+
+def _result(slot_id: str, text: str, passed: bool = True) -> SlotResult:
+    checks = [CheckResult(name="contract.complete", passed=passed, detail="" if passed else "ends mid-sentence")]
+    return SlotResult(slot_id=slot_id, expert="x", raw=text, quality=SlotQuality(deliverable="prose", checks=checks))
+
+
+def _run(
+    write_script: Any,
+    rules: list[dict[str, Any]],
+    *,
+    task: str = API_TASK,
+    plan: dict[str, Any] | None = None,
+    mode: str = "autonomous",
+    answers: list[str] | None = None,
+    **context: Any,
+) -> tuple[Passport, list[dict[str, Any]]]:
+    """Run ``plan`` with the round on (its budget in ``context``); the custom stream's events with the state."""
+    graph = build_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "c"}}
+    ctx = {"backend": "fake", "fake_script": str(write_script({"rules": rules})), "completion_seconds": 240, **context}
+    run_input = RunInput(task=task, mode=mode, options=RunOptions(framework=plan or PLAN)).model_dump(mode="json")
+    events: list[dict[str, Any]] = []
+    pending: Any = run_input
+    for given in [None, *(answers or [])]:
+        if given is not None:
+            pending = Command(resume=given)
+        for kind, chunk in graph.stream(pending, config, context=ctx, stream_mode=["custom", "updates"]):
+            if kind == "custom":
+                events.append(chunk)
+    return Passport.model_validate(graph.get_state(config).values), events
+
+
+# ---------------------------------------------------------------- reading the gaps
+
+
+def test_an_aspect_whose_form_no_part_delivers_is_a_gap_and_one_that_does_is_not() -> None:
+    parts = [Part("design", "API design", _result("design", DESIGN)), Part("co", "Checkout", _result("co", CHECKOUT))]
+    gaps = read_gaps(API_TASK, parts)
+    assert [(g.kind, g.aspect) for g in gaps] == [("form", "write the OpenAPI documentation for it")]
+    assert "no part delivers an OpenAPI document" in gaps[0].detail and "```yaml" in gaps[0].feedback
+    with_spec = [*parts, Part("doc", "OpenAPI", _result("doc", OPENAPI))]
+    assert read_gaps(API_TASK, with_spec) == []
+    # a yaml block that is not an OpenAPI document does not count
+    other_yaml = [*parts, Part("doc", "Config", _result("doc", "```yaml\ndatabase: lending\n```"))]
+    assert [g.kind for g in read_gaps(API_TASK, other_yaml)] == ["form"]
+
+
+def test_an_aspect_that_asks_for_prose_about_a_form_needs_no_block() -> None:
+    task = "Explain why this SQL query on the orders table is slow, and outline the tests it needs."
+    assert read_gaps(task, [Part("a", "Why", _result("a", DESIGN))]) == []
+
+
+def test_a_part_that_repeats_an_earlier_one_is_a_gap_of_a_document_of_several_parts_only() -> None:
+    copy = DESIGN + " " + DESIGN.replace("three", "four")
+    parts = [Part("a", "Design", _result("a", DESIGN + " " + CHECKOUT)), Part("b", "Reference", _result("b", copy))]
+    gaps = read_gaps("Describe the lending API.", parts)
+    assert [(g.kind, g.slot_id) for g in gaps] == [("restates", "b")]
+    assert 'repeated the part "Design"' in gaps[0].feedback
+    assert read_gaps("Describe the lending API.", parts, several=False) == []
+    design = Part("a", "Design", _result("a", DESIGN))
+    distinct = [design, Part("c", "Checkout", _result("c", CHECKOUT + " It logs every refusal for the staff."))]
+    assert read_gaps("Describe the lending API.", distinct) == []
+
+
+def test_a_failed_part_and_one_whose_checks_failed_are_gaps_with_their_checks_as_feedback() -> None:
+    parts = [Part("a", "Design", _result("a", DESIGN)), Part("b", "Checkout", _result("b", CHECKOUT, passed=False))]
+    gaps = read_gaps("Describe the lending API.", parts, failed={"c": ("Fines\nDescribe fines.", "model crashed")})
+    assert [(g.kind, g.slot_id) for g in gaps] == [("failed", "c"), ("failed", "b")]
+    assert "model crashed" in gaps[0].detail and "contract.complete: ends mid-sentence" in gaps[1].feedback
+
+
+def test_an_expert_assist_that_asks_for_work_is_a_gap_and_a_fact_is_not() -> None:
+    assert asks_for_work("write a SQL query that totals revenue per customer")
+    assert asks_for_work("Please review the reset flow for threats")
+    assert not asks_for_work("the current VAT rate in Germany")
+    assert not asks_for_work("explain the join order")
+    marker = "{{UNRESOLVED:expert:sql_specialist:write the query - x}}"
+    work = AssistRecord(
+        id="a.a1",
+        slot_id="a",
+        asker="x",
+        kind="expert",
+        domain="sql_specialist",
+        description="write the query",
+        placeholder="{{ASSIST:expert:sql_specialist:write the query}}",
+        status="unresolved",
+        marker=marker,
+        reason=WORK_REASON,
+    )
+    fact = work.model_copy(update={"id": "a.a2", "reason": "no passage is relevant enough"})
+    gaps = read_gaps("Describe it.", [Part("a", "A", _result("a", DESIGN))], assists={"a": [work, fact]})
+    assert [(g.kind, g.slot_id, g.assist_id, g.domain) for g in gaps] == [
+        ("expert_work", "a", "a.a1", "sql_specialist")
+    ]
+
+
+def test_the_rounds_time_is_its_actions_in_waves_of_the_runs_median_part() -> None:
+    assert round_seconds([10.0, 30.0, 20.0], 3, 2) == 40.0
+    assert round_seconds([], 1, 4) == 90.0
+    assert round_seconds([10.0], 0, 1) == 0.0
+
+
+# ---------------------------------------------------------------- the round in a run
+
+
+def test_a_form_no_part_delivers_gets_a_part_of_its_own_routed_run_and_in_the_document(write_script: Any) -> None:
+    rules = [
+        {"slot": "design", "text": answer("Resources", DESIGN)},
+        {"slot": "checkout", "text": answer("Checkout", CHECKOUT)},
+        {"title": "OpenAPI", "text": answer("OpenAPI document", OPENAPI)},
+    ]
+    state, events = _run(write_script, rules)
+    assert state.status == RunStatus.COMPLETED
+    c = state.completion
+    assert c is not None and c.decision == "ran" and c.finished and c.missing == []
+    (added,) = c.added
+    spec = state.framework.slot(added) if state.framework else None
+    assert spec is not None and spec.title == "OpenAPI documentation for it" and "```yaml" in spec.description
+    assert set(spec.deps) <= {"design", "checkout"} and spec.deps
+    assert state.routing[added].scores  # routed by the router, as a planned part is
+    assert state.slot_states[added].status == SlotStatus.DONE
+    doc = state.document or ""
+    assert "## OpenAPI documentation for it" in doc and "openapi: 3.0.3" in doc and "Still missing" not in doc
+    actions = [e.action for e in state.ledger if e.action in ("completion_round", "add_part", "completion_outcome")]
+    assert actions == ["completion_round", "add_part", "completion_outcome"]
+    assert [e for e in events if e.get("event") == "completion_round"][0]["actions"] == [
+        "add a part: write the OpenAPI documentation for it"
+    ]
+
+
+def test_a_part_that_repeats_another_is_written_again_with_feedback_and_the_better_writing_kept(
+    write_script: Any,
+) -> None:
+    copy = answer("Resources", DESIGN)
+    rules = [
+        {"slot": "design", "text": copy},
+        {"slot": "checkout", "first_calls": [{"text": copy}], "text": answer("Checkout", CHECKOUT)},
+    ]
+    task = "Design the lending API and describe its checkout endpoint."
+    state, _ = _run(write_script, rules, task=task)
+    c = state.completion
+    assert c is not None and c.decision == "ran" and [g.kind for g in c.planned] == ["restates"]
+    assert 'repeated the part "API design"' in c.feedback["checkout"][0]
+    assert c.earlier["checkout"].result.raw == copy and c.missing == []
+    doc = state.document or ""
+    assert CHECKOUT in doc and doc.count(DESIGN) == 1
+
+
+def test_what_the_round_cannot_fix_is_said_in_the_document(write_script: Any) -> None:
+    copy = answer("Resources", DESIGN)
+    rules = [{"slot": "design", "text": copy}, {"slot": "checkout", "text": copy}]
+    state, _ = _run(write_script, rules, task="Design the lending API and describe its checkout endpoint.")
+    c = state.completion
+    assert c is not None and c.decision == "ran" and c.finished
+    assert c.missing == ["part checkout repeats part design (100% of its wording)"]
+    doc = state.document or ""
+    missing = doc.partition("## Still missing")[2]
+    assert "part checkout repeats part design" in missing
+    assert "still missing" not in doc.partition("## Warnings")[2]  # said once, in its own section
+    assert state.summary is not None and any("still missing" in w for w in state.summary.warnings)
+
+
+def test_work_a_part_asks_an_expert_for_becomes_a_part_routed_to_that_expert(write_script: Any) -> None:
+    asked = "write a SQL query that totals each member's loans"
+    with_assist = DESIGN + " The report needs {{ASSIST:expert:sql_specialist:" + asked + "}} every month."
+    query = "```sql\nSELECT member_id, COUNT(*) AS loans FROM loans GROUP BY member_id;\n```"
+    plan = {"id": "r", "title": "Report", "slots": [PLAN["slots"][0]]}
+    rules = [
+        {"slot": "design", "text": answer("Resources", with_assist)},
+        {"title": "SQL query", "text": answer("Query", query)},
+    ]
+    state, _ = _run(write_script, rules, task="Design the lending API.", plan=plan)
+    c = state.completion
+    assert c is not None and [g.kind for g in c.planned] == ["expert_work"] and c.missing == []
+    (added,) = c.added
+    assert state.routing[added].expert == "sql_specialist" and state.slot_states[added].status == SlotStatus.DONE
+    (record,) = state.assists["design"]
+    assert record.status == "resolved" and record.sources[0].expert == "sql_specialist"
+    doc = state.document or ""
+    assert '(see the part "SQL query that totals each member\'s loans")' in doc and "GROUP BY member_id" in doc
+    assert "UNRESOLVED" not in doc
+    ledger = [e.action for e in state.ledger]
+    assert "consult" not in ledger and "assist_answered_by_part" in ledger
+
+
+def test_without_the_round_a_work_assist_is_consulted_as_before(write_script: Any) -> None:
+    with_assist = DESIGN + " The report needs {{ASSIST:expert:sql_specialist:write a query of loans}}."
+    plan = {"id": "r", "title": "Report", "slots": [PLAN["slots"][0]]}
+    rules = [{"slot": "design", "text": answer("Resources", with_assist)}]
+    state, _ = _run(write_script, rules, task="Design the lending API.", plan=plan, completion_seconds=0)
+    assert state.completion is not None and state.completion.decision == "nothing to do"
+    assert "consult" in [e.action for e in state.ledger]
+
+
+def test_in_interactive_mode_the_person_is_asked_before_the_round_spends_time(write_script: Any) -> None:
+    rules = [
+        {"slot": "design", "text": answer("Resources", DESIGN)},
+        {"slot": "checkout", "text": answer("Checkout", CHECKOUT)},
+    ]
+    # the plan is approved, then the round is skipped: nothing is added and the document says what is missing
+    state, _ = _run(write_script, rules, mode="interactive", answers=[{"action": "approve"}, "skip"])
+    c = state.completion
+    assert c is not None and c.decision == "declined" and c.added == {}
+    assert "no part delivers an OpenAPI document" in (state.document or "").partition("## Still missing")[2]
+    assert "completion_skip" in [e.action for e in state.ledger]
+
+
+def test_a_round_over_its_budget_is_not_run_and_a_bad_answer_is_asked_again(write_script: Any) -> None:
+    rules = [
+        {"slot": "design", "text": answer("Resources", DESIGN)},
+        {"slot": "checkout", "text": answer("C", CHECKOUT)},
+    ]
+    state, _ = _run(write_script, rules, completion_seconds=0.001)
+    c = state.completion
+    assert c is not None and c.decision == "over budget" and c.missing and c.added == {}
+    graph = build_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "i"}}
+    ctx = {"backend": "fake", "fake_script": str(write_script({"rules": rules})), "completion_seconds": 240}
+    run_input = RunInput(task=API_TASK, mode="interactive", options=RunOptions(framework=PLAN))
+    graph.invoke(run_input.model_dump(mode="json"), config, context=ctx)
+    graph.invoke(Command(resume={"action": "approve"}), config, context=ctx)
+    graph.invoke(Command(resume="maybe"), config, context=ctx)
+    (task,) = graph.get_state(config).tasks
+    payload = task.interrupts[0].value
+    assert payload["node"] == "complete" and "maybe" in payload["error"]
+    graph.invoke(Command(resume="run"), config, context=ctx)
+    done = Passport.model_validate(graph.get_state(config).values)
+    assert done.completion is not None and done.completion.decision == "ran"
+
+
+@pytest.fixture(autouse=True)
+def _no_env_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests set the round's budget in the run context, as a caller would."""
+    monkeypatch.delenv("COE_COMPLETION_SECONDS", raising=False)
