@@ -11,6 +11,8 @@ Each task runs through the compiled graph with default settings, in process, as 
 * ``check_parts``' findings in its first round (``found``), the parts it sent back, and what still disagreed
   after the round (``left``: the document's ``parts disagree`` warnings); the document **agrees by the checks**
   when nothing is left;
+* the completion round (``nodes.complete``): its decision and actions, its wall time (from its
+  ``completion_round`` ledger entry to its ``completion_outcome``) and what the document still lacks after it;
 * the document itself (in the JSON), to be read;
 * for a task with ``values``: how many of them the parts state (a number equal to the value to the cent; the
   harness's "Computed figures" section left out). This is the one measure here not made by the checker itself.
@@ -59,6 +61,10 @@ class Row:
     sent_back: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)
     resend_seconds: float = 0.0
+    completion: str = ""
+    """The completion round's decision and actions."""
+    round_seconds: float = 0.0
+    missing: list[str] = field(default_factory=list)
     values_stated: int = 0
     values_total: int = 0
     document: str = ""
@@ -101,6 +107,9 @@ def row_of(item: Item, state: Passport, seconds: float) -> Row:
         after = state.ledger.index(back[-1])
         resend = sum(e.duration_ms for e in state.ledger[after:] if e.slot_id is not None) / 1000
     left = [n.message for n in state.notices if n.source == "check_parts"]
+    c = state.completion
+    started = next((e.at for e in state.ledger if e.action == "completion_round"), None)
+    ended = next((e.at for e in state.ledger if e.action == "completion_outcome"), None)
     return Row(
         id=item.id,
         status=state.status.value,
@@ -110,6 +119,9 @@ def row_of(item: Item, state: Passport, seconds: float) -> Row:
         sent_back=[f"{e.slot_id}: {e.outputs_summary}" for e in back],
         left=left,
         resend_seconds=round(resend, 1),
+        completion=(c.decision + "".join(f"; {g.action()}" for g in c.planned)) if c is not None else "",
+        round_seconds=round((ended - started).total_seconds(), 1) if started and ended else 0.0,
+        missing=list(c.missing) if c is not None else [],
         values_stated=stated_values(state.document or "", item.values),
         values_total=len(item.values),
         document=state.document or "",
@@ -126,6 +138,7 @@ def summarise(rows: list[Row], args: argparse.Namespace) -> tuple[dict[str, Any]
     agree = sum(r.agrees for r in multi)
     with_values = [r for r in rows if r.values_total]
     back = [r for r in rows if r.sent_back]
+    ran = [r for r in rows if r.completion.startswith("ran")]
     payload = {
         "quick": bool(args.quick),
         "tasks": len(rows),
@@ -134,13 +147,29 @@ def summarise(rows: list[Row], args: argparse.Namespace) -> tuple[dict[str, Any]
         "sent_back_runs": len(back),
         "median_seconds": round(median(r.seconds for r in rows), 1) if rows else 0.0,
         "median_resend_seconds": round(median(r.resend_seconds for r in back), 1) if back else 0.0,
+        "completion_rounds": len(ran),
+        "median_round_seconds": round(median(r.round_seconds for r in ran), 1) if ran else 0.0,
+        "complete_after_round": sum(not r.missing for r in rows),
         "values_stated": sum(r.values_stated for r in with_values),
         "values_total": sum(r.values_total for r in with_values),
         "rows": [asdict(r) for r in rows],
     }
     title = "# Multi-part tasks: parts that agree" + (QUICK_LABEL if args.quick else "")
     table = md_table(
-        ["task", "status", "slots", "s", "found (round 1)", "sent back", "left", "resend s", "values"],
+        [
+            "task",
+            "status",
+            "slots",
+            "s",
+            "found (round 1)",
+            "sent back",
+            "left",
+            "resend s",
+            "completion round",
+            "round s",
+            "still missing",
+            "values",
+        ],
         [
             [
                 r.id,
@@ -151,6 +180,9 @@ def summarise(rows: list[Row], args: argparse.Namespace) -> tuple[dict[str, Any]
                 len(r.sent_back),
                 "<br>".join(r.left) or "none",
                 r.resend_seconds,
+                r.completion or "not reached",
+                r.round_seconds,
+                "<br>".join(r.missing) or "none",
                 f"{r.values_stated}/{r.values_total}" if r.values_total else "",
             ]
             for r in rows
@@ -162,7 +194,9 @@ def summarise(rows: list[Row], args: argparse.Namespace) -> tuple[dict[str, Any]
         f"`bench/data/multipart_tasks.yaml`. Multi-slot documents that agree by the checks (`engine/agreement.py`): "
         f"**{share}**; runs with a part sent back: {len(back)} (median second writing "
         f"{payload['median_resend_seconds']} s); values stated: {payload['values_stated']}/{payload['values_total']}"
-        f"; median run {payload['median_seconds']} s.\n\n{table}\n"
+        f"; completion rounds run: {len(ran)} (median {payload['median_round_seconds']} s); documents with nothing "
+        f"missing after it: {payload['complete_after_round']}/{len(rows)}; median run {payload['median_seconds']} s."
+        f"\n\n{table}\n"
     )
     return payload, markdown
 

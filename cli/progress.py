@@ -84,6 +84,8 @@ class Progress:
             print(f"[{elapsed:7.1f}s] figures: {event.get('note', '')}", file=self.stream, flush=True)
             return
         if kind == "completion_round":  # the document read against the task once its parts are written
+            if event.get("decision") == "nothing to do":
+                return
             elapsed = time.perf_counter() - self._start
             actions = "; ".join(str(a) for a in event.get("actions", []))
             line = f"[{elapsed:7.1f}s] completion round: {event.get('decision', '')}"

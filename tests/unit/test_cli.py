@@ -164,6 +164,8 @@ def test_progress_plain_lines_when_not_a_tty() -> None:
         p.event({"event": "slot_retry", "slot": "A", "attempt": 3, "candidate": "c2", "problems": ["contract.ends"]})
         p.event({"event": "slot_done", "slot": "A", "attempts": 2})
         p.event({"event": "slot_failed", "slot": "B", "error": "boom"})
+        p.event({"event": "completion_round", "decision": "nothing to do", "actions": [], "estimate_s": 0})
+        p.event({"event": "completion_round", "decision": "ran", "actions": ["add a part: x"], "estimate_s": 90.0})
     lines = buf.getvalue().splitlines()
     assert [line.split("] ", 1)[1] for line in lines] == [
         "figures: 3 program(s) ran; 2 figure(s) printed by two",
@@ -174,8 +176,9 @@ def test_progress_plain_lines_when_not_a_tty() -> None:
         "A: retrying (attempt 3) - c2: contract.ends",
         "A: done",
         "B: failed - boom",
+        "completion round: ran - add a part: x (about 90.0 s)",
     ]
-    assert "" not in p.rows  # the figures are no slot's row
+    assert "" not in p.rows  # the figures and the completion round are no slot's row
 
 
 def test_progress_live_table_on_a_tty() -> None:

@@ -212,6 +212,11 @@ def test_what_the_round_cannot_fix_is_said_in_the_document(write_script: Any) ->
     assert "part checkout repeats part design" in missing
     assert "still missing" not in doc.partition("## Warnings")[2]  # said once, in its own section
     assert state.summary is not None and any("still missing" in w for w in state.summary.warnings)
+    from cli.main import _describe
+
+    shown = _describe(state, []).splitlines()
+    assert "completion: ran (write part checkout again)" in shown
+    assert "  still missing: part checkout repeats part design (100% of its wording)" in shown
 
 
 def test_work_a_part_asks_an_expert_for_becomes_a_part_routed_to_that_expert(write_script: Any) -> None:
