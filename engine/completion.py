@@ -21,7 +21,6 @@ make them. What counts as a gap (docs/answers.md, "The completion round"):
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -255,9 +254,12 @@ def _triples(words: list[str]) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
 
 
-def round_seconds(part_seconds: Sequence[float], actions: int, parallel: int) -> float:
-    """The round's time: its actions in waves of ``parallel``, each as long as the run's median part."""
+def round_seconds(part_seconds: Sequence[float], actions: int) -> float:
+    """The round's time: its actions one after another, each as long as the run's median part.
+
+    One after another, not in waves of ``max_parallel``: a loaded model serves one generation at a time (one lock
+    per llama.cpp context), and the round's parts mostly go to the models the run already used.
+    """
     if actions <= 0:
         return 0.0
-    one = median(part_seconds) if part_seconds else DEFAULT_PART_SECONDS
-    return math.ceil(actions / max(parallel, 1)) * one
+    return actions * (median(part_seconds) if part_seconds else DEFAULT_PART_SECONDS)

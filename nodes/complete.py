@@ -133,10 +133,9 @@ def _fit(state: PlannedPassport, gaps: list[CompletionGap], budget: float) -> tu
         chosen.append(gap)
         room -= adds
     seconds = _part_seconds(state)
-    parallel = state.settings.max_parallel
-    while chosen and round_seconds(seconds, len(chosen), parallel) > budget:
+    while chosen and round_seconds(seconds, len(chosen)) > budget:
         chosen.pop()
-    return chosen, round_seconds(seconds, max(len(chosen), 1), parallel)
+    return chosen, round_seconds(seconds, max(len(chosen), 1))
 
 
 def _part_seconds(state: PlannedPassport) -> list[float]:

@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 FIXTURES = Path(__file__).parent / "fixtures"
-UNIT_TESTS = Path(__file__).parent / "unit"
 POSTGRES_URL = os.environ.get("COE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 TESTS = Path(__file__).parent
 DIRECTORY_MARKS = {"integration": "integration", "bench": "bench"}
@@ -104,11 +103,11 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pyte
         if key.startswith("COE_") and key not in ("COE_TEST_POSTGRES_URL", "COE_MODEL_CACHE"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("COE_HOME", str(tmp_path / "coe-home"))
-    if request.node.path.is_relative_to(UNIT_TESTS):
+    if request.node.get_closest_marker("model") is None:
         # The fake backend's default answer is one template with the slot's title put in: its parts repeat each
-        # other, which the completion round reads as a gap and writes again. The unit tests of other things run
-        # without the round; its own tests (test_completion.py) turn it on in the run context, and the integration
-        # tests, on the real models, run it as a user gets it.
+        # other, which the completion round reads as a gap and writes again. Tests without a real model run
+        # without the round (their child processes too); its own tests (tests/unit/test_completion.py) turn it on
+        # in the run context, and the tests on the real models run it as a user gets it.
         monkeypatch.setenv("COE_COMPLETION_SECONDS", "0")
     from experts.pool.breaker import breakers
     from experts.pool.health import health_checks

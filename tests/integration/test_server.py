@@ -56,6 +56,7 @@ def _serve(tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Serve
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGGRAPH_NO_VERSION_CHECK": "true",
         "COE_BACKEND": "fake",
+        "COE_COMPLETION_SECONDS": "0",  # the fake's template answers repeat each other (tests/conftest.py)
         "COE_HOME": str(tmp / "home"),
         "COE_CHECKPOINT_URL": f"sqlite://{tmp / 'server.sqlite'}",
         **(extra_env or {}),

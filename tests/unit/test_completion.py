@@ -148,10 +148,10 @@ def test_an_expert_assist_that_asks_for_work_is_a_gap_and_a_fact_is_not() -> Non
     ]
 
 
-def test_the_rounds_time_is_its_actions_in_waves_of_the_runs_median_part() -> None:
-    assert round_seconds([10.0, 30.0, 20.0], 3, 2) == 40.0
-    assert round_seconds([], 1, 4) == 90.0
-    assert round_seconds([10.0], 0, 1) == 0.0
+def test_the_rounds_time_is_its_actions_one_after_another_at_the_runs_median_part() -> None:
+    assert round_seconds([10.0, 30.0, 20.0], 3) == 60.0
+    assert round_seconds([], 1) == 90.0
+    assert round_seconds([10.0], 0) == 0.0
 
 
 # ---------------------------------------------------------------- the round in a run
