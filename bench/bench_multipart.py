@@ -64,6 +64,8 @@ class Row:
     completion: str = ""
     """The completion round's decision and actions."""
     round_seconds: float = 0.0
+    gaps: list[str] = field(default_factory=list)
+    """What the round's first reading found."""
     missing: list[str] = field(default_factory=list)
     values_stated: int = 0
     values_total: int = 0
@@ -121,6 +123,7 @@ def row_of(item: Item, state: Passport, seconds: float) -> Row:
         resend_seconds=round(resend, 1),
         completion=(c.decision + "".join(f"; {g.action()}" for g in c.planned)) if c is not None else "",
         round_seconds=round((ended - started).total_seconds(), 1) if started and ended else 0.0,
+        gaps=[g.detail for g in c.gaps] if c is not None else [],
         missing=list(c.missing) if c is not None else [],
         values_stated=stated_values(state.document or "", item.values),
         values_total=len(item.values),
@@ -165,6 +168,7 @@ def summarise(rows: list[Row], args: argparse.Namespace) -> tuple[dict[str, Any]
             "sent back",
             "left",
             "resend s",
+            "gaps found",
             "completion round",
             "round s",
             "still missing",
@@ -180,6 +184,7 @@ def summarise(rows: list[Row], args: argparse.Namespace) -> tuple[dict[str, Any]
                 len(r.sent_back),
                 "<br>".join(r.left) or "none",
                 r.resend_seconds,
+                "<br>".join(r.gaps) or "none",
                 r.completion or "not reached",
                 r.round_seconds,
                 "<br>".join(r.missing) or "none",
