@@ -16,13 +16,13 @@ stream (``completion_round``).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from engine.agreement import Part
-from engine.assists.asking import ask
+from engine.assists.asking import ask_choice
 from engine.completion import read_gaps, round_seconds
 from engine.planning.planner import aspect_slot
 from engine.slot_routing import route_specs
@@ -33,7 +33,7 @@ from state.completion import CompletionGap
 from state.context import RunContext
 from state.enums import Mode, SlotStatus
 from state.framework import MAX_SLOTS, SlotSpec, descendants, topological_order, validate_framework
-from state.hitl import EscalationCategory, EscalationSeverity, InterruptPayload, Question, parse_clarify_answer
+from state.hitl import Question
 from state.passport import RESET, CompletionRound, FirstWriting, LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
 from state.result import SlotResult
 
@@ -71,16 +71,8 @@ def _plan(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
         return _closed(record, "the completion round is off (COE_COMPLETION_SECONDS=0)", runtime)
     planned, estimate = _fit(state, gaps, budget)
     if not planned:
-        record = CompletionRound(
-            decision="over budget",
-            gaps=gaps,
-            finished=True,
-            estimate_s=estimate,
-            budget_s=budget,
-            missing=[g.detail for g in gaps],
-        )
         why = f"one action would take about {estimate:.0f} s, over the budget of {budget:.0f} s"
-        return _closed(record, why, runtime)
+        return _closed(_not_run("over budget", gaps, [], estimate, budget), why, runtime)
     entries: list[LedgerEntry] = []
     if state.mission.mode is Mode.INTERACTIVE:
         answer, rounds = _ask(planned, estimate)
@@ -93,17 +85,27 @@ def _plan(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
             )
         )
         if answer == "skip":
-            record = CompletionRound(
-                decision="declined",
-                gaps=gaps,
-                planned=planned,
-                finished=True,
-                estimate_s=estimate,
-                budget_s=budget,
-                missing=[g.detail for g in gaps],
-            )
+            record = _not_run("declined", gaps, planned, estimate, budget)
             return _closed(record, "the person chose to skip the round", runtime, entries)
     return _start(state, runtime, gaps, planned, estimate, entries)
+
+
+def _not_run(
+    decision: Literal["over budget", "declined"],
+    gaps: list[CompletionGap],
+    planned: list[CompletionGap],
+    estimate: float,
+    budget: float,
+) -> CompletionRound:
+    return CompletionRound(
+        decision=decision,
+        gaps=gaps,
+        planned=planned,
+        finished=True,
+        estimate_s=estimate,
+        budget_s=budget,
+        missing=[g.detail for g in gaps],
+    )
 
 
 def _gaps(state: PlannedPassport, results: dict[str, SlotResult]) -> list[CompletionGap]:
@@ -154,16 +156,7 @@ def _ask(planned: list[CompletionGap], estimate: float) -> tuple[str, int]:
         allowed=["run", "skip"],
         default="run",
     )
-    payload = InterruptPayload(
-        kind="clarify",
-        category=EscalationCategory.DECISION,
-        severity=EscalationSeverity.MEDIUM,
-        node=NODE,
-        questions=[question],
-        answer_format='"run" or "skip"',
-    )
-    answers, rounds = ask(payload, lambda value: parse_clarify_answer(value, [question]), interrupt)
-    return answers[QUESTION_ID], rounds
+    return ask_choice(NODE, question, '"run" or "skip"', interrupt)
 
 
 def _start(

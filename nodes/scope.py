@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from engine.assists.asking import ask
+from engine.assists.asking import ask_choice
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing import RouterParams, classify, get_router, library
@@ -25,13 +25,7 @@ from experts.routing.lesson_check import router_with_lessons
 from memory.routing_lessons import RoutingLessons
 from state.context import RunContext
 from state.enums import Mode
-from state.hitl import (
-    EscalationCategory,
-    EscalationSeverity,
-    InterruptPayload,
-    Question,
-    parse_clarify_answer,
-)
+from state.hitl import Question
 from state.passport import GuardedPassport, LedgerEntry, utcnow
 from state.scope_decision import AppliedDefault, ScopeDecision
 
@@ -104,16 +98,7 @@ def _ask_scope(decision: ScopeDecision) -> ScopeDecision:
         allowed=["single", "multi"],
         default="single",
     )
-    payload = InterruptPayload(
-        kind="clarify",
-        category=EscalationCategory.DECISION,
-        severity=EscalationSeverity.MEDIUM,
-        node=NODE,
-        questions=[question],
-        answer_format='"single" or "multi" (or {"scope": "single"})',
-    )
-    answers, _ = ask(payload, lambda value: parse_clarify_answer(value, [question]), interrupt)
-    kind = answers["scope"]
+    kind, _ = ask_choice(NODE, question, '"single" or "multi" (or {"scope": "single"})', interrupt)
     return decision.model_copy(
         update={"kind": kind, "rule": None, "reason": f"the person chose {kind} ({decision.reason})"}
     )
