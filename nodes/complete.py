@@ -61,7 +61,7 @@ def complete(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
 
 
 def _plan(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    gaps = _gaps(state, state.results)
+    gaps = _gaps(state)
     budget = state.settings.completion_seconds
     if not gaps:
         record = CompletionRound(decision="nothing to do", finished=True, budget_s=budget)
@@ -108,8 +108,9 @@ def _not_run(
     )
 
 
-def _gaps(state: PlannedPassport, results: dict[str, SlotResult]) -> list[CompletionGap]:
-    fw = state.framework
+def _gaps(state: PlannedPassport, planned_parts: int | None = None) -> list[CompletionGap]:
+    """The gaps of the document as ``state`` holds it; ``planned_parts``: the plan's parts before the round."""
+    fw, results = state.framework, state.results
     parts, failed = [], {}
     for sid in topological_order(fw):
         st = state.slot_states.get(sid) or SlotState()
@@ -118,7 +119,8 @@ def _gaps(state: PlannedPassport, results: dict[str, SlotResult]) -> list[Comple
             parts.append(Part(sid, spec.title, results[sid]))
         elif st.status == SlotStatus.FAILED:
             failed[sid] = (f"{spec.title}\n{spec.description}", st.error or "no answer")
-    return read_gaps(state.mission.task, parts, failed=failed, assists=state.assists, several=len(fw.slots) > 1)
+    several = (len(fw.slots) if planned_parts is None else planned_parts) > 1
+    return read_gaps(state.mission.task, parts, failed=failed, assists=state.assists, several=several)
 
 
 def _fit(state: PlannedPassport, gaps: list[CompletionGap], budget: float) -> tuple[list[CompletionGap], float]:
@@ -293,7 +295,9 @@ def _outcome(state: PlannedPassport, record: CompletionRound) -> dict[str, Any]:
         results[sid] = first.result
         assists[sid] = list(first.assists)
         notices = [n for n in notices if n.slot_id != sid] + list(first.notices)
-        states[sid] = (state.slot_states.get(sid) or SlotState()).model_copy(update={"status": SlotStatus.DONE})
+        states[sid] = (state.slot_states.get(sid) or SlotState()).model_copy(
+            update={"status": SlotStatus.DONE, "error": None}
+        )
         why = f"the new writing of part {sid} is not better than the earlier one: the earlier is kept"
         ledger.append(LedgerEntry(agent="harness", action="keep_earlier_writing", slot_id=sid, outputs_summary=why))
     for sid, index in record.added.items():
@@ -316,7 +320,7 @@ def _outcome(state: PlannedPassport, record: CompletionRound) -> dict[str, Any]:
     merged = state.model_copy(
         update={"results": results, "assists": assists, "slot_states": {**state.slot_states, **states}}
     )
-    left = _gaps(merged, results)
+    left = _gaps(merged, planned_parts=len(state.framework.slots) - len(record.added))
     missing = [g.detail for g in left]
     notices = [n for n in notices if n.source != NODE] + [
         Notice(level="warning", source=NODE, slot_id=g.slot_id, message=f"still missing: {g.detail}") for g in left
