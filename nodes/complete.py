@@ -226,6 +226,7 @@ def _start(
         feedback=feedback,
         estimate_s=estimate,
         budget_s=state.settings.completion_seconds,
+        stale=[n for n in state.notices if n.slot_id is not None and n.slot_id in states and n.slot_id not in added],
     )
     runtime.stream_writer(
         {
@@ -317,6 +318,8 @@ def _outcome(state: PlannedPassport, record: CompletionRound) -> dict[str, Any]:
                     outputs_summary=f"{gap.assist_id} is answered by the added part {sid}",
                 )
             )
+    kept = {g.slot_id for g in record.planned if g.kind in ("failed", "restates")} - set(back)
+    notices = [n for n in notices if not (n.slot_id in kept and n in record.stale)]  # the new writing's stay
     merged = state.model_copy(
         update={"results": results, "assists": assists, "slot_states": {**state.slot_states, **states}}
     )

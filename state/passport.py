@@ -164,7 +164,9 @@ class CompletionRound(_Model):
     added: dict[str, int] = Field(default_factory=dict)
     """Each part the round added, and the index in ``planned`` of the gap it answers."""
     earlier: dict[str, FirstWriting] = Field(default_factory=dict)
-    """Each part written again, as it was: it comes back if the new writing is not better."""
+    """Each part written again that had an answer, as it was: it comes back if the new writing is not better."""
+    stale: list[Notice] = Field(default_factory=list)
+    """The notices of the parts written again, from before (they go when a new writing is kept)."""
     feedback: dict[str, list[str]] = Field(default_factory=dict)
     """Per part written again: what its new writing must do (constraints of its prompt)."""
     estimate_s: float = 0.0

@@ -291,3 +291,22 @@ def test_a_round_over_its_budget_is_not_run_and_a_bad_answer_is_asked_again(writ
 def _no_env_round(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tests set the round's budget in the run context, as a caller would."""
     monkeypatch.delenv("COE_COMPLETION_SECONDS", raising=False)
+
+
+def test_a_failed_part_runs_again_and_the_parts_it_blocked_run_after_it(write_script: Any) -> None:
+    rules = [
+        {"slot": "design", "first_calls": [{"fail": "model crashed"}], "text": answer("Resources", DESIGN)},
+        {"slot": "checkout", "text": answer("Checkout", CHECKOUT)},
+    ]
+    task = "Design the lending API and describe its checkout endpoint."
+    state, _ = _run(write_script, rules, task=task)
+    c = state.completion
+    assert c is not None and [(g.kind, g.slot_id) for g in c.planned] == [("failed", "design")]
+    assert state.status == RunStatus.COMPLETED and c.missing == []
+    assert {sid: st.status for sid, st in state.slot_states.items()} == {
+        "design": SlotStatus.DONE,
+        "checkout": SlotStatus.DONE,
+    }
+    doc = state.document or ""
+    assert DESIGN in doc and CHECKOUT in doc and "Missing" not in doc
+    assert "model crashed" not in doc and "blocked" not in doc  # the failed writing's notices went with it
