@@ -8,7 +8,8 @@ run. Each gap is listed with the document, so a reader can judge it against the 
 are real is the reading's precision on work it was not written from (the rules were written from the issue's
 library-API example and the todo-api document below was read while writing them).
 
-Run: ``python -m bench.bench_gaps`` (seconds); writes ``bench/results/gaps_saved.md`` and ``.json``.
+Run: ``python -m bench.bench_gaps`` (seconds); writes ``bench/results/gaps_saved.md`` and ``.json``. ``--quick``
+reads the first six documents.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import md_table
+from bench.common import bench_parser, md_table, write_results
 from engine.agreement import Part
 from engine.completion import read_gaps
 from nodes.assemble import FIGURES_TITLE, MISSING_TITLE
@@ -68,9 +69,10 @@ def documents() -> list[tuple[str, str, str]]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = bench_parser(__doc__).parse_args(argv)
     rows: list[dict[str, Any]] = []
-    for source, task, document in documents():
+    for source, task, document in documents()[: 6 if args.quick else None]:
         parts = parts_of(document)
         gaps = read_gaps(task, parts, several=len(parts) > 1)
         rows.append({"document": source, "parts": len(parts), "gaps": [g.model_dump() for g in gaps]})
@@ -86,12 +88,12 @@ def main() -> int:
     )
     counted = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"
     markdown = (
-        "# The completion round's reading on saved documents\n\nCommand: `python -m bench.bench_gaps` (no model). "
+        "Command: `python -m bench.bench_gaps` (no model). "
         f"Documents read: {len(rows)} ({sum(r['parts'] > 1 for r in rows)} of several parts); with a gap: "
         f"{len(with_gaps)}; gaps by kind: {counted}. Documents without a gap are not listed.\n\n{table}\n"
     )
-    (RESULTS / "gaps_saved.md").write_text(markdown, encoding="utf-8")
-    (RESULTS / "gaps_saved.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    payload = {"quick": args.quick, "documents": len(rows), "with_gaps": len(with_gaps), "kinds": kinds, "rows": rows}
+    write_results("gaps_saved", payload, markdown, directory=args.out)
     return 0
 
 

@@ -86,6 +86,12 @@ def _multipart(r: Result) -> None:
     assert r["agree_by_checks"] == r["multi_slot"]  # the fake backend's parts hold no code that could disagree
 
 
+def _gaps(r: Result) -> None:
+    assert r["quick"] is True and r["documents"] == len(r["rows"]) == 6
+    assert r["with_gaps"] == sum(1 for row in r["rows"] if row["gaps"]) and sum(r["kinds"].values()) >= 1
+    assert {g["kind"] for row in r["rows"] for g in row["gaps"]} <= {"form", "failed", "restates", "expert_work"}
+
+
 def _humaneval(r: Result) -> None:
     s = r["summary"]
     assert s["quick"] is True and s["problems"] == len(r["outcomes"]) == 2
@@ -182,6 +188,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_assist": ("assist", _assist),
     "bench_episodes": ("episodes", _episodes),
     "bench_faults": ("faults", _faults),
+    "bench_gaps": ("gaps_saved", _gaps),
     "bench_gsm8k": ("gsm8k", _gsm8k),
     "bench_humaneval": ("humaneval", _humaneval),
     "bench_ingest": ("ingest", _ingest),
