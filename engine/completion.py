@@ -4,7 +4,8 @@
 make them. What counts as a gap (docs/answers.md, "The completion round"):
 
 * **form**: an aspect of the task that makes something of a form a reader can check (an OpenAPI document, SQL,
-  tests, a Dockerfile, a shell script, YAML, Python code: :data:`FORMS`), where no part holds a block of that form.
+  tests, a Dockerfile, a shell script, YAML, Python code: :data:`FORMS`), where no part holds a block of that form
+  (an OpenAPI document must load as one: :func:`openapi_document`).
   The aspect is covered by a slot's words when the plan is made; this reads what the parts wrote. A part is added
   for it.
 * **failed**: in a document of several parts, a part that failed (no answer) or whose kept answer failed its checks
@@ -22,9 +23,11 @@ make them. What counts as a gap (docs/answers.md, "The completion round"):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
+
+import yaml
 
 from engine.agreement import Part
 from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm
@@ -59,17 +62,45 @@ class Form:
     """Words of an aspect that ask for it."""
     languages: frozenset[str]
     """Fence tags of a block that may hold it."""
-    holds: re.Pattern[str] | None
-    """What such a block must contain (None: any block of those tags)."""
+    holds: re.Pattern[str] | Callable[[str], bool] | None
+    """What such a block must contain, or a test of the block (None: any block of those tags)."""
     instruction: str
     """Added to the description of a part written for it."""
 
     def held_by(self, text: str) -> bool:
         """Whether ``text`` (a part's answer) holds a block of this form."""
-        return any(
-            language in self.languages and (self.holds is None or self.holds.search(code))
-            for language, code in code_blocks(text)
-        )
+        return any(language in self.languages and self._holds(code) for language, code in code_blocks(text))
+
+    def _holds(self, code: str) -> bool:
+        if self.holds is None:
+            return True
+        if isinstance(self.holds, re.Pattern):
+            return self.holds.search(code) is not None
+        return self.holds(code)
+
+
+HTTP_METHODS = frozenset("get put post delete options head patch trace".split())
+PATH_ITEM_KEYS = HTTP_METHODS | {"parameters", "summary", "description", "servers", "$ref"}
+
+
+def openapi_document(code: str) -> bool:
+    """Whether ``code`` is an OpenAPI (or Swagger) document a portal could load.
+
+    It parses, names its version and has paths whose operations are HTTP methods, each with its responses (the
+    specification requires them). Seen on the 1.5B: a block with
+    ``openapi: 3.0.0`` whose paths had a ``complete:`` method and code fences inside, cut off after them.
+    """
+    try:
+        doc = yaml.safe_load(code)
+    except yaml.YAMLError:
+        return False
+    if not isinstance(doc, dict) or not ({"openapi", "swagger"} & set(doc)) or not isinstance(doc.get("paths"), dict):
+        return False
+    items = list(doc["paths"].values())
+    if not items or not all(isinstance(i, dict) and i and set(i) <= PATH_ITEM_KEYS for i in items):
+        return False
+    operations = [op for item in items for method, op in item.items() if method in HTTP_METHODS]
+    return bool(operations) and all(isinstance(op, dict) and op.get("responses") for op in operations)
 
 
 FORMS: tuple[Form, ...] = (
@@ -77,7 +108,7 @@ FORMS: tuple[Form, ...] = (
         "an OpenAPI document",
         re.compile(r"\b(?:openapi|swagger)\b", re.I),
         frozenset({"yaml", "yml", "json"}),
-        re.compile(r"(?m)^\s*\"?(?:openapi|swagger)\"?\s*:"),
+        openapi_document,
         "Deliver it as one OpenAPI 3 document in a ```yaml block (openapi, info, paths, components).",
     ),
     Form(

@@ -94,9 +94,14 @@ def test_an_aspect_whose_form_no_part_delivers_is_a_gap_and_one_that_does_is_not
     assert "no part delivers an OpenAPI document" in gaps[0].detail and "```yaml" in gaps[0].feedback
     with_spec = [*parts, Part("doc", "OpenAPI", _result("doc", OPENAPI))]
     assert read_gaps(API_TASK, with_spec) == []
-    # a yaml block that is not an OpenAPI document does not count
+    # a yaml block that is not an OpenAPI document does not count, nor one a portal could not load (as the 1.5B
+    # wrote it: a "complete" method, and a code fence inside that cut the block short)
     other_yaml = [*parts, Part("doc", "Config", _result("doc", "```yaml\ndatabase: lending\n```"))]
     assert [g.kind for g in read_gaps(API_TASK, other_yaml)] == ["form"]
+    broken = OPENAPI.replace("    post:", "    complete:")
+    assert [g.kind for g in read_gaps(API_TASK, [*parts, Part("doc", "OpenAPI", _result("doc", broken))])] == ["form"]
+    cut = "```yaml\nopenapi: 3.0.0\npaths:\n  /items:\n    post:\n      content:\n ```\n  application/json\n```"
+    assert [g.kind for g in read_gaps(API_TASK, [*parts, Part("doc", "OpenAPI", _result("doc", cut))])] == ["form"]
 
 
 def test_an_aspect_that_asks_for_prose_about_a_form_needs_no_block() -> None:
