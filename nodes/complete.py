@@ -143,11 +143,23 @@ def _fit(state: PlannedPassport, gaps: list[CompletionGap], budget: float) -> tu
 
 
 def _part_seconds(state: PlannedPassport) -> list[float]:
-    return [
-        (st.finished_at - st.started_at).total_seconds()
-        for st in state.slot_states.values()
-        if st.status == SlotStatus.DONE and st.started_at is not None and st.finished_at is not None
-    ]
+    """Each finished part's writing time: its generations' time in the ledger, else its wall time.
+
+    Not the wall time first: a part's wall time also holds its waits between candidates and for admission. A
+    generation's time still holds its wait for the model's lock (parts written side by side share one model and
+    two cores), so the estimate stays high: on mp-todo-api the wall-time median (over 120 s) let one action into a
+    240 s budget, and the round's one added part took 24 s.
+    """
+    spent: dict[str, float] = {}
+    for e in state.ledger:
+        if e.slot_id is not None and e.action.startswith("generate"):
+            spent[e.slot_id] = spent.get(e.slot_id, 0.0) + e.duration_ms / 1000
+    out = []
+    for sid, st in state.slot_states.items():
+        if st.status != SlotStatus.DONE or st.started_at is None or st.finished_at is None:
+            continue
+        out.append(spent.get(sid) or (st.finished_at - st.started_at).total_seconds())
+    return out
 
 
 def _ask(planned: list[CompletionGap], estimate: float) -> tuple[str, int]:
