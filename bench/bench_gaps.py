@@ -2,11 +2,11 @@
 
 No model runs: the saved documents of earlier benchmarks (multi-part runs in ``bench/results/multipart_*.json``,
 the review set's harness documents in ``bench/results/review_head_documents/``) are split back into their parts (a
-top-level ``## `` heading per part; the document's own closing sections left out; a part with a caveat read as
-failing its checks) and read with :func:`engine.completion.read_gaps`, as ``nodes.complete`` reads a finished
-run. Each gap is listed with the document, so a reader can judge it against the document: the share of gaps that
-are real is the reading's precision on work it was not written from (the rules were written from the issue's
-library-API example and the todo-api document below was read while writing them).
+top-level ``## `` heading per part; the document's own closing sections left out; a part whose caveat says it did
+not pass its checks read as failing them) and read with :func:`engine.completion.read_gaps`, as ``nodes.complete``
+reads a finished run. Each gap is listed with the document, so a reader can judge it against the document: the
+share of gaps that are real is the reading's precision on work it was not written from (the rules were written
+from the issue's library-API example; the todo-api document was read while writing them).
 
 Run: ``python -m bench.bench_gaps`` (seconds); writes ``bench/results/gaps_saved.md`` and ``.json``. ``--quick``
 reads the first six documents.
@@ -44,7 +44,7 @@ def parts_of(document: str) -> list[Part]:
             continue
         end = heads[n + 1].start() if n + 1 < len(heads) else len(document)
         text = document[head.end() : end].strip()
-        caveat = "> **Caveat:**" in text
+        caveat = "did not pass its checks" in text  # not "Not fully checked" (a package the sandbox lacks)
         check = CheckResult(name="caveat", passed=not caveat, detail="the part carries a caveat" if caveat else "")
         quality = SlotQuality(deliverable="prose", checks=[check])
         parts.append(

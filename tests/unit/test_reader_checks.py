@@ -308,3 +308,22 @@ def test_a_section_that_only_showed_a_made_up_output_goes_with_it() -> None:
     assert [o.title for o in result.outline] == ["is_palindrome"] and "True" not in result.raw
     cuts = [e.action for e in outcome.ledger if e.agent == "harness"]
     assert cuts == ["cut_output", "cut_sections"]
+
+
+KAFKA_LOOP = (
+    "```python\nimport json\nimport kafka\nfrom kafka.errors import KafkaError\n"
+    + "from kafka.consumer import KafkaConsumer\n"
+    + "from kafka import KafkaConsumer\nfrom kafka.errors import KafkaError\n" * 10
+    + "```\n\nThis answer fulfills the required output structure by including a reference producer."
+)
+"""mp-event-contract's consumer part on the 0.5B (bench/results/multipart_completion.json), as it was delivered."""
+
+
+def test_code_that_loops_fails_its_check_in_an_answer_of_any_kind() -> None:
+    from engine.slots.checks.code import loop_check
+
+    check = loop_check(KAFKA_LOOP)
+    assert not check.passed and check.severity == "hard"
+    assert "'from kafka import KafkaConsumer / from kafka.errors import KafkaError' is written 10 times" in check.detail
+    fine = "```python\nrows = [\n    (1, 'a'),\n    (2, 'b'),\n    (3, 'c'),\n    (4, 'd'),\n]\n}\n}\n}\n}\n```"
+    assert loop_check(fine).passed  # rows that differ, and a language's closing lines, are no loop

@@ -210,6 +210,42 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
     return block_checks(language, code, ctx.task)
 
 
+LOOP_REPEATS = 4
+"""A group of one to three lines written this many times in a row in a code block is a loop, not code."""
+
+
+def loop_check(text: str) -> CheckResult:
+    """``code.loops``: no code block of the answer repeats a group of lines :data:`LOOP_REPEATS` times in a row.
+
+    Prose has its repetition check; code had none, and parse, lint and a sandbox without the package pass a loop.
+    Seen on the 0.5B (mp-event-contract): a Kafka consumer that was one pair of import lines written eleven times,
+    under "Not fully checked (kafka is not installed)".
+    """
+    for _, code in code_blocks(text):
+        found = _looping(code)
+        if found is not None:
+            times, group = found
+            return CheckResult(
+                name="code.loops", passed=False, detail=f"{group[:80]!r} is written {times} times in a row"
+            )
+    return CheckResult(name="code.loops", passed=True)
+
+
+def _looping(code: str) -> tuple[int, str] | None:
+    lines = [line.strip() for line in code.splitlines() if line.strip()]
+    for size in (1, 2, 3):
+        for start in range(len(lines) - size * LOOP_REPEATS + 1):
+            group = lines[start : start + size]
+            if sum(len(line) for line in group) < 8:  # closing brackets, "end", "fi": a language's own shape
+                continue
+            times = 1
+            while lines[start + times * size : start + (times + 1) * size] == group:
+                times += 1
+            if times >= LOOP_REPEATS:
+                return times, " / ".join(group)
+    return None
+
+
 def block_checks(language: str, code: str, task: str) -> list[CheckResult]:
     """The checks of one block of a data or script language.
 
