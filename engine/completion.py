@@ -87,8 +87,8 @@ def openapi_document(code: str) -> bool:
     """Whether ``code`` is an OpenAPI (or Swagger) document a portal could load.
 
     It parses, names its version and has paths whose operations are HTTP methods, each with its responses (the
-    specification requires them). Seen on the 1.5B: a block with
-    ``openapi: 3.0.0`` whose paths had a ``complete:`` method and code fences inside, cut off after them.
+    specification requires them). Seen on the 1.5B: a block with ``openapi: 3.0.0`` whose paths had a
+    ``complete:`` method and code fences inside, cut off after them.
     """
     try:
         doc = yaml.safe_load(code)
