@@ -5,7 +5,7 @@ make them. What counts as a gap (docs/answers.md, "The completion round"):
 
 * **form**: an aspect of the task that makes something of a form a reader can check (an OpenAPI document, SQL,
   tests, a Dockerfile, a shell script, YAML, Python code: :data:`FORMS`), where no part holds a block of that form
-  (an OpenAPI document must load as one: :func:`openapi_document`).
+  (an OpenAPI document must load as one: :func:`engine.slots.checks.code.openapi_document`).
   The aspect is covered by a slot's words when the plan is made; this reads what the parts wrote. A part is added
   for it.
 * **failed**: in a document of several parts, a part that failed (no answer) or whose kept answer failed its checks
@@ -27,9 +27,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-import yaml
-
 from engine.agreement import Part
+from engine.slots.checks.code import openapi_document
 from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm
 from experts.routing.aspects import MAKING_VERBS, Aspect, task_aspects
 from state.assist import AssistRecord
@@ -77,30 +76,6 @@ class Form:
         if isinstance(self.holds, re.Pattern):
             return self.holds.search(code) is not None
         return self.holds(code)
-
-
-HTTP_METHODS = frozenset("get put post delete options head patch trace".split())
-PATH_ITEM_KEYS = HTTP_METHODS | {"parameters", "summary", "description", "servers", "$ref"}
-
-
-def openapi_document(code: str) -> bool:
-    """Whether ``code`` is an OpenAPI (or Swagger) document a portal could load.
-
-    It parses, names its version and has paths whose operations are HTTP methods, each with its responses (the
-    specification requires them). Seen on the 1.5B: a block with ``openapi: 3.0.0`` whose paths had a
-    ``complete:`` method and code fences inside, cut off after them.
-    """
-    try:
-        doc = yaml.safe_load(code)
-    except yaml.YAMLError:
-        return False
-    if not isinstance(doc, dict) or not ({"openapi", "swagger"} & set(doc)) or not isinstance(doc.get("paths"), dict):
-        return False
-    items = list(doc["paths"].values())
-    if not items or not all(isinstance(i, dict) and i and set(i) <= PATH_ITEM_KEYS for i in items):
-        return False
-    operations = [op for item in items for method, op in item.items() if method in HTTP_METHODS]
-    return bool(operations) and all(isinstance(op, dict) and op.get("responses") for op in operations)
 
 
 FORMS: tuple[Form, ...] = (

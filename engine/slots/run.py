@@ -467,6 +467,7 @@ class _Slot:
             persona=self.job.persona,
             modules=self.modules,
             module=module_name(self.job.spec.id),
+            asked=self.job.spec.description,
         )
         checks, signals = check_answer(result, context)
         if gen.finish_reason == "halted":  # degenerate, whatever is left of the loop in the parsed text

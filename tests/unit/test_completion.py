@@ -315,3 +315,19 @@ def test_a_failed_part_runs_again_and_the_parts_it_blocked_run_after_it(write_sc
     doc = state.document or ""
     assert DESIGN in doc and CHECKOUT in doc and "Missing" not in doc
     assert "model crashed" not in doc and "blocked" not in doc  # the failed writing's notices went with it
+
+
+def test_a_part_asked_for_an_openapi_document_fails_its_check_until_it_gives_one_that_loads() -> None:
+    from engine.slots.checks import CheckContext
+    from engine.slots.checks.code import code_checks
+    from engine.slots.contracts import contract_of
+
+    def names(text: str, asked: str) -> dict[str, bool]:
+        result = SlotResult(slot_id="doc", expert="x", raw=text)
+        ctx = CheckContext("Document the API.", contract_of("data", "yaml"), asked=asked)
+        return {c.name: c.passed for c in code_checks(result, ctx)}
+
+    broken = OPENAPI.replace("    post:", "    complete:")
+    assert names(broken, "Write the OpenAPI document for it.") == {"yaml.parses": True, "openapi.loads": False}
+    assert names(OPENAPI, "Write the OpenAPI document for it.") == {"yaml.parses": True, "openapi.loads": True}
+    assert names(broken, "Write the config file.") == {"yaml.parses": True}  # a part not asked for one

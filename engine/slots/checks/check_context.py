@@ -27,3 +27,5 @@ class CheckContext:
     slot's module: :func:`engine.slots.checks.code.python_modules`): written beside it in the sandbox."""
     module: str | None = None
     """This slot's own module name as the run delivers it (its tests may import it by that name)."""
+    asked: str = ""
+    """What the slot itself was asked for (its description): a part asked for an OpenAPI document must give one."""

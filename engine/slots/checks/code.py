@@ -207,7 +207,44 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
         return [CheckResult(name="code.present", passed=False, detail="no code block in the answer")]
     if language in PYTHON_TAGS:
         return _python_checks(code, tests, ctx)
-    return block_checks(language, code, ctx.task)
+    checks = block_checks(language, code, ctx.task)
+    if language in ("yaml", "yml", "json") and OPENAPI_ASKED.search(ctx.asked):
+        checks.append(openapi_check(code))
+    return checks
+
+
+HTTP_METHODS = frozenset("get put post delete options head patch trace".split())
+PATH_ITEM_KEYS = HTTP_METHODS | {"parameters", "summary", "description", "servers", "$ref"}
+
+
+def openapi_document(code: str) -> bool:
+    """Whether ``code`` is an OpenAPI (or Swagger) document a portal could load.
+
+    It parses, names its version and has paths whose operations are HTTP methods, each with its responses (the
+    specification requires them). Seen on the 1.5B: a block with ``openapi: 3.0.0`` whose paths had a
+    ``complete:`` method and code fences inside, cut off after them.
+    """
+    try:
+        doc = yaml.safe_load(code)
+    except yaml.YAMLError:
+        return False
+    if not isinstance(doc, dict) or not ({"openapi", "swagger"} & set(doc)) or not isinstance(doc.get("paths"), dict):
+        return False
+    items = list(doc["paths"].values())
+    if not items or not all(isinstance(i, dict) and i and set(i) <= PATH_ITEM_KEYS for i in items):
+        return False
+    operations = [op for item in items for method, op in item.items() if method in HTTP_METHODS]
+    return bool(operations) and all(isinstance(op, dict) and op.get("responses") for op in operations)
+
+
+OPENAPI_ASKED = re.compile(r"\b(?:openapi|swagger)\b", re.I)
+
+
+def openapi_check(code: str) -> CheckResult:
+    """``openapi.loads``: the YAML or JSON block of a part asked for an OpenAPI document is one a portal loads."""
+    ok = openapi_document(code)
+    detail = "" if ok else "not an OpenAPI document that loads (openapi, paths of HTTP methods, each with responses)"
+    return CheckResult(name="openapi.loads", passed=ok, detail=detail)
 
 
 LOOP_REPEATS = 4
