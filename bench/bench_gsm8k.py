@@ -45,13 +45,11 @@ from bench.versus import (
     Benchmark,
     HarnessRun,
     Sides,
-    bare_generation,
     compare,
     versus_parser,
 )
 from bench.versus import REFERENCE_MODEL as BIG
 from engine.slots.program_of_thought import WORKING_TITLE
-from experts.backends import Generation
 
 DATA = Path(__file__).parent / "data" / "gsm8k_train_sample200.jsonl"
 GOAL_POINTS = 15.0
@@ -203,12 +201,10 @@ def run_one(sides: Sides, item: tuple[int, dict[str, str]]) -> Outcome:
     run = sides.harness(question)
     outcome.harness_seconds = round(run.seconds, 2)
     judge_harness(outcome, run)
-    fake = sides.context.get("backend") == "fake"  # --quick: the fake backend has one model
-    big: Generation
-    big, outcome.big_seconds = bare_generation(sides.settings, None if fake else BIG, question, REFERENCE_PENALTY)
+    big, outcome.big_seconds = sides.reference(question)
     outcome.big_value = bare_value(big.text)
     outcome.big_right = right(outcome.big_value, outcome.gold)
-    small, outcome.small_seconds = bare_generation(sides.settings, None if fake else SMALL, question, REFERENCE_PENALTY)
+    small, outcome.small_seconds = sides.reference(question, SMALL)
     outcome.small_value = bare_value(small.text)
     outcome.small_right = right(outcome.small_value, outcome.gold)
     return outcome

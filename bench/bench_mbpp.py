@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.bench_humaneval import bare_code, harness_code
 from bench.common import md_table, median
-from bench.versus import QUICK_LABEL, REFERENCE_PENALTY, Benchmark, Sides, bare_generation, compare, versus_parser
+from bench.versus import QUICK_LABEL, REFERENCE_PENALTY, Benchmark, Sides, compare, versus_parser
 from bench.versus import REFERENCE_MODEL as BIG
 from engine.slots.sandbox import SandboxLimits, run_python
 
@@ -95,8 +95,7 @@ def run_one(sides: Sides, problem: dict[str, Any]) -> Outcome:
     outcome.expert = run.decision.expert if run.decision is not None else "direct"
     outcome.caveat = any(r.quality is not None and r.quality.caveat for r in run.state.results.values())
     outcome.harness_passed, outcome.harness_error = passes(problem, harness_code(run.state))
-    fake = sides.context.get("backend") == "fake"  # --quick: the fake backend has one model
-    big, outcome.big_seconds = bare_generation(sides.settings, None if fake else BIG, task, REFERENCE_PENALTY)
+    big, outcome.big_seconds = sides.reference(task)
     outcome.big_passed, outcome.big_error = passes(problem, bare_code(big.text))
     return outcome
 

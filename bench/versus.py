@@ -88,6 +88,14 @@ class Sides:
         """The bare model's answer to ``task`` and its wall time."""
         return bare_generation(self.settings, model, task)
 
+    def reference(self, task: str, model: str = REFERENCE_MODEL) -> tuple[Generation, float]:
+        """``model`` (the reference, by default) asked ``task`` alone at :data:`REFERENCE_PENALTY`; its wall time.
+
+        On the fake backend (``--quick``) the base model answers: the fake has one model.
+        """
+        fake = self.context.get("backend") == "fake"
+        return bare_generation(self.settings, None if fake else model, task, REFERENCE_PENALTY)
+
 
 def run_harness(graph: Any, task: str, context: dict[str, Any]) -> HarnessRun:
     """Run ``task`` through the compiled graph (a fresh thread, checkpoints at exit) and time the whole run."""
