@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from engine.agreement import Part
-from engine.slots.checks.code import openapi_document
+from engine.slots.checks.code import OPENAPI_ASKED, openapi_document
 from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm
 from experts.routing.aspects import MAKING_VERBS, Aspect, task_aspects
 from state.assist import AssistRecord
@@ -61,27 +61,23 @@ class Form:
     """Words of an aspect that ask for it."""
     languages: frozenset[str]
     """Fence tags of a block that may hold it."""
-    holds: re.Pattern[str] | Callable[[str], bool] | None
-    """What such a block must contain, or a test of the block (None: any block of those tags)."""
+    holds: Callable[[str], object] | None
+    """A test of such a block: truthy when it is one (a pattern's ``search``; None: any block of those tags)."""
     instruction: str
     """Added to the description of a part written for it."""
 
     def held_by(self, text: str) -> bool:
         """Whether ``text`` (a part's answer) holds a block of this form."""
-        return any(language in self.languages and self._holds(code) for language, code in code_blocks(text))
-
-    def _holds(self, code: str) -> bool:
-        if self.holds is None:
-            return True
-        if isinstance(self.holds, re.Pattern):
-            return self.holds.search(code) is not None
-        return self.holds(code)
+        return any(
+            language in self.languages and (self.holds is None or bool(self.holds(code)))
+            for language, code in code_blocks(text)
+        )
 
 
 FORMS: tuple[Form, ...] = (
     Form(
         "an OpenAPI document",
-        re.compile(r"\b(?:openapi|swagger)\b", re.I),
+        OPENAPI_ASKED,
         frozenset({"yaml", "yml", "json"}),
         openapi_document,
         "Deliver it as one OpenAPI 3 document in a ```yaml block (openapi, info, paths, components).",
@@ -90,7 +86,7 @@ FORMS: tuple[Form, ...] = (
         "tests",
         re.compile(r"\b(?:unit tests?|pytest|test suite|test cases|tests? for)\b", re.I),
         PYTHON_TAGS,
-        re.compile(r"\bdef test_|\bassert\b|\bunittest\b"),
+        re.compile(r"\bdef test_|\bassert\b|\bunittest\b").search,
         "Deliver the tests as runnable Python in a ```python block.",
     ),
     Form(
@@ -108,7 +104,7 @@ FORMS: tuple[Form, ...] = (
         "a Dockerfile",
         re.compile(r"\bdockerfile\b", re.I),
         frozenset({"dockerfile", "docker", ""}),
-        re.compile(r"(?mi)^\s*FROM\s+\S+"),
+        re.compile(r"(?mi)^\s*FROM\s+\S+").search,
         "Deliver the Dockerfile in a ```dockerfile block.",
     ),
     Form(
