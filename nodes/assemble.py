@@ -82,11 +82,7 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
     if missing:  # what the completion round could not give the document (its notices are not repeated below)
         parts.append(f"## {MISSING_TITLE}")
         parts.append("\n".join(f"- {m}" for m in missing))
-    said = [
-        (f"[{n.slot_id}] " if n.slot_id else "") + f"{n.level}: {n.message}"
-        for n in state.notices
-        if not (n.source == COMPLETION_NODE and missing)
-    ]
+    said = [w for n, w in zip(state.notices, warnings, strict=True) if not (n.source == COMPLETION_NODE and missing)]
     if unresolved:
         parts.append("## Unresolved")
         parts.append("\n".join(f"- `{m}`" for m in unresolved))
