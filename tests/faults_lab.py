@@ -12,7 +12,6 @@ with exit code 2 and a message (or the matching user error over the API), or run
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.integration.cli_proc import coe_env
 
 ROOT = Path(__file__).resolve().parents[1]
 """The project root: the ``coe`` processes run there (``python -m cli``)."""
@@ -58,11 +59,7 @@ class Lab:
         self.script.write_text(yaml.safe_dump({"calls_log": str(self.calls), "rules": rules}), encoding="utf-8")
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("COE_")}
-        env.update({"COE_HOME": str(self.home), "COE_BACKEND": "fake", "COE_FAKE_SCRIPT": str(self.script)})
-        env["COE_COMPLETION_SECONDS"] = "0"  # the fake's template answers repeat each other (tests/conftest.py)
-        env.update(extra)
-        return env
+        return coe_env(self.home, self.script, **extra)
 
     def plan(self, **changes: Any) -> Path:
         path = self.root / "plan.yaml"

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.faults_lab import PLAN, TASK
+from tests.integration.cli_proc import coe_env
 
 pytestmark = pytest.mark.slow  # each case starts `python -m cli` processes
 
@@ -44,10 +45,7 @@ class Lab:
         self.script.write_text(yaml.safe_dump({"calls_log": str(self.calls), "rules": rules}), encoding="utf-8")
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("COE_")}
-        home = str(self.root / "home")
-        env.update({"COE_HOME": home, "COE_BACKEND": "fake", "COE_FAKE_SCRIPT": str(self.script)})
-        env["COE_COMPLETION_SECONDS"] = "0"  # the fake's template answers repeat each other (tests/conftest.py)
+        env = coe_env(self.root / "home", self.script)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         return env
 
