@@ -8,10 +8,12 @@ Python tasks, tests. For each task:
   delivers, and its code (:func:`engine.artifacts.code_artifacts`).
 * **bare**: the model the harness routed the task's first slot to, given the task sentence alone, greedy,
   900 tokens, on the same pooled model instance; its reply, and its first Python code block.
+* **reference** (issue 39): the best model installed (:data:`bench.versus.REFERENCE_MODEL`), asked the task alone
+  at its makers' repetition penalty (:data:`bench.versus.REFERENCE_PENALTY`), whatever the harness routed to.
 
 The two sides and the loop around them are :mod:`bench.versus`, shared with :mod:`bench.bench_humaneval`.
 
-Both documents are judged the same way:
+The three documents are judged the same way:
 
 * **degenerate**: the project's repetition check (:func:`engine.slots.checks.repetition_check`: a sentence three times
   or more, a line repeated in a run, a phrase looping, under 75% distinct sentences) finds repetition in what the
@@ -24,10 +26,10 @@ Both documents are judged the same way:
   names the value a program computed does not meet an item);
 * **tests**: the task's asserts run after the delivered code, in the project's sandbox (:mod:`engine.slots.sandbox`).
 
-Reported: each rate per side, rubric coverage per side and by expert, tests passed, median seconds, and the
-harness's tokens generated and thrown away per kept token.
+Reported: each rate per side, rubric coverage per side and by expert (against the reference too), tests passed,
+median seconds, and the harness's tokens generated and thrown away per kept token.
 
-Both answers of every task are written to ``<results>/<name>_documents/<id>.{harness,bare}.md``, to be read.
+Every answer is written to ``<results>/<name>_documents/<id>.{harness,bare,reference}.md``, to be read.
 
 Run: ``python -m bench.bench_review`` (hours on 2 cores: multi-slot plans); ``--limit N``, ``--ids a,b`` or
 ``--per-expert K`` for a subset; ``--set PATH`` another set of the same form (``bench/data/numeric_set.yaml``:
@@ -52,6 +54,8 @@ import yaml
 from bench.common import RESULTS_DIR, md_table
 from bench.versus import (
     QUICK_LABEL,
+    REFERENCE_MODEL,
+    REFERENCE_PENALTY,
     Benchmark,
     Sides,
     compare,
@@ -103,6 +107,8 @@ class Row:
     tokens_kept: int = 0
     harness: Judged = field(default_factory=Judged)
     bare: Judged = field(default_factory=Judged)
+    reference: Judged | None = None
+    """The reference's answer (None in a results file written before it was asked)."""
 
 
 def load_tasks(path: Path = DATA) -> list[dict[str, Any]]:
@@ -222,10 +228,13 @@ def one_task(docs: Path | None = None) -> Callable[[Sides, dict[str, Any]], Row]
         row.harness = judge(document, delivered_modules(state) or first_python(document), item, run.seconds)
         gen, seconds = sides.bare(run.model, item["task"])
         row.bare = judge(gen.text, first_python(gen.text), item, seconds, harness=False)
-        if docs is not None:  # both answers, to be read as the person who asked would
+        ref, ref_seconds = sides.reference(item["task"])
+        row.reference = judge(ref.text, first_python(ref.text), item, ref_seconds, harness=False)
+        if docs is not None:  # every answer, to be read as the person who asked would
             docs.mkdir(parents=True, exist_ok=True)
             (docs / f"{item['id']}.harness.md").write_text(document, encoding="utf-8")
             (docs / f"{item['id']}.bare.md").write_text(gen.text, encoding="utf-8")
+            (docs / f"{item['id']}.reference.md").write_text(ref.text, encoding="utf-8")
         return row
 
     return run_one
@@ -233,7 +242,9 @@ def one_task(docs: Path | None = None) -> Callable[[Sides, dict[str, Any]], Row]
 
 def _row(saved: dict[str, Any]) -> Row:
     """A row as its results file holds it."""
-    return Row(**(saved | {"harness": Judged(**saved["harness"]), "bare": Judged(**saved["bare"])}))
+    reference = saved.get("reference")
+    judged = {"harness": Judged(**saved["harness"]), "bare": Judged(**saved["bare"])}
+    return Row(**(saved | judged | {"reference": Judged(**reference) if reference else None}))
 
 
 def chosen(args: Any) -> list[dict[str, Any]]:
@@ -256,12 +267,13 @@ def chosen(args: Any) -> list[dict[str, Any]]:
 
 def progress(row: Row) -> str:
     """The line printed after each task."""
-    h, b = row.harness, row.bare
-    return (
-        f"{row.id} ({row.routed_expert}, {row.slots} slots): harness rubric "
-        f"{h.coverage:.0%}{' DEGENERATE' if h.degenerate else ''} {h.seconds:.0f} s; bare rubric "
-        f"{b.coverage:.0%}{' DEGENERATE' if b.degenerate else ''} {b.seconds:.0f} s"
-    )
+    sides = [("harness", row.harness), ("bare", row.bare), ("reference", row.reference)]
+    said = [
+        f"{name} rubric {j.coverage:.0%}{' DEGENERATE' if j.degenerate else ''} {j.seconds:.0f} s"
+        for name, j in sides
+        if j is not None
+    ]
+    return f"{row.id} ({row.routed_expert}, {row.slots} slots): " + "; ".join(said)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,22 +310,27 @@ def _rates(judged: list[Judged]) -> dict[str, float]:
 def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
     harness = _rates([r.harness for r in rows])
     bare = _rates([r.bare for r in rows])
+    asked = [r for r in rows if r.reference is not None]  # rows of an earlier file may lack it
+    reference = _rates([r.reference for r in asked if r.reference is not None])
+    harness_asked = _rates([r.harness for r in asked])
     thrown = thrown_away_per_kept(sum(r.tokens_generated for r in rows), sum(r.tokens_kept for r in rows))
     experts = sorted({r.expert for r in rows})
-    by_expert = {
-        e: {
-            "harness": round(statistics.mean(r.harness.coverage for r in rows if r.expert == e), 3),
-            "bare": round(statistics.mean(r.bare.coverage for r in rows if r.expert == e), 3),
-        }
-        for e in experts
-    }
+    by_expert = {e: _by_expert([r for r in rows if r.expert == e]) for e in experts}
     summary = {
         "tasks": len(rows),
+        "tasks_with_reference": len(asked),
         "quick": args.quick,
         "resumed_from": str(args.resume) if args.resume else None,
         "harness": harness,
         "bare": bare,
+        "reference": reference,
         "rubric_difference": round(harness["rubric_coverage"] - bare["rubric_coverage"], 3),
+        "rubric_difference_to_reference": round(harness_asked["rubric_coverage"] - reference["rubric_coverage"], 3),
+        "median_seconds_ratio_to_reference": (
+            round(harness_asked["median_seconds"] / reference["median_seconds"], 2)
+            if reference["median_seconds"]
+            else None
+        ),
         "tokens_thrown_away_per_kept_token": round(thrown, 3),
         "by_expert": by_expert,
     }
@@ -327,19 +344,38 @@ def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
         ("Python tasks whose tests pass", "tests_passed"),
         ("median seconds per task", "median_seconds"),
     ]
-    table = md_table(["measure", "harness", "bare model"], [[m, harness[k], bare[k]] for m, k in measures])
+    table = md_table(
+        ["measure", "harness", "bare routed model", f"reference ({REFERENCE_MODEL}, penalty {REFERENCE_PENALTY})"],
+        [[m, harness[k], bare[k], reference[k] if asked else "-"] for m, k in measures],
+    )
     experts_table = md_table(
-        ["expert", "harness rubric", "bare rubric"], [[e, v["harness"], v["bare"]] for e, v in by_expert.items()]
+        ["expert", "harness rubric", "bare rubric", "reference rubric"],
+        [[e, v["harness"], v["bare"], "-" if v["reference"] is None else v["reference"]] for e, v in by_expert.items()],
     )
     degenerate = [f"{r.id} ({r.harness.degenerate_detail})" for r in rows if r.harness.degenerate]
+    ratio = summary["median_seconds_ratio_to_reference"] or "-"
+    behind = [e for e, v in by_expert.items() if (ref := v["reference"]) is not None and (v["harness"] or 0) < ref]
     markdown = (
-        f"Review set, {len(rows)} tasks{label}\n\n{table}\n\nRubric coverage, harness minus bare: "
-        f"**{summary['rubric_difference']:+.3f}** (goal > 0); degenerate harness documents: "
+        f"Review set, {len(rows)} tasks{label}\n\n{table}\n\nRubric coverage, harness minus bare routed model: "
+        f"**{summary['rubric_difference']:+.3f}**; harness minus reference ({len(asked)} tasks): "
+        f"**{summary['rubric_difference_to_reference']:+.3f}** (goal > 0), median time "
+        f"{ratio}x the reference's; experts behind the reference: "
+        f"{', '.join(behind) if behind else 'none'}. Degenerate harness documents: "
         f"{len(degenerate)} (goal 0){': ' + '; '.join(degenerate) if degenerate else ''}. Tokens generated and "
         f"thrown away per kept token: {thrown:.2f}.\n\n{experts_table}\n"
     )
     payload = {"summary": summary, "rows": [asdict(r) for r in rows], "args": vars(args) | {"out": str(args.out)}}
     return payload, markdown
+
+
+def _by_expert(rows: list[Row]) -> dict[str, float | None]:
+    """One expert's mean rubric coverage per side (reference: None when no row asked it)."""
+    asked = [r.reference.coverage for r in rows if r.reference is not None]
+    return {
+        "harness": round(statistics.mean(r.harness.coverage for r in rows), 3),
+        "bare": round(statistics.mean(r.bare.coverage for r in rows), 3),
+        "reference": round(statistics.mean(asked), 3) if asked else None,
+    }
 
 
 if __name__ == "__main__":

@@ -59,11 +59,24 @@ def test_judging_finds_degenerate_stub_duplicated_and_truncated_documents() -> N
     assert clean.coverage == 1.0
 
 
-def test_quick_mode_runs_both_sides_and_writes_its_results(tmp_path: Path) -> None:
+def test_quick_mode_runs_every_side_and_writes_its_results(tmp_path: Path) -> None:
     assert bench_review.main(["--quick", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "review.json").read_text(encoding="utf-8"))
-    assert result["summary"]["tasks"] == 3 and len(result["rows"]) == 3
-    assert {"degenerate", "rubric_coverage", "tests_passed"} <= set(result["summary"]["harness"])
+    summary = result["summary"]
+    assert summary["tasks"] == 3 and len(result["rows"]) == 3 and summary["tasks_with_reference"] == 3
+    assert {"degenerate", "rubric_coverage", "tests_passed"} <= set(summary["harness"]) & set(summary["reference"])
+    assert all(row["reference"]["rubric_met"] for row in result["rows"])
+    assert len(list((tmp_path / "review_documents").glob("*.reference.md"))) == 3
+
+
+def test_a_results_file_from_before_the_reference_resumes(tmp_path: Path) -> None:
+    bench_review.main(["--quick", "--out", str(tmp_path), "--limit", "1"])
+    saved = json.loads((tmp_path / "review.json").read_text(encoding="utf-8"))
+    del saved["rows"][0]["reference"]  # as a file written before the reference was asked
+    (tmp_path / "old.json").write_text(json.dumps(saved), encoding="utf-8")
+    assert bench_review.main(["--quick", "--out", str(tmp_path), "--resume", str(tmp_path / "old.json")]) == 0
+    summary = json.loads((tmp_path / "review.json").read_text(encoding="utf-8"))["summary"]
+    assert summary["tasks"] == 3 and summary["tasks_with_reference"] == 2
 
 
 def test_the_numeric_sets_answers_are_not_in_its_tasks() -> None:
