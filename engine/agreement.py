@@ -21,6 +21,13 @@ What is compared (docs/answers.md, "Parts that agree"):
 * Configuration: a part whose Python code reads keys (``config["db_url"]``) that the YAML config file another
   part wrote does not have (``database_url``).
 * Figures: a part that states one of the task's computed figures (:mod:`engine.figures`) with another value.
+* Templates: a part titled as a template defines placeholders (``{{name}}``, ``{name}``, ``[Patient Name]``); a
+  part whose Python code fills placeholders (``.replace("{{name}}", ...)``, ``.format(name=...)``) must fill
+  exactly those (mp-reminder-sms: the script filled ``{{appointment_name}}``, the template had ``[Recipient's
+  Name]``).
+* Query rows: a part whose Python code reads keys from the rows it loops over (``row["email"]``) that the one
+  ``SELECT`` another part wrote does not select (the same script read ``email``, the query selected
+  ``patient_name``).
 """
 
 from __future__ import annotations
@@ -60,7 +67,9 @@ class Disagreement:
     kind: str
     """``sql.columns`` (a query uses a column the table lacks), ``sql.tables`` or ``python.names`` (two
     definitions of one name differ), ``http.endpoints`` (another API's paths), ``config.keys`` (keys the config
-    file lacks), ``figures`` (a computed figure stated otherwise; ``source_id`` "figures")."""
+    file lacks), ``figures`` (a computed figure stated otherwise; ``source_id`` "figures"),
+    ``template.placeholders`` (placeholders filled that the template lacks, or left unfilled), ``sql.rows`` (row
+    keys the query does not select)."""
     detail: str
     """What does not fit, in one line."""
     facts: str
@@ -78,6 +87,8 @@ def disagreements(parts: Sequence[Part], figures: TaskFigures | None = None, tas
         + _python_disagreements(parts)
         + _endpoint_disagreements(parts)
         + _config_disagreements(parts)
+        + _template_disagreements(parts)
+        + _row_disagreements(parts)
     )
     if figures is not None and figures.figures:
         found += _figure_disagreements(parts, figures, task)
@@ -374,6 +385,164 @@ def _config_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
                     f"not have (it has {', '.join(sorted(keys)[:8])})",
                     facts=f"The part {part_of.title!r} wrote the config file; read exactly its keys:\n"
                     f"```yaml\n{block}\n```",
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------- templates and the rows that fill them
+
+_PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}|(?<![{\w])\{([A-Za-z_]\w*)\}(?!\})|\[([A-Z][\w' ]{1,40})\](?!\()")
+"""``{{name}}``, ``{name}`` or ``[Patient Name]`` (not a Markdown link's text)."""
+_CODE_BLOCK = re.compile(r"```.*?```", re.S)
+_ROW_SOURCES = re.compile(r"fetch(?:all|many|one)|execute|iterrows|itertuples|read_sql|DictReader|query|rows|results")
+"""What a loop's iterable is called or calls when its items are the rows of a query."""
+
+
+def _name(placeholder: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", placeholder.lower()).strip("_")
+
+
+def _placeholders(text: str) -> dict[str, str]:
+    """The placeholders ``text`` holds, by normalised name: each as written."""
+    found: dict[str, str] = {}
+    for match in _PLACEHOLDER.finditer(text):
+        found.setdefault(_name(next(g for g in match.groups() if g)), match.group(0))
+    return found
+
+
+def _template_of(result: SlotResult) -> dict[str, str]:
+    """A template part's placeholders: in its prose and its non-code blocks (Python and SQL left out)."""
+    blocks = "\n".join(c for language, c in code_blocks(result.raw) if language not in PYTHON_TAGS | _SQL)
+    return _placeholders(_CODE_BLOCK.sub(" ", result.raw) + "\n" + blocks)
+
+
+def _filled(code: str) -> dict[str, str]:
+    """The placeholders Python code fills (``.replace``'s first argument; ``.format`` or ``.render`` keywords)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        method = node.func.attr
+        if method == "replace" and node.args and isinstance(node.args[0], ast.Constant):
+            found.update(_placeholders(str(node.args[0].value)))
+        elif method in ("format", "substitute", "safe_substitute", "render"):
+            found.update({_name(k.arg): f"{{{k.arg}}}" for k in node.keywords if k.arg is not None})
+    return found
+
+
+def _python_of(result: SlotResult) -> str:
+    return "\n".join(c for language, c in code_blocks(result.raw) if language in PYTHON_TAGS)
+
+
+def _template_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
+    """A part whose code fills placeholders the template part does not have, or leaves some of its unfilled."""
+    owner = next(
+        ((p, found) for p in parts if "template" in p.title.lower() and (found := _template_of(p.result))), None
+    )
+    if owner is None:
+        return []
+    template, defined = owner
+    out = []
+    for part in parts:
+        if part.slot_id == template.slot_id:
+            continue
+        filled = _filled(_python_of(part.result))
+        if not filled:
+            continue
+        extra = [w for n, w in filled.items() if n not in defined]
+        unfilled = [w for n, w in defined.items() if n not in filled]
+        if extra or unfilled:
+            said = "; ".join(
+                s
+                for s in (
+                    f"fills {', '.join(extra)}, which the template does not have" if extra else "",
+                    f"leaves {', '.join(unfilled)} unfilled" if unfilled else "",
+                )
+                if s
+            )
+            out.append(
+                Disagreement(
+                    slot_id=part.slot_id,
+                    source_id=template.slot_id,
+                    kind="template.placeholders",
+                    detail=f"{said} (the part {template.title!r})",
+                    facts=f"The part {template.title!r} is the template; fill exactly its placeholders, written as "
+                    f"there: {', '.join(defined.values())}.",
+                )
+            )
+    return out
+
+
+def _selected(parts: Sequence[Part]) -> tuple[Part, list[str], str] | None:
+    """The one part whose SQL has one ``SELECT`` naming its columns: (part, the columns it selects, the query)."""
+    from sqlglot import exp
+
+    found = []
+    for part in parts:
+        for code in _sql_of(part.result):
+            for statement in _statements(code):
+                if isinstance(statement, exp.Select):
+                    columns = [c.alias_or_name.lower() for c in statement.selects]
+                    if columns and not any(
+                        isinstance(c, exp.Star) or (isinstance(c, exp.Column) and isinstance(c.this, exp.Star)) or not n
+                        for c, n in zip(statement.selects, columns, strict=True)
+                    ):
+                        found.append((part, columns, code.strip()))
+    return found[0] if len(found) == 1 else None
+
+
+def _row_keys(code: str) -> list[str]:
+    """The string keys Python code reads from the items of loops over a query's rows (``for row in rows``)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    keys: dict[str, tuple[int, int]] = {}  # each key at its first place in the code
+    for loop in ast.walk(tree):
+        if not isinstance(loop, ast.For) or not _ROW_SOURCES.search(ast.unparse(loop.iter)):
+            continue
+        targets = loop.target.elts if isinstance(loop.target, ast.Tuple) else [loop.target]
+        names = {t.id for t in targets if isinstance(t, ast.Name)}
+        for node in ast.walk(loop):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in names
+                and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)
+            ):
+                at = (node.lineno, node.col_offset)
+                key = node.slice.value.lower()
+                keys[key] = min(keys.get(key, at), at)
+    return sorted(keys, key=lambda k: keys[k])
+
+
+def _row_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
+    """A part whose code reads row keys that the document's one query does not select."""
+    owner = _selected(parts)
+    if owner is None:
+        return []
+    query_part, columns, query = owner
+    out = []
+    for part in parts:
+        if part.slot_id == query_part.slot_id:
+            continue
+        missing = [k for k in _row_keys(_python_of(part.result)) if k not in columns]
+        if missing:
+            out.append(
+                Disagreement(
+                    slot_id=part.slot_id,
+                    source_id=query_part.slot_id,
+                    kind="sql.rows",
+                    detail=f"reads {', '.join(missing)} from each row, which the query of the part "
+                    f"{query_part.title!r} does not select (it selects {', '.join(columns)})",
+                    facts=f"The part {query_part.title!r} wrote the query; its rows have exactly these columns: "
+                    f"{', '.join(columns)}. Read only these:\n```sql\n{query}\n```",
                 )
             )
     return out

@@ -180,3 +180,87 @@ def test_a_script_that_reads_keys_the_config_file_lacks_is_sent_back_with_the_fi
     assert "retry_count" not in found.detail.split(", which")[0] and "database_url:" in found.facts
     fixed = script.replace("config['db_url']", "config['database_url']")
     assert disagreements([_part("config", config), _part("script", fixed)]) == []
+
+
+# mp-reminder-sms as the real models wrote it (multipart_completion, trimmed): a letter with bracketed placeholders,
+# a query selecting patient_name, and a script that fills {{appointment_name}} and reads row["email"].
+SMS_TEMPLATE = """The SMS template for appointment reminders is as follows:
+
+---
+
+Dear [Recipient's Name],
+
+We are writing to remind you of your upcoming appointments.
+
+Best regards,
+
+[Your Name]"""
+SMS_QUERY = """```sql
+SELECT
+    appointment_id,
+    patient_name,
+    appointment_date,
+    appointment_time
+FROM
+    appointments
+WHERE
+    appointment_date = CURRENT_DATE + INTERVAL '1' DAY
+ORDER BY
+    appointment_date, appointment_time;
+```"""
+SMS_SCRIPT = """```python
+def main():
+    template = read_template('appointment_reminder_template.txt')
+    appointments = get_tomorrow_appointments()
+    for index, appointment in appointments.iterrows():
+        body = template.replace('{{appointment_name}}', appointment['appointment_name'])
+        body = body.replace('{{appointment_date}}', appointment['appointment_date'])
+        body = body.replace('{{appointment_time}}', appointment['appointment_time'])
+        msg = {}
+        msg['To'] = appointment['email']
+        send_email('Appointment Reminder', body, appointment['email'])
+```"""
+
+
+def _sms(template: str = SMS_TEMPLATE, query: str = SMS_QUERY, script: str = SMS_SCRIPT) -> list[Part]:
+    return [
+        Part(
+            "template",
+            "SMS template for appointment reminders",
+            SlotResult(slot_id="template", expert="e", raw=template),
+        ),
+        Part("query", "SQL query for tomorrow's appointments", SlotResult(slot_id="query", expert="e", raw=query)),
+        Part("script", "Python script that fills the template", SlotResult(slot_id="script", expert="e", raw=script)),
+    ]
+
+
+def test_a_script_that_fills_placeholders_the_template_lacks_is_sent_back_with_the_templates() -> None:
+    found = {d.kind: d for d in disagreements(_sms())}
+    placeholders = found["template.placeholders"]
+    assert (placeholders.slot_id, placeholders.source_id) == ("script", "template")
+    assert "fills {{appointment_name}}, {{appointment_date}}, {{appointment_time}}" in placeholders.detail
+    assert "leaves [Recipient's Name], [Your Name] unfilled" in placeholders.detail
+    assert placeholders.facts.endswith("placeholders, written as there: [Recipient's Name], [Your Name].")
+
+
+def test_a_script_that_reads_row_keys_the_query_does_not_select_is_sent_back_with_the_query() -> None:
+    rows = {d.kind: d for d in disagreements(_sms())}["sql.rows"]
+    assert (rows.slot_id, rows.source_id) == ("script", "query")
+    # the loop's row keys, not the message's msg['To']
+    assert rows.detail.startswith("reads appointment_name, email from each row")
+    assert "it selects appointment_id, patient_name, appointment_date, appointment_time" in rows.detail
+    assert "SELECT" in rows.facts
+
+
+def test_a_template_and_script_that_agree_with_the_query_pass() -> None:
+    template = "Hi {{patient_name}}, a reminder of your appointment on {{appointment_date}} at {{appointment_time}}."
+    script = (
+        SMS_SCRIPT.replace("appointment_name", "patient_name")
+        .replace("        msg = {}\n        msg['To'] = appointment['email']\n", "")
+        .replace("appointment['email']", "'+440000'")
+    )
+    assert disagreements(_sms(template, script=script)) == []
+    # str.format keywords fill {name} placeholders; a query with SELECT * says nothing about its rows
+    formatted = "```python\nfor row in cursor.fetchall():\n    print(TEMPLATE.format(name=row['name']))\n```"
+    found = disagreements(_sms("Hello {name}, see you soon.", "```sql\nSELECT * FROM appointments;\n```", formatted))
+    assert found == []
