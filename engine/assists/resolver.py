@@ -48,6 +48,7 @@ __all__ = [
     "NEEDS_USER",
     "AssistResolver",
     "Resolution",
+    "asks_the_person",
     "echoes_question",
     "parse_consult_answer",
 ]
@@ -72,6 +73,25 @@ _HEDGE = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+_PERSONAL = re.compile(
+    r"\b(?:you|your|yours|we|our|ours|us|my|mine|their|who|whom|whose|name|names|signatory|signature|date|dates|"
+    r"day|time|times|deadline|when|where|location|address|venue|phone|e-?mail|contact|budget|price|cost|insert|"
+    r"company|organi[sz]ation|team|client|customer|patient|person|people|staff|employee|landlord|tenant|"
+    r"recipient|sender|preferred|preference|prefer|own|internal|local|current|existing)\b",
+    re.IGNORECASE,
+)
+"""Words of a user request that point at the person or their own world (a name, a date, their systems)."""
+
+
+def asks_the_person(description: str) -> bool:
+    """Whether a ``user`` request asks for something of the person's own (:data:`_PERSONAL`).
+
+    One that names nothing of theirs is a general question the expert put to the wrong party ("potassium-rich
+    foods", "types of exercises" in a real patient leaflet); in a mode that cannot ask, the expert is consulted.
+    """
+    return bool(_PERSONAL.search(description))
 
 
 def parse_consult_answer(text: str) -> tuple[str | None, str]:
@@ -241,6 +261,8 @@ class AssistResolver:
             return self._lookup(ph.description, _Outcome(chain=[asker]))
         if ph.kind == "user":
             interactive = self.mode == Mode.INTERACTIVE
+            if not interactive and not asks_the_person(ph.description):
+                return self._general(ph, asker, record_id, ledger)
             trail = (
                 "interactive mode: kept for the person (the question is asked by the human-in-the-loop step)"
                 if interactive
@@ -252,6 +274,32 @@ class AssistResolver:
             trail = "asks for work, not a fact: left for the completion round, which adds a part routed for it"
             return _Outcome(reason=WORK_REASON, chain=[asker], trail=[trail])
         return self._expert(ph, [asker], 1, record_id, ledger)
+
+    def _general(self, ph: Placeholder, asker: str, record_id: str, ledger: list[LedgerEntry]) -> _Outcome:
+        """A user request that names nothing of the person's, in a mode that cannot ask them: its expert answers.
+
+        Its answer may still be UNKNOWN (the consult protocol says so for the person's own world): then the
+        request stays unresolved, needing the person, as before.
+        """
+        out = _Outcome(chain=[asker], depth=1)
+        out.trail.append(
+            f"{self.mode.value} mode: the person is not asked, and the request names nothing of theirs "
+            f"(a general question): {asker} is consulted"
+        )
+        answer, problem = self._consult(asker, asker, ph, record_id, 1, ledger)
+        if answer is not None and scan_assists(answer).placeholders:
+            answer, problem = None, "answered with a request of its own"
+        if answer is not None and (findings := find_instructions(answer)):
+            answer, problem = None, f"answered with instruction-like text ({describe(findings, excerpts=False)})"
+            out.flagged.append(f"consulted expert {asker} answered with instruction-like text: {describe(findings)}")
+        if answer is None:
+            out.trail.append(f"consulted {asker}: {problem}")
+            out.reason = NEEDS_USER
+            return out
+        out.trail.append(f"consulted {asker}: {answer}")
+        out.sources.append(AssistSource(kind="expert", expert=asker, excerpt=answer))
+        out.value = f"{answer} [source: consulted expert {asker}]"
+        return out
 
     def _lookup(self, query: str, outcome: _Outcome) -> _Outcome:
         """Fill from memory or the knowledge base, or leave ``outcome`` unresolved with the reason (kept if set)."""

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.assists.resolver import AssistResolver, echoes_question, parse_consult_answer
+from engine.assists.resolver import AssistResolver, asks_the_person, echoes_question, parse_consult_answer
 from experts.backends.fake import FakeBackend, FakeRule, FakeScript
 from experts.knowledge import KnowledgeBase, add_documents, load_kb
 from state.assist import scan_assists, unresolved_markers
@@ -94,6 +94,41 @@ def test_user_questions_need_the_user(kb: KnowledgeBase, mode: Mode) -> None:
     assert rec.marker == "{{UNRESOLVED:user:your database hostname - needs user input}}"
     assert rec.awaiting_user is (mode == Mode.INTERACTIVE)
     assert [r for r in res.records if r.awaiting_user] == ([rec] if mode == Mode.INTERACTIVE else [])
+
+
+# A real patient leaflet (review_reference, med-hypertension): the expert asked the person for general knowledge.
+LEAFLET = "Eat foods rich in potassium:\n- {{ASSIST:user:potassium-rich foods}}\n- {{ASSIST:user:your usual breakfast}}"
+
+
+@pytest.mark.parametrize("mode", [Mode.AUTONOMOUS, Mode.CONFIRM])
+def test_a_general_question_put_to_the_person_is_answered_by_its_expert_where_the_person_is_not_asked(
+    kb: KnowledgeBase, mode: Mode
+) -> None:
+    answer = "ANSWER: Bananas, potatoes, spinach and beans are rich in potassium."
+    resolver, _ = _resolver(kb, [{"title": "^consult medical_clinical: potassium", "text": answer}], mode=mode)
+    res = resolver.resolve(_result(LEAFLET, expert="medical_clinical"))
+    general, personal = res.records
+    assert general.status == "resolved" and general.kind == "user" and general.chain == ["medical_clinical"]
+    assert general.value == answer[len("ANSWER: ") :] + " [source: consulted expert medical_clinical]"
+    assert general.sources[0].expert == "medical_clinical" and "a general question" in general.trail[0]
+    assert personal.status == "unresolved" and personal.reason == "needs user input"  # "your": only they know
+    assert "Bananas" in res.result.raw and "{{UNRESOLVED:user:your usual breakfast" in res.result.raw
+
+
+def test_a_general_question_its_expert_cannot_answer_still_needs_the_person(kb: KnowledgeBase) -> None:
+    resolver, _ = _resolver(kb, [{"title": "^consult", "text": "UNKNOWN"}])
+    general, _ = resolver.resolve(_result(LEAFLET, expert="medical_clinical")).records
+    assert general.status == "unresolved" and general.reason == "needs user input"
+    assert general.trail[-1] == "consulted medical_clinical: answered UNKNOWN"
+    interactive, _ = _resolver(kb, mode=Mode.INTERACTIVE)
+    asked, _ = interactive.resolve(_result(LEAFLET, expert="medical_clinical")).records
+    assert asked.awaiting_user and asked.status == "unresolved"  # the person can answer: they are asked
+
+
+def test_requests_that_name_the_persons_world_are_theirs() -> None:
+    personal = ["Name", "Insert Date", "Landlord's Name", "who approves the project budget", "your clinic's ward codes"]
+    assert all(asks_the_person(d) for d in personal)
+    assert not any(asks_the_person(d) for d in ["potassium-rich foods", "types of exercises"])
 
 
 def test_expert_consult_fills_with_the_consulted_expert_as_source(kb: KnowledgeBase) -> None:
