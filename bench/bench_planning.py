@@ -13,9 +13,7 @@ the plan (one slot, a template fitted and edited by :func:`engine.planning.plann
 aspect by :func:`engine.planning.planner.plan_from_aspects`), then routing of every slot the plan does not pin.
 
 Reported:
-- scope accuracy (trivial / single / multi as labelled; an unclear scope taken as single counts as single); with
-  the planner model, a task read as a plan is read again by it (:mod:`engine.planning.deliverables`), as the
-  graph's ``scope`` node does, and the row records what it listed;
+- scope accuracy (trivial / single / multi as labelled; an unclear scope taken as single counts as single);
 - slot precision and aspect recall, on the multi-labelled tasks, each planned as multi whatever the scope said
   (the quality of the plan when a plan is made): a slot serves an aspect when its text matches the aspect's
   expression; an aspect is covered when some slot matches it;
@@ -35,7 +33,6 @@ import yaml
 
 from bench.common import bench_parser, md_table, percentile, write_results
 from engine.planning import planner as planning
-from engine.planning.deliverables import list_deliverables, second_reading
 from engine.planning.planner import plan_from_aspects, plan_from_template
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
@@ -43,7 +40,6 @@ from experts.pool.pooled import get_backend
 from experts.routing import classify, get_router, library
 from state.context import resolve_settings
 from state.framework import Framework, fallback_framework, slot_text
-from state.scope_decision import ScopeDecision
 
 SET = Path(__file__).resolve().parent / "data" / "planning_set.yaml"
 QUICK_IDS = ("t-mutex", "s-palindrome", "s-patients-sql", "m-fastapi", "m-hipaa", "m-slow-query")
@@ -71,12 +67,9 @@ class Planner:
         self.backend = get_backend(settings, planner_model)
         self.plan_seconds = plan_seconds
 
-    def scope(self, task: str) -> ScopeDecision:
-        """The scope as the graph's ``scope`` node decides it: with the planner model's second reading of a plan."""
+    def scope(self, task: str) -> str:
         decision = classify(task, self.embedder, self.index, self.router)
-        if decision.kind == "multi" and self.plan_seconds > 0:
-            decision = second_reading(decision, list_deliverables(task, self.backend))
-        return decision
+        return decision.kind
 
     def plan(self, task: str) -> tuple[Framework, dict[str, Any]]:
         """The multi-slot plan of ``task`` and what it took (template, similarity, fits, seconds)."""
@@ -136,12 +129,9 @@ def evaluate(items: list[dict[str, Any]], planner: Planner, *, verbose: bool = T
     for item in items:
         task = item["task"]
         t0 = time.perf_counter()
-        decision = planner.scope(task)
-        kind = decision.kind
+        kind = planner.scope(task)
         scope_seconds = time.perf_counter() - t0
         row: dict[str, Any] = {"id": item["id"], "scope": item["scope"], "predicted": kind}
-        if decision.listed is not None:  # the planner model's second reading was asked
-            row["listed"] = decision.listed
         plan_info: dict[str, Any] | None = None
         if kind == "trivial":
             experts: list[str] = []
@@ -176,11 +166,7 @@ def evaluate(items: list[dict[str, Any]], planner: Planner, *, verbose: bool = T
                 if "slot_count" in row
                 else ""
             )
-            listed = f" listed {row['listed']}" if "listed" in row else ""
-            print(
-                f"{item['id']:<20} {item['scope']:<7} -> {kind:<7}{extra}{listed} {row['must_not_used'] or ''}",
-                flush=True,
-            )
+            print(f"{item['id']:<20} {item['scope']:<7} -> {kind:<7}{extra} {row['must_not_used'] or ''}", flush=True)
     return {"rows": rows, "summary": summarise(rows)}
 
 
@@ -198,8 +184,6 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             for r in rows
             if r["scope"] != r["predicted"]
         },
-        "second_readings": sum("listed" in r for r in rows),
-        "second_readings_of_one": sum(len(r.get("listed") or ()) == 1 for r in rows),
         "slot_precision": _ratio(multi, "slots_serving", "slot_count"),
         "aspect_recall": _ratio(multi, "aspects_covered", "aspect_count"),
         "must_use_accuracy": round(sum(r["must_use_ok"] for r in with_must) / max(1, len(with_must)), 4),
@@ -281,21 +265,10 @@ def main(argv: list[str] | None = None) -> int:
                 ["time to plan p50 (s)", s["plan_seconds_p50"], ""],
                 ["time to plan p90 (s)", s["plan_seconds_p90"], "< 30"],
                 ["slots per multi plan", s["slots_per_multi_plan"], ""],
-                ["tasks read as a plan, read again by the planner model", s["second_readings"], ""],
-                ["of those, one deliverable listed (taken as single)", s["second_readings_of_one"], ""],
             ],
         ),
         "",
         f"Scope confusions (label->predicted): {s['scope_confusions'] or 'none'}.",
-        "",
-        "The planner model's second readings (label, decision, what it listed): "
-        + (
-            "; ".join(
-                f"{r['id']} ({r['scope']} -> {r['predicted']}): {r['listed']}" for r in result["rows"] if "listed" in r
-            )
-            or "none"
-        )
-        + ".",
         "",
         md_table(
             ["task", "slots serving / slots", "aspects covered", "uncovered", "slots serving nothing"],

@@ -165,22 +165,6 @@ Task:
 {task}"""
 """Asks a code model for the program that computes a multi-part task's figures once (:mod:`engine.figures`)."""
 
-DELIVERABLES_SYSTEM = """\
-You read a request and list the separate deliverables it asks for: each thing the person will receive as a piece \
-of work of its own (a document, a piece of code, a query, a configuration file, a plan, a message). These are not \
-separate deliverables, they belong to the one they describe: the input or data it works from, the context, the \
-audience or purpose, requirements and properties it must meet, the sections, points, examples or items it must \
-contain, and questions that one answer addresses. Answer with JSON only."""
-"""Asks the planner model for a task's deliverables: a plan's second reading (:mod:`engine.planning.deliverables`)."""
-
-DELIVERABLES_PROMPT = """\
-The request:
-<<<
-{task}
->>>
-
-List the deliverables of this request, each named in a few words."""
-
 ADAPT_SYSTEM = """\
 You plan work. You adapt a plan template to a user's task by editing it, and you answer with JSON only.
 Operations: KEEP a slot; REMOVE a slot the task does not need; MODIFY a slot's title and description so they

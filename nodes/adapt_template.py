@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.planning import planner_backend
 from engine.planning.planner import plan_from_template
 from experts.backends import ExpertBackend
-from experts.catalog import load_catalog
+from experts.catalog import load_catalog, resolve_binding
 from experts.embedding import get_embedder
+from experts.pool import get_backend
 from state.adaptation import PlanFit
 from state.framework import Framework
 from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
@@ -95,12 +95,12 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
 
 def _planner(settings: Settings) -> tuple[ExpertBackend, list[Notice]]:
     """The backend that adapts templates: the planner model when it is available, else the base model."""
-    backend, problem = planner_backend(settings)
+    binding = resolve_binding(settings, model=settings.planner_model)
     notices = []
-    if problem is not None:
-        message = f"the planner model is unavailable ({problem}); templates are adapted by the base model"
+    if binding.problem is not None:
+        message = f"the planner model is unavailable ({binding.problem}); templates are adapted by the base model"
         notices.append(Notice(level="warning", source=NODE, message=message))
-    return backend, notices
+    return get_backend(settings, binding.model), notices
 
 
 def _fit_summary(fits: list[PlanFit]) -> str:

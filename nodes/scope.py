@@ -3,9 +3,7 @@
 Only when the run chooses its framework from the template library (``use_templates``) and the caller gave
 none; otherwise the decision is recorded as unclassified and the run goes on to ``select_template``.
 A trivial task goes to ``answer_directly``; a single-expert task gets a one-slot plan; a multi-slot task gets a
-template adapted to it. A task whose words read as a plan is read a second time by the planner model, which lists
-its deliverables (:mod:`engine.planning.deliverables`; not with ``plan_seconds`` 0): when it lists one, the scope
-is unclear and taken as single. When the scope is unclear, interactive mode asks the person (a ``clarify`` interrupt:
+template adapted to it. When the scope is unclear, interactive mode asks the person (a ``clarify`` interrupt:
 single or multi); the other modes take the narrower reading and record that default in ``Passport.defaults``
 with the question it stands for. Classification only reads the state, so the node restarts safely on resume.
 With a Store, the router that classifies has learned the run's user's routing lessons, as ``route_slots``'s has.
@@ -19,8 +17,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from engine.assists.asking import ask_choice
-from engine.planning import planner_backend
-from engine.planning.deliverables import Listing, list_deliverables, second_reading
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing import RouterParams, classify, get_router, library
@@ -32,7 +28,6 @@ from state.enums import Mode
 from state.hitl import Question
 from state.passport import GuardedPassport, LedgerEntry, utcnow
 from state.scope_decision import AppliedDefault, ScopeDecision
-from state.settings import Settings
 
 NODE = "scope"
 
@@ -51,10 +46,6 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
     lessons = RoutingLessons(runtime.store, state.run.user).current(router) if runtime.store is not None else []
     router = router_with_lessons(router, lessons)
     decision = classify(task, get_embedder(), index, router)
-    entries = []
-    if decision.kind == "multi" and state.settings.plan_seconds > 0:  # a plan: does the planner model read one too?
-        decision, entry = _second_reading(decision, task, state.settings)
-        entries.append(entry)
     asked = decision.rule == "unclear_scope_narrower" and state.mission.mode is Mode.INTERACTIVE
     if asked:
         decision = _ask_scope(decision)
@@ -70,7 +61,6 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
         "scope": decision,
         "updated_at": utcnow(),
         "ledger": [
-            *entries,
             LedgerEntry(
                 agent="person" if asked else "router",
                 action="scope",
@@ -78,7 +68,7 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
                 outputs_summary=f"{decision.kind}: {decision.reason}"
                 + (f"; the router has learned {len(lessons)} routing lesson(s) of yours" if lessons else "")
                 + (f"; follow-up turn, {decision.transition.replace('_', ' ')}" if decision.transition else ""),
-            ),
+            )
         ],
     }
     if decision.rule == "unclear_scope_narrower":
@@ -95,26 +85,6 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
             )
         ]
     return update
-
-
-def _second_reading(decision: ScopeDecision, task: str, settings: Settings) -> tuple[ScopeDecision, LedgerEntry]:
-    """The planner model's list of the task's deliverables and the scope after it (engine.planning.deliverables).
-
-    Not asked when the planner model is unavailable (the base model would be a weaker second opinion than none).
-    """
-    backend, problem = planner_backend(settings)
-    listing = Listing(problem=f"the planner model is unavailable ({problem})") if problem else None
-    listing = listing or list_deliverables(task, backend)
-    after = second_reading(decision, listing)
-    said = "; ".join(listing.deliverables) if listing.problem is None else f"no listing: {listing.problem}"
-    entry = LedgerEntry(
-        agent=settings.planner_model or "base",
-        action="list_deliverables",
-        inputs_summary="the task, read as a plan by its words: does the planner model list several deliverables?",
-        outputs_summary=f"{len(listing.deliverables)} listed: {said}"[:500],
-        duration_ms=int(listing.seconds * 1000),
-    )
-    return after, entry
 
 
 def _ask_scope(decision: ScopeDecision) -> ScopeDecision:

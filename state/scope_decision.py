@@ -43,8 +43,6 @@ class ScopeDecision(BaseModel):
     rule: DefaultRule | None = None
     """The autonomous default that decided the kind, if any (``unclear_scope_narrower``)."""
     reason: str
-    listed: list[str] | None = None
-    """The deliverables the planner model listed, when it was asked (a plan's second reading); None: not asked."""
     transition: Literal["same_domain", "new_domain"] | None = None
     """A follow-up turn: whether the task's expert is one the previous turn ran on (None: the thread's first)."""
 

@@ -80,10 +80,7 @@ class Settings(BaseModel):
         default=20.0,
         ge=0.0,
         le=3600.0,
-        description=(
-            "Time the planner may spend editing a template (0: no planner; the fitted template runs, and a plan's "
-            "scope is not read a second time by the planner model)."
-        ),
+        description="Time the planner may spend editing a template (0: no planner; the fitted template runs).",
     )
     # --- generation ----------------------------------------------------------------------------------------------
     max_parallel: Annotated[int, Env("COE_MAX_PARALLEL", from_profile=True)] = Field(

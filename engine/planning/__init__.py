@@ -1,5 +1,5 @@
 """Planning: a task's slots from a template (adapted by constrained edit operations) and the plan's checks."""
 
-from engine.planning.adaptation import adapt, adaptation_messages, planner_backend
+from engine.planning.adaptation import adapt, adaptation_messages
 
-__all__ = ["adapt", "adaptation_messages", "planner_backend"]
+__all__ = ["adapt", "adaptation_messages"]

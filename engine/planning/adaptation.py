@@ -15,12 +15,9 @@ from dataclasses import dataclass
 import engine.prompts as prompts
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from experts.backends.grammar import adaptation_grammar
-from experts.catalog import resolve_binding
-from experts.pool import get_backend
 from experts.routing import AS_IS_SIMILARITY
 from state.adaptation import AdaptationAttempt, AdaptationRecord, Plan, apply_operations, parse_plan
 from state.framework import Framework, fallback_framework, validation_errors
-from state.settings import Settings
 from state.template import Template
 
 MAX_OPERATIONS = 4
@@ -30,12 +27,6 @@ MIN_ATTEMPT_SECONDS = 1.0
 RETRY_TEMPERATURE = 0.5
 """A retry samples (greedy decoding would repeat the same plan); the first attempt is greedy."""
 SLOT_ID = "adapt_template"
-
-
-def planner_backend(settings: Settings) -> tuple[ExpertBackend, str | None]:
-    """The planner model's backend and, when it is unavailable, why (then the base model's backend)."""
-    binding = resolve_binding(settings, model=settings.planner_model)
-    return get_backend(settings, binding.model), binding.problem
 
 
 def adaptation_messages(template: Template, task: str, experts: list[str]) -> list[ChatMessage]:

@@ -387,16 +387,6 @@ sp ::= " "?
 """
 
 
-
-def deliverables_grammar(max_items: int = 4, max_chars: int = 80) -> str:
-    """GBNF for a list of a task's deliverables: ``{"deliverables": ["...", ...]}``, 1 to ``max_items`` short names."""
-    return f"""\
-root ::= "{{" sp "\\"deliverables\\":" sp "[" sp item ("," sp item){{0,{max_items - 1}}} sp "]" sp "}}"
-item ::= "\\"" char{{3,{max_chars}}} "\\""
-char ::= [^"\\\\\\n]
-sp ::= " "?
-"""
-
 CONSULT_ANSWER_CHARS = 400
 """Longest answer line a consulted expert may write (about two sentences)."""
 
