@@ -10,6 +10,8 @@ model only wrote out:
   is another slot's part, goes, and the rest are numbered again; so does a code block that repeats earlier code.
 * :func:`without_unprinted_output`: an output block after Python that the program, run, does not print goes.
 * :func:`computed`: a math answer's arithmetic is computed (:mod:`engine.slots.inline_arithmetic`).
+* :func:`without_written_sources`: a source tag or unresolved marker the model wrote itself goes (only the
+  harness cites a source, when it resolves an assist after this).
 
 Each edit adds a ledger entry naming what changed, and the kept checks it affects are read again, so the caveat
 speaks of the text delivered; the candidates' own records keep what each candidate was.
@@ -27,7 +29,7 @@ from engine.slots.checks import (
     repeated_sections,
     repetition_check,
 )
-from engine.slots.checks.contract import RepeatedCode, repeated_code
+from engine.slots.checks.contract import WRITTEN_SOURCE, RepeatedCode, repeated_code, sources_check
 from engine.slots.checks.printed import numbers_only_from, unprinted_outputs
 from engine.slots.inline_arithmetic import compute
 from engine.slots.loop_watch import cut_loops
@@ -42,6 +44,7 @@ __all__ = [
     "without_repeated_sections",
     "without_unfinished_end",
     "without_unprinted_output",
+    "without_written_sources",
 ]
 
 
@@ -213,6 +216,26 @@ def without_unprinted_output(
         check = CheckResult(name="python.printed", passed=False, detail=detail[:400])
         checks = [*cleaned.quality.checks, check]
         cleaned = cleaned.model_copy(update={"quality": cleaned.quality.model_copy(update={"checks": checks})})
+    return cleaned
+
+
+def without_written_sources(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
+    """The result without the source tags and unresolved markers the model wrote itself, ledgered.
+
+    A citation nobody made is worse than none: a kept answer that still holds one (every candidate did) loses it,
+    and its ``contract.sources`` check is read again on the text delivered.
+    """
+    found = [m.group(0).strip() for m in WRITTEN_SOURCE.finditer(result.raw)]
+    if not found:
+        return result
+    sections = [
+        s.model_copy(update={"title": WRITTEN_SOURCE.sub("", s.title), "body": WRITTEN_SOURCE.sub("", s.body)})
+        for s in result.sections
+    ]
+    raw = _rendered(result.outline, sections) if result.sections else WRITTEN_SOURCE.sub("", result.raw)
+    cleaned = result.model_copy(update={"raw": raw, "sections": sections})
+    cleaned = _rechecked(cleaned, {"contract.sources": lambda _: sources_check(cleaned.raw)})
+    _record(ledger, result, "cut_sources", f"removed {len(found)} source tag(s) the model wrote: {found[0][:160]!r}")
     return cleaned
 
 

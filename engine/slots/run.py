@@ -34,6 +34,7 @@ from engine.slots.kept_answer import (
     without_repeated_sections,
     without_unfinished_end,
     without_unprinted_output,
+    without_written_sources,
 )
 from engine.slots.loop_watch import LoopWatch
 from engine.slots.program_of_thought import (
@@ -585,6 +586,7 @@ def _tidy(result: SlotResult, slot: _Slot, chosen: _Draw) -> SlotResult:
         result = without_loops(result, job.task, ledger)
     if slot.contract.code_first:  # the note's unfinished end is a soft failure, never retried: it goes
         result = without_unfinished_end(result, ledger)
+    result = without_written_sources(result, ledger)  # before the resolver writes the real ones
     result = without_unprinted_output(result, job.task, slot.limits, ledger)  # a section left empty goes next
     result = without_repeated_sections(result, job.task, slot.references, ledger, job.others)
     if job.expert in ARITHMETIC_EXPERTS:

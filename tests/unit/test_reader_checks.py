@@ -327,3 +327,34 @@ def test_code_that_loops_fails_its_check_in_an_answer_of_any_kind() -> None:
     assert "'from kafka import KafkaConsumer / from kafka.errors import KafkaError' is written 10 times" in check.detail
     fine = "```python\nrows = [\n    (1, 'a'),\n    (2, 'b'),\n    (3, 'c'),\n    (4, 'd'),\n]\n}\n}\n}\n}\n```"
     assert loop_check(fine).passed  # rows that differ, and a language's closing lines, are no loop
+
+
+# --- a citation nobody made -------------------------------------------------------------------------------------
+
+# review_personas_on_1p5b, sec-api-keys: the security architect on the 1.5B, writing a part after one whose
+# assists the harness had resolved, cited experts that do not exist.
+CITED = (
+    "## Outline\n1. Generate a new API key\n2. Rotate it\n\n"
+    "## 1. Generate a new API key\n"
+    "Use a UUID to generate a unique identifier for the new API key. [source: consulted expert uuid_generator]\n"
+    "Set an expiration date long enough to last until the leak is resolved. "
+    "{{UNRESOLVED:user:what are all the places where this API key is used? - needs user input}}\n\n"
+    "## 2. Rotate it\nDeploy the new key beside the old one, switch every client over, then revoke the old key "
+    "at the provider.\n"
+)
+
+
+def test_a_source_tag_the_model_wrote_fails_and_a_kept_one_is_cut_with_its_marker() -> None:
+    checks = checks_of(CITED, "plan")
+    passed, detail = checks["contract.sources"]
+    assert not passed and "'[source: consulted expert uuid_generator]'" in detail
+    outcome = run_slot(code_job("List the steps to rotate a leaked API key"), Scripted([CITED]), settings(),
+                       emit=lambda _: None)  # fmt: skip
+    result = outcome.result
+    assert result is not None and result.quality is not None and len(result.quality.candidates) == 3
+    assert "[source:" not in result.raw and "UNRESOLVED" not in result.raw
+    assert "Use a UUID to generate a unique identifier for the new API key." in result.raw  # nothing reworded
+    [cut] = [e for e in outcome.ledger if e.action == "cut_sources"]
+    assert cut.outputs_summary.startswith("removed 2 source tag(s) the model wrote: '[source: consulted expert")
+    assert {c.name: c.passed for c in result.quality.checks}["contract.sources"]
+    assert checks_of(CLEAN)["contract.sources"] == (True, "")

@@ -65,6 +65,10 @@ _EXAMPLE_PLACEHOLDER = re.compile(
     r"\{\{\s*ASSIST\s*:[^{}]*?:\s*(?:" + "|".join(map(re.escape, sorted(EXAMPLE_DESCRIPTIONS))) + r")\s*\}\}", re.I
 )
 """The uncertainty protocol's own example placeholders (whatever domain a copy names): they ask for nothing."""
+WRITTEN_SOURCE = re.compile(r"[ \t]*(?:\[source:[^\]\n]*\]|\{\{\s*UNRESOLVED\s*:[^{}]*\}\})", re.I)
+"""A source tag or an unresolved marker: the harness writes them when it resolves assists, after the checks. In a
+candidate they are the model's own, a citation nobody made (a real security plan on the 1.5B cited
+``[source: consulted expert uuid_generator]``, an expert that does not exist)."""
 ASKS_BACK = re.compile(
     r"\b(?:(?:please|could you|can you|would you|kindly)\s+(?:please\s+)?(?:provide|share|give|tell|specify|"
     r"clarify|send|describe)|i (?:would )?need (?:more|some|additional) (?:information|details|context)|"
@@ -107,6 +111,7 @@ def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
         duplicates_check(result, ctx.task, module=ctx.contract.code_first),
         _leaks_check(result, ctx.persona),
         _placeholders_check(result),
+        sources_check(result.raw),
         _own_work_check(result, ctx.references),
     ]
 
@@ -175,6 +180,19 @@ def _placeholders_check(result: SlotResult) -> CheckResult:
         detail=f"the answer copies the protocol's example placeholder ({example.group(0)!r}); name the fact "
         "that is missing, or leave the placeholder out"
         if example
+        else "",
+    )
+
+
+def sources_check(text: str) -> CheckResult:
+    """The answer writes no source tag or unresolved marker of its own (:data:`WRITTEN_SOURCE`)."""
+    written = WRITTEN_SOURCE.search(text)
+    return CheckResult(
+        name="contract.sources",
+        passed=written is None,
+        detail=f"the answer writes a source or an unresolved marker itself ({written.group(0).strip()[:80]!r}); "
+        "only the harness cites sources: write {{ASSIST:...}} where a fact needs one"
+        if written
         else "",
     )
 
