@@ -126,7 +126,7 @@ def test_one_plan_on_two_servers_the_base_model_and_the_code_experts_own(
     coder.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     plan = tmp_path / "plan.yaml"
     slots = [
-        {"id": "poem", "title": "Haiku", "description": TASK, "expert": "creative_writer"},
+        {"id": "poem", "title": "Haiku", "description": TASK, "expert": "general_reasoning"},  # a persona
         {"id": "code", "title": "Function", "description": "Write a Python function is_even(n) that returns "
          "whether n is even.", "expert": "python_coder"},
     ]  # fmt: skip

@@ -16,7 +16,7 @@ def _true_expert(model: str, fallback: str = "base") -> ExpertScope:
 
 def test_a_persona_runs_on_the_base_model() -> None:
     settings = resolve_settings({"backend": "llama"}, env={})
-    binding = resolve_binding(settings, CATALOG.get("legal_drafting"))
+    binding = resolve_binding(settings, CATALOG.get("security_architect"))
     assert (binding.model, binding.kind, binding.problem, binding.fatal) == (None, "faux", None, False)
     assert binding.label == "base model (faux)"
 
