@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.figures import figures_constraint, stated_otherwise
-from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks
+from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, without_closed_code
 from state.figures import TaskFigures
 from state.result import SlotResult
 
@@ -368,33 +368,38 @@ def _config_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
     if owner is None:
         return []
     part_of, (keys, block) = owner
-    out = []
-    for part in parts:
-        if part.slot_id == part_of.slot_id:
-            continue
-        code = "\n".join(c for language, c in code_blocks(part.result.raw) if language in PYTHON_TAGS)
-        read = sorted({a or b for a, b in _READ_KEY.findall(code)})
+
+    def judge(part: Part) -> Disagreement | None:
+        read = sorted({a or b for a, b in _READ_KEY.findall(_python_of(part.result))})
         missing = [k for k in read if k not in keys]
-        if missing:
-            out.append(
-                Disagreement(
-                    slot_id=part.slot_id,
-                    source_id=part_of.slot_id,
-                    kind="config.keys",
-                    detail=f"reads {', '.join(missing)}, which the config file of the part {part_of.title!r} does "
-                    f"not have (it has {', '.join(sorted(keys)[:8])})",
-                    facts=f"The part {part_of.title!r} wrote the config file; read exactly its keys:\n"
-                    f"```yaml\n{block}\n```",
-                )
-            )
-    return out
+        if not missing:
+            return None
+        return Disagreement(
+            slot_id=part.slot_id,
+            source_id=part_of.slot_id,
+            kind="config.keys",
+            detail=f"reads {', '.join(missing)}, which the config file of the part {part_of.title!r} does "
+            f"not have (it has {', '.join(sorted(keys)[:8])})",
+            facts=f"The part {part_of.title!r} wrote the config file; read exactly its keys:\n```yaml\n{block}\n```",
+        )
+
+    return _against(part_of, parts, judge)
+
+
+def _against(owner: Part, parts: Sequence[Part], judge: Callable[[Part], Disagreement | None]) -> list[Disagreement]:
+    """What ``judge`` finds in each part but ``owner`` (the config file, template or query the others must fit)."""
+    return [found for part in parts if part.slot_id != owner.slot_id and (found := judge(part)) is not None]
+
+
+def _python_of(result: SlotResult) -> str:
+    """The Python code blocks of an answer, joined."""
+    return "\n".join(c for language, c in code_blocks(result.raw) if language in PYTHON_TAGS)
 
 
 # ---------------------------------------------------------------- templates and the rows that fill them
 
 _PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}|(?<![{\w])\{([A-Za-z_]\w*)\}(?!\})|\[([A-Z][\w' ]{1,40})\](?!\()")
 """``{{name}}``, ``{name}`` or ``[Patient Name]`` (not a Markdown link's text)."""
-_CODE_BLOCK = re.compile(r"```.*?```", re.S)
 _ROW_SOURCES = re.compile(r"fetch(?:all|many|one)|execute|iterrows|itertuples|read_sql|DictReader|query|rows|results")
 """What a loop's iterable is called or calls when its items are the rows of a query."""
 
@@ -414,7 +419,7 @@ def _placeholders(text: str) -> dict[str, str]:
 def _template_of(result: SlotResult) -> dict[str, str]:
     """A template part's placeholders: in its prose and its non-code blocks (Python and SQL left out)."""
     blocks = "\n".join(c for language, c in code_blocks(result.raw) if language not in PYTHON_TAGS | _SQL)
-    return _placeholders(_CODE_BLOCK.sub(" ", result.raw) + "\n" + blocks)
+    return _placeholders(without_closed_code(result.raw) + "\n" + blocks)
 
 
 def _filled(code: str) -> dict[str, str]:
@@ -435,10 +440,6 @@ def _filled(code: str) -> dict[str, str]:
     return found
 
 
-def _python_of(result: SlotResult) -> str:
-    return "\n".join(c for language, c in code_blocks(result.raw) if language in PYTHON_TAGS)
-
-
 def _template_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
     """A part whose code fills placeholders the template part does not have, or leaves some of its unfilled."""
     owner = next(
@@ -447,35 +448,31 @@ def _template_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
     if owner is None:
         return []
     template, defined = owner
-    out = []
-    for part in parts:
-        if part.slot_id == template.slot_id:
-            continue
+
+    def judge(part: Part) -> Disagreement | None:
         filled = _filled(_python_of(part.result))
-        if not filled:
-            continue
         extra = [w for n, w in filled.items() if n not in defined]
         unfilled = [w for n, w in defined.items() if n not in filled]
-        if extra or unfilled:
-            said = "; ".join(
-                s
-                for s in (
-                    f"fills {', '.join(extra)}, which the template does not have" if extra else "",
-                    f"leaves {', '.join(unfilled)} unfilled" if unfilled else "",
-                )
-                if s
+        if not filled or not (extra or unfilled):  # code that fills nothing is not filling this template
+            return None
+        said = "; ".join(
+            s
+            for s in (
+                f"fills {', '.join(extra)}, which the template does not have" if extra else "",
+                f"leaves {', '.join(unfilled)} unfilled" if unfilled else "",
             )
-            out.append(
-                Disagreement(
-                    slot_id=part.slot_id,
-                    source_id=template.slot_id,
-                    kind="template.placeholders",
-                    detail=f"{said} (the part {template.title!r})",
-                    facts=f"The part {template.title!r} is the template; fill exactly its placeholders, written as "
-                    f"there: {', '.join(defined.values())}.",
-                )
-            )
-    return out
+            if s
+        )
+        return Disagreement(
+            slot_id=part.slot_id,
+            source_id=template.slot_id,
+            kind="template.placeholders",
+            detail=f"{said} (the part {template.title!r})",
+            facts=f"The part {template.title!r} is the template; fill exactly its placeholders, written as there: "
+            f"{', '.join(defined.values())}.",
+        )
+
+    return _against(template, parts, judge)
 
 
 def _selected(parts: Sequence[Part]) -> tuple[Part, list[str], str] | None:
@@ -528,24 +525,22 @@ def _row_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
     if owner is None:
         return []
     query_part, columns, query = owner
-    out = []
-    for part in parts:
-        if part.slot_id == query_part.slot_id:
-            continue
+
+    def judge(part: Part) -> Disagreement | None:
         missing = [k for k in _row_keys(_python_of(part.result)) if k not in columns]
-        if missing:
-            out.append(
-                Disagreement(
-                    slot_id=part.slot_id,
-                    source_id=query_part.slot_id,
-                    kind="sql.rows",
-                    detail=f"reads {', '.join(missing)} from each row, which the query of the part "
-                    f"{query_part.title!r} does not select (it selects {', '.join(columns)})",
-                    facts=f"The part {query_part.title!r} wrote the query; its rows have exactly these columns: "
-                    f"{', '.join(columns)}. Read only these:\n```sql\n{query}\n```",
-                )
-            )
-    return out
+        if not missing:
+            return None
+        return Disagreement(
+            slot_id=part.slot_id,
+            source_id=query_part.slot_id,
+            kind="sql.rows",
+            detail=f"reads {', '.join(missing)} from each row, which the query of the part {query_part.title!r} "
+            f"does not select (it selects {', '.join(columns)})",
+            facts=f"The part {query_part.title!r} wrote the query; its rows have exactly these columns: "
+            f"{', '.join(columns)}. Read only these:\n```sql\n{query}\n```",
+        )
+
+    return _against(query_part, parts, judge)
 
 
 # ---------------------------------------------------------------- figures
