@@ -286,12 +286,9 @@ class AssistResolver:
             f"{self.mode.value} mode: the person is not asked, and the request names nothing of theirs "
             f"(a general question): {asker} is consulted"
         )
-        answer, problem = self._consult(asker, asker, ph, record_id, 1, ledger)
+        answer, problem = self._screened(asker, asker, ph, record_id, 1, ledger, out)
         if answer is not None and scan_assists(answer).placeholders:
             answer, problem = None, "answered with a request of its own"
-        if answer is not None and (findings := find_instructions(answer)):
-            answer, problem = None, f"answered with instruction-like text ({describe(findings, excerpts=False)})"
-            out.flagged.append(f"consulted expert {asker} answered with instruction-like text: {describe(findings)}")
         if answer is None:
             out.trail.append(f"consulted {asker}: {problem}")
             out.reason = NEEDS_USER
@@ -407,10 +404,7 @@ class AssistResolver:
             return self._fall_back(ph, out, CIRCULAR)
         out.chain.append(target)
         out.depth = depth
-        answer, problem = self._consult(target, chain[-1], ph, record_id, depth, ledger)
-        if answer is not None and (findings := find_instructions(answer)):
-            answer, problem = None, f"answered with instruction-like text ({describe(findings, excerpts=False)})"
-            out.flagged.append(f"consulted expert {target} answered with instruction-like text: {describe(findings)}")
+        answer, problem = self._screened(target, chain[-1], ph, record_id, depth, ledger, out)
         if answer is None:
             out.trail.append(f"consulted {target}: {problem}")
             return self._fall_back(ph, out, f"consulted expert {target} {problem}")
@@ -443,6 +437,23 @@ class AssistResolver:
         """The consultation gave nothing usable: try lookup; unresolved with ``reason`` when that fails too."""
         out.value, out.sources, out.reason = None, [], reason
         return self._lookup(ph.description, out)
+
+    def _screened(
+        self,
+        target: str,
+        asker: str,
+        ph: Placeholder,
+        record_id: str,
+        depth: int,
+        ledger: list[LedgerEntry],
+        out: _Outcome,
+    ) -> tuple[str | None, str]:
+        """:meth:`_consult`, with an answer that speaks to the model refused and flagged in ``out``."""
+        answer, problem = self._consult(target, asker, ph, record_id, depth, ledger)
+        if answer is not None and (findings := find_instructions(answer)):
+            out.flagged.append(f"consulted expert {target} answered with instruction-like text: {describe(findings)}")
+            return None, f"answered with instruction-like text ({describe(findings, excerpts=False)})"
+        return answer, problem
 
     def _consult(
         self, target: str, asker: str, ph: Placeholder, record_id: str, depth: int, ledger: list[LedgerEntry]
