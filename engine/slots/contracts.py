@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, replace
 
 from experts.backends.grammar import outline_grammar
-from experts.routing.scoping import function_to_complete
+from experts.routing.scoping import function_tested, function_to_complete
 from state.framework import Deliverable, SlotSpec
 
 __all__ = ["CONTRACTS", "Contract", "contract_for", "contract_of", "deliverable_of", "infer_deliverable"]
@@ -178,11 +178,14 @@ def contract_of(deliverable: Deliverable, language: str | None = None) -> Contra
 def contract_for(spec: SlotSpec, expert: str | None) -> Contract:
     """The contract of a slot: its declared deliverable and language, else the ones inferred from its text.
 
-    A Python slot whose text hands over one function to complete gets one item only: the completed code, no
-    note (the person asked for that function, nothing more).
+    A Python slot whose text hands over one function to complete, or asks for one function and gives its tests
+    (:func:`~experts.routing.scoping.function_tested`), gets one item only: the code, no note (the person asked
+    for that function, nothing more).
     """
     contract = contract_of(*deliverable_of(spec, expert))
-    name = function_to_complete(spec.description) if contract.language == "python" else None
+    name = None
+    if contract.language == "python":
+        name = function_to_complete(spec.description) or function_tested(spec.description)
     if contract.deliverable == "code" and name is not None:
         return replace(contract, max_items=1, function=name)
     return contract

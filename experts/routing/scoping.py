@@ -30,6 +30,7 @@ was made on.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import threading
 from pathlib import Path
@@ -53,6 +54,7 @@ __all__ = [
     "SINGLE_MARGIN",
     "classify",
     "function_asked",
+    "function_tested",
     "function_to_complete",
     "prototypes_path",
 ]
@@ -116,6 +118,41 @@ _PYTHON_ASKED = re.compile(
     r"(?:function|method|class|script|program|module)\b",
     re.I,
 )
+
+
+_ASKS_A_FUNCTION = re.compile(
+    r"^\W*(?:please\s+)?(?:write|implement|create|define|code)\s+(?:me\s+)?(?:(?:a|an|one)\s+)?"
+    r"(?:python\s+)?function\b",
+    re.I,
+)
+_ASSERTION = re.compile(r"\bassert\s+[^\n]+")
+
+
+def function_tested(task: str) -> str | None:
+    """The name of the one function a task opens by asking for and gives tests of, or None.
+
+    "Write a function to find the shared elements from the given two lists. Your code should pass this test:
+    assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))" asks for ``similar_elements``: every
+    test that parses calls that one name beside Python's builtins. A task that asks for something else first
+    ("Explain ..., then write a function"), or whose tests call two functions of their own, is not one function.
+    """
+    if _ASKS_A_FUNCTION.search(task) is None:
+        return None
+    names: set[str] = set()
+    for m in _ASSERTION.finditer(task):
+        try:
+            tree = ast.parse(m.group(0).strip().rstrip(".;"))
+        except SyntaxError:
+            continue
+        names |= {
+            n.func.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id not in _BUILTINS
+        }
+    return names.pop() if len(names) == 1 else None
+
+
+_BUILTINS = frozenset(dir(builtins))
 
 
 def python_code_asked(task: str) -> bool:

@@ -540,6 +540,24 @@ def test_a_function_to_complete_draws_the_plain_prompt_first() -> None:
     assert outcome.result.compliant and outcome.result.sections[0].title == "is_palindrome"
 
 
+TESTED_TASK = (
+    "Write a function to check whether a string is a palindrome. Your code should pass this test: "
+    "assert is_palindrome('abba') == True"
+)
+
+
+def test_a_function_asked_for_with_its_test_draws_the_plain_prompt_first_and_keeps_only_its_code() -> None:
+    # MBPP's shape: on its first 40 development problems the contract's first answer took 7-11 s where the bare
+    # model's took 3-4 s, and the contract's usage note was not asked for
+    backend = Scripted([PLAIN_GOOD])
+    outcome = run_slot(job(TESTED_TASK, whole=True), backend, settings(), emit=lambda _: None)
+    assert [m.role for m in backend.requests[0].messages] == ["user"]
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert outcome.result.quality.candidates[0].prompt == "plain" and outcome.result.quality.passed
+    assert [s.title for s in outcome.result.sections] == ["is_palindrome"]
+    assert "print(" not in outcome.result.raw  # the model's usage lines are not the asked function
+
+
 def test_a_passing_score_outranks_any_failing_one() -> None:
     passing = [CheckResult(name="a", passed=True), CheckResult(name="b", severity="soft", passed=False)]
     failing = [CheckResult(name="a", passed=False), CheckResult(name="b", severity="soft", passed=True)]

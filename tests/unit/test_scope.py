@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing.router import RouteResult, get_router
-from experts.routing.scoping import classify, function_asked, function_to_complete
+from experts.routing.scoping import classify, function_asked, function_tested, function_to_complete
 from experts.routing.templates import load_or_build
 from graph import build_graph
 from graph.persistence import serializer
@@ -104,6 +104,20 @@ def test_a_function_asked_for_by_name_is_one_experts_work() -> None:
     assert function_asked("Design the billing service's functions and their tests") is None
     decision = _classify(task, single_margin=1.0, narrow_band=0.0)  # a plan by similarity alone
     assert decision.kind == "single" and "dedupe" in decision.reason
+
+
+def test_a_function_asked_for_with_tests_is_named_by_the_one_function_its_tests_call() -> None:
+    mbpp = (
+        "Write a function to find the shared elements from the given two lists. Your code should pass this test: "
+        "assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))"
+    )
+    assert function_tested(mbpp) == "similar_elements"  # set() is Python's
+    lines = "Write a python function to find primes. Your code should pass these tests:\nassert is_prime(2)\n"
+    assert function_tested(lines + "assert not is_prime(4)\n") == "is_prime"
+    assert function_tested(lines + "assert sieve(10) == [2, 3, 5, 7]\n") is None  # two functions tested
+    assert function_tested("Explain recursion, then write a function. Your code should pass: assert f(3) == 6") is None
+    assert function_tested("Write a Python function that checks whether a string is a palindrome") is None
+    assert function_tested("Write a function f. Your code should pass: assert f(3 ==") is None  # no test parses
 
 
 def test_a_function_asked_for_beside_other_deliverables_is_a_plan() -> None:
