@@ -19,9 +19,9 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-__all__ = ["POLL_SECONDS", "ShareWaitStopped", "cpu_share", "shares_for"]
+__all__ = ["POLL_SECONDS", "Share", "ShareWaitStopped", "cpu_share", "held_share", "shares_for"]
 
 POLL_SECONDS = 0.02
 """How often a waiting generation tries the shares again (and checks whether it was stopped)."""
@@ -42,6 +42,13 @@ def shares_for(n_threads: int, cpu_count: int | None = None) -> int:
     return max(1, (cpu_count or os.cpu_count() or 1) // max(1, n_threads))
 
 
+class Share(NamedTuple):
+    """A share of the cores held: which one, and the seconds the generation waited for it."""
+
+    number: int
+    waited: float
+
+
 @contextlib.contextmanager
 def cpu_share(directory: Path, n_threads: int, stop: Stop) -> Iterator[float]:
     """Hold one share of the cores for a generation of ``n_threads`` threads; yields the seconds it waited.
@@ -49,16 +56,27 @@ def cpu_share(directory: Path, n_threads: int, stop: Stop) -> Iterator[float]:
     Raises:
         ShareWaitStopped: If ``stop`` is set while waiting.
     """
+    with held_share(directory, n_threads, stop) as share:
+        yield share.waited
+
+
+@contextlib.contextmanager
+def held_share(directory: Path, n_threads: int, stop: Stop) -> Iterator[Share]:
+    """:func:`cpu_share`, yielding which share is held as well as the wait.
+
+    Raises:
+        ShareWaitStopped: If ``stop`` is set while waiting.
+    """
     try:
         import fcntl
     except ImportError:  # no flock: no sharing
-        yield 0.0
+        yield Share(0, 0.0)
         return
     directory.mkdir(parents=True, exist_ok=True)
     names = [directory / f"share-{n}.lock" for n in range(shares_for(n_threads))]
     started = time.perf_counter()
     while True:
-        for name in names:
+        for number, name in enumerate(names):
             handle = name.open("a")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -66,7 +84,7 @@ def cpu_share(directory: Path, n_threads: int, stop: Stop) -> Iterator[float]:
                 handle.close()
                 continue
             try:
-                yield time.perf_counter() - started
+                yield Share(number, time.perf_counter() - started)
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
                 handle.close()

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from experts.backends.cpu_share import ShareWaitStopped, cpu_share
+from experts.backends.cpu_share import Share, ShareWaitStopped, held_share
+from experts.backends.decode_thread import on_decode_thread
 from experts.backends.grammar import follow_outline_bounds
 from experts.backends.llama_mask import CompiledGrammar, GrammarMask, RepeatPenalty, StopSwitch, TokenTap
 from experts.backends.llama_prefix import PrefixCache, PrefixStore
@@ -401,27 +402,31 @@ class LlamaBackend:
             BackendError: If llama.cpp fails.
         """
         share = (
-            cpu_share(cpu_share_dir(), self.n_threads, sampling.stop)
+            held_share(cpu_share_dir(), self.n_threads, sampling.stop)
             if self.n_gpu_layers == 0
-            else contextlib.nullcontext(0.0)
+            else contextlib.nullcontext(Share(0, 0.0))
         )
-        try:
-            with share as waited, self._aborted_on(request.cancel):
-                started = time.perf_counter()
-                if self._prefix is not None:  # it prepares the context: the system message kept or read alone
-                    self._prefix.system = request.shared_prefix or next(
-                        (m.content for m in request.messages if m.role == "system"), None
-                    )
-                else:
-                    llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
-                response = llm.create_chat_completion(
-                    messages=messages,
-                    max_tokens=request.max_tokens,
-                    temperature=request.temperature,
-                    seed=request.seed,
-                    repeat_penalty=1.0,  # applied by RepeatPenalty, ahead of the grammar mask
-                    **sampling.options,
+
+        def decode() -> Any:
+            if self._prefix is not None:  # it prepares the context: the system message kept or read alone
+                self._prefix.system = request.shared_prefix or next(
+                    (m.content for m in request.messages if m.role == "system"), None
                 )
+            else:
+                llm.reset()  # type: ignore[no-untyped-call]  # untyped in llama-cpp-python
+            return llm.create_chat_completion(
+                messages=messages,
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+                seed=request.seed,
+                repeat_penalty=1.0,  # applied by RepeatPenalty, ahead of the grammar mask
+                **sampling.options,
+            )
+
+        try:
+            with share as held, self._aborted_on(request.cancel):
+                started, waited = time.perf_counter(), held.waited
+                response = on_decode_thread(held.number, decode)  # one thread per share: decode_thread.py
         except ShareWaitStopped:
             self._check_stop(request)  # stopped while waiting for the cores: a stop like any other
             raise

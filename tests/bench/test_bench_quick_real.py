@@ -21,6 +21,15 @@ def _cpu_share(result: dict[str, Any]) -> None:
         assert 0 < row["first_done_s"] <= row["median_done_s"] <= row["makespan_s"], row
 
 
+def _decode_thread(result: dict[str, Any]) -> None:
+    """One round: each model asked from two threads, decoding on the callers' threads and on the decode thread."""
+    assert result["tokens"] == 8 and result["repeats"] == 1 and list(result["runs"]) == ["caller", "decode thread"]
+    for run in result["runs"].values():
+        assert "default" in run
+        for generations in run.values():
+            assert len(generations) == 2 and all(s > 0 and 0 < n <= 8 for s, n in generations), generations
+
+
 def _generation(result: dict[str, Any]) -> None:
     """The grammar pair alone, one repetition of 16 tokens, raw and harness speeds measured."""
     assert result["args"]["max_tokens"] == 16 and list(result["rows"]) == ["grammar"]
@@ -40,6 +49,7 @@ def _pool(result: dict[str, Any]) -> None:
 
 REAL_MODEL: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "bench_cpu_share": ("cpu_share", _cpu_share),
+    "bench_decode_thread": ("decode_thread", _decode_thread),
     "bench_generation": ("generation", _generation),
     "bench_pool": ("pool", _pool),
 }
