@@ -186,7 +186,7 @@ def read_document(outcome: Outcome) -> None:
     if working:
         shown = _SHOWN.search(working)
         outcome.computed_value = last_number(shown.group(1)) if shown else None
-        outcome.disagreement_said = "does not state this value" in working
+        outcome.disagreement_said = any(said in working for said in ("does not state this value", "states it rounded"))
     result = _RESULT.search(working)
     # the document's result: the one its working section gives, else (no program, or a split vote) the answer's own
     outcome.harness_value = last_number(result.group(1)) if result else outcome.harness_text_value

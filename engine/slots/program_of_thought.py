@@ -49,6 +49,7 @@ __all__ = [
     "final_statement",
     "printed_values",
     "result_check",
+    "stated_rounded",
     "verdict",
     "with_working",
 ]
@@ -312,6 +313,11 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -
     shown = stated_value(vote.result) if vote.result else ""
     head = f"**Result: {shown}**" if vote.result else f"**Computed: {stated_value(value)}** (not confirmed)"
     note = _NOTES[vote.agreement].format(other=repr(other), result=shown)
+    rounded = stated_rounded(result.body_text(), calc) if vote.agreement in ("agrees", "answer") else None
+    if rounded is not None:  # "11" for 10.909...: the same to the digits it shows, not the same number
+        note = f"The answer above states it rounded, as {rounded}: check that the task wants it rounded." + (
+            "" if vote.agreement == "agrees" else " " + note.split("; ")[0] + "."
+        )
     if first:
         note = note.replace("The answer above", "The answer below")
     body = (
@@ -347,6 +353,39 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -
     outline = [*result.outline, OutlineItem(label=label, title=WORKING_TITLE, level=1)] if result.outline else []
     raw = f"{result.raw.rstrip()}\n\n{render_section(section)}\n"
     return result.model_copy(update={"raw": raw, "sections": [*result.sections, section], "outline": outline})
+
+
+def stated_rounded(text: str, calc: Calculation) -> str | None:
+    """How the answer's result states the program's one value when it states it only rounded, else None.
+
+    "11" states 10.909090909090908 by :func:`result_check`'s rule (to the digits it shows, within 1%), but it is
+    not that number, and a reader who meets both should be told which is which. None when the answer states the
+    value within a thousandth somewhere in its result ($1,798.65 for 1798.6515754), or does not state it, or the
+    program printed several values.
+    """
+    if len(calc.values) != 1 or isinstance(calc.values[0], str):
+        return None
+    value = calc.values[0]
+    agreeing = [
+        (written, percent)
+        for written, decimals, percent in _numbers(compute(final_statement(text))[0])
+        if _agrees(value, written, decimals, percent)
+    ]
+    if not agreeing or any(_exactly(value, w / 100 if pct else w) or _exactly(value, w) for w, pct in agreeing):
+        return None
+    written, percent = agreeing[0]
+    return f"{written:,.{_decimals_of(written)}f}" + ("%" if percent else "")
+
+
+def _exactly(value: float, written: float) -> bool:
+    """Within a thousandth: a value written to the precision a reader uses, not rounded to another number."""
+    return abs(abs(written) - abs(value)) <= max(1e-9, 0.001 * abs(value))
+
+
+def _decimals_of(number: float) -> int:
+    """The decimals ``number`` needs to be written as read (at most six)."""
+    text = f"{number:.6f}".rstrip("0")
+    return len(text.split(".", 1)[1]) if "." in text else 0
 
 
 def _shifted(label: str) -> str:

@@ -164,6 +164,32 @@ def test_the_kept_answer_shows_the_computed_result_and_its_program() -> None:
     assert not any(e.action == "recalculate" for e in outcome.ledger)  # no second program when they agree
 
 
+TUB = (
+    "Robi Ney wants to fill a 120-liter tub. The tap lets in 12 liters per minute and the cap lets 1 liter escape "
+    "per minute. How many minutes does it take to fill the tub?"
+)
+
+
+def test_an_answer_that_states_the_result_only_rounded_is_told_apart_from_it() -> None:
+    # GSM8K train row 23 (gsm8k_rows10_29): the program printed 10.909090909090908, the answer boxed 11, and the
+    # document said only that the answer agreed, under "Result: 10.909090909090908"
+    kept = (
+        "## Outline\n1. Calculation\n\n## 1. Calculation\nEach minute fills 12 - 1 = 11 liters, so 120 / 11 = "
+        "10.909 cycles; a fraction of a cycle is a whole one.\n\nThus, it takes \\(\\boxed{11}\\) minutes.\n"
+    )
+    program = "```python\nprint(120 / (12 - 1))\n```"
+    settings = resolve_settings({"backend": "fake", "calculate": True}, env={})
+    outcome = run_slot(math_job(TUB), Scripted([program, kept]), settings, emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None and outcome.result.quality.passed
+    last = outcome.result.sections[-1]
+    assert last.title == "Computed result" and "**Result: 10.909090909090908**" in last.body
+    assert "The answer above states it rounded, as 11: check that the task wants it rounded." in last.body
+    assert "states the same value" not in last.body
+    exact = kept.replace("boxed{11}", "boxed{10.91}")  # to the digits a reader uses: the same value
+    outcome = run_slot(math_job(TUB), Scripted([program, exact]), settings, emit=lambda _: None)
+    assert outcome.result is not None and "states the same value" in outcome.result.sections[-1].body
+
+
 def disagreeing(second: str, third: str = "```python\nprint(0.3)\n```") -> tuple[SlotOutcome, Scripted, Scripted]:
     """A math slot whose two candidates state 0.6 and 0.7 where the program prints 0.5177, ``second`` the second
     program's answer and ``third`` a third's: the bigger model writes the programs and draws nothing else."""
