@@ -21,6 +21,14 @@ def _cpu_share(result: dict[str, Any]) -> None:
         assert 0 < row["first_done_s"] <= row["median_done_s"] <= row["makespan_s"], row
 
 
+def _coe_run(result: dict[str, Any]) -> None:
+    """One task: ``coe run`` on the fake backend and the bare 1.5B in its own process, each timed and scored."""
+    assert result["quick"] and len(result["rows"]) == 1 and result["warm_up_s"] > 0
+    row = result["rows"][0]
+    assert row["harness_s"] > 0 and row["bare_s"] > 0 and row["status"] in ("completed", "partial")
+    assert isinstance(row["harness_passed"], bool) and isinstance(row["bare_passed"], bool)
+
+
 def _decode_thread(result: dict[str, Any]) -> None:
     """One round: each model asked from two threads, decoding on the callers' threads and on the decode thread."""
     assert result["tokens"] == 8 and result["repeats"] == 1 and list(result["runs"]) == ["caller", "decode thread"]
@@ -48,6 +56,7 @@ def _pool(result: dict[str, Any]) -> None:
 
 
 REAL_MODEL: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
+    "bench_coe_run": ("coe_run", _coe_run),
     "bench_cpu_share": ("cpu_share", _cpu_share),
     "bench_decode_thread": ("decode_thread", _decode_thread),
     "bench_generation": ("generation", _generation),
