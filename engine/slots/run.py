@@ -38,6 +38,7 @@ from engine.slots.kept_answer import (
 )
 from engine.slots.loop_watch import LoopWatch
 from engine.slots.program_of_thought import (
+    CALCULATED_EXPERTS,
     Calculation,
     Verdict,
     calculable,
@@ -239,11 +240,14 @@ def _policy(slot: _Slot) -> DrawPolicy:
     # a computed result is shown with the answer (with_working), so a disagreeing answer gets one more draw with
     # the value named, not four and a bigger model's (128 s against 7.6 s: docs/decisions/answers.md)
     computed = slot.calculation is not None and bool(slot.calculation.values)
+    # a math task whose result a program computed: the bare prompt's worked answer first (its steps, a third of the
+    # contract's tokens), then the contract's, told the value (docs/decisions/answers.md)
+    worked = computed and job.whole_task and job.expert in CALCULATED_EXPERTS
     return DrawPolicy(
         temperature=job.temperature,
         two_prompts=job.whole_task,
-        plain_first=job.whole_task and contract.function is not None,
-        alternate=contract.code_first,
+        plain_first=job.whole_task and (contract.function is not None or worked),
+        alternate=contract.code_first or worked,
         best_of=min(settings.best_of, COMPUTED_BEST_OF) if computed else settings.best_of,
         outline_retries=settings.max_outline_retries,
         runnable_examples=runnable,

@@ -155,7 +155,9 @@ def test_the_kept_answer_shows_the_computed_result_and_its_program() -> None:
     outcome = run_slot(math_job(), backend, settings, emit=lambda _: None)
     assert outcome.result is not None
     last = outcome.result.sections[-1]
-    assert [s.title for s in outcome.result.sections] == ["Probability", "Computed result"] and last.label == "2"
+    # the bare prompt's worked answer is drawn first, its own headings kept under the slot's one part
+    assert [m.role for m in backend.requests[1].messages] == ["user"]
+    assert [s.title for s in outcome.result.sections] == ["Answer", "Computed result"] and last.label == "2"
     assert "**Result: 0.5177469135802468**" in last.body and "print(1 - (5 / 6) ** 4)" in last.body
     assert "```text\n0.5177469135802468\n```" in last.body and "states the same value" in last.body
     assert outcome.result.outline[-1].title == "Computed result"
@@ -221,7 +223,7 @@ def test_two_programs_that_agree_outvote_the_answer_and_their_result_comes_first
     outcome, _, _ = disagreeing("```python\nfrom math import isclose\nprint(1 - 625 / 1296)\n```")
     assert outcome.result is not None and outcome.result.quality is not None
     last = outcome.result.sections[0]
-    assert [(s.label, s.title) for s in outcome.result.sections] == [("1", "Computed result"), ("2", "Probability")]
+    assert [(s.label, s.title) for s in outcome.result.sections] == [("1", "Computed result"), ("2", "Answer")]
     assert outcome.result.raw.index("Computed result") < outcome.result.raw.index("Probability")
     assert "The answer below does not state this value" in last.body
     assert "**Result: 0.5177469135802468**" in last.body and "another program printed it too" in last.body
