@@ -240,8 +240,8 @@ def _policy(slot: _Slot) -> DrawPolicy:
     # a computed result is shown with the answer (with_working), so a disagreeing answer gets one more draw with
     # the value named, not four and a bigger model's (128 s against 7.6 s: docs/decisions/answers.md)
     computed = slot.calculation is not None and bool(slot.calculation.values)
-    # a math task whose result a program computed: the bare prompt's worked answer first (its steps, a third of the
-    # contract's tokens), then the contract's, told the value (docs/decisions/answers.md)
+    # a math task whose result a program computed: the bare prompt's worked answer first, then the contract's, told
+    # the value (GSM8K: as often right, half the generation time; docs/decisions/answers.md)
     worked = computed and job.whole_task and job.expert in CALCULATED_EXPERTS
     return DrawPolicy(
         temperature=job.temperature,
