@@ -6,7 +6,7 @@ Run: ``python -m bench.bench_cpu_share``. Writes ``bench/results/cpu_share.{json
 Each process loads the default model (``LlamaBackend``, all cores, as ``coe run`` does), waits for the others to
 be loaded, then generates ``--tokens`` tokens for the same prompt (no grammar, greedy). Reported per setting and
 number of processes: the time from the common start to the last process done (makespan), the first process done,
-and each generation's own seconds. "without" replaces :func:`experts.backends.cpu_share.held_share` with a no-op in
+and each generation's own seconds. "without" replaces :func:`experts.backends.cpu_share.cpu_share` with a no-op in
 the children, which is how the processes ran before the budget existed.
 """
 
@@ -31,7 +31,7 @@ from experts.models.bundled import resolve_model_path
 from experts.backends.protocol import ChatMessage, GenerationRequest
 from experts.backends.cpu_share import Share
 if sys.argv[1] == "without":
-    llama.held_share = lambda *args: contextlib.nullcontext(Share(0, 0.0))
+    llama.cpu_share = lambda *args: contextlib.nullcontext(Share(0, 0.0))
 llama.cpu_share_dir = lambda: Path(sys.argv[4])
 backend = llama.LlamaBackend(resolve_model_path(None), n_ctx=1024)
 backend.load()

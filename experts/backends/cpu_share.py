@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-__all__ = ["POLL_SECONDS", "Share", "ShareWaitStopped", "cpu_share", "held_share", "shares_for"]
+__all__ = ["POLL_SECONDS", "Share", "ShareWaitStopped", "cpu_share", "shares_for"]
 
 POLL_SECONDS = 0.02
 """How often a waiting generation tries the shares again (and checks whether it was stopped)."""
@@ -50,19 +50,8 @@ class Share(NamedTuple):
 
 
 @contextlib.contextmanager
-def cpu_share(directory: Path, n_threads: int, stop: Stop) -> Iterator[float]:
-    """Hold one share of the cores for a generation of ``n_threads`` threads; yields the seconds it waited.
-
-    Raises:
-        ShareWaitStopped: If ``stop`` is set while waiting.
-    """
-    with held_share(directory, n_threads, stop) as share:
-        yield share.waited
-
-
-@contextlib.contextmanager
-def held_share(directory: Path, n_threads: int, stop: Stop) -> Iterator[Share]:
-    """:func:`cpu_share`, yielding which share is held as well as the wait.
+def cpu_share(directory: Path, n_threads: int, stop: Stop) -> Iterator[Share]:
+    """Hold one share of the cores for a generation of ``n_threads`` threads; yields which, and the seconds waited.
 
     Raises:
         ShareWaitStopped: If ``stop`` is set while waiting.

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from experts.backends.cpu_share import Share, ShareWaitStopped, held_share
+from experts.backends.cpu_share import Share, ShareWaitStopped, cpu_share
 from experts.backends.decode_thread import on_decode_thread
 from experts.backends.grammar import follow_outline_bounds
 from experts.backends.llama_mask import CompiledGrammar, GrammarMask, RepeatPenalty, StopSwitch, TokenTap
@@ -402,7 +402,7 @@ class LlamaBackend:
             BackendError: If llama.cpp fails.
         """
         share = (
-            held_share(cpu_share_dir(), self.n_threads, sampling.stop)
+            cpu_share(cpu_share_dir(), self.n_threads, sampling.stop)
             if self.n_gpu_layers == 0
             else contextlib.nullcontext(Share(0, 0.0))
         )

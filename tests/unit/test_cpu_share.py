@@ -3,6 +3,7 @@ stopped wait gives up, another process' share counts, and the llama backend take
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -20,6 +21,13 @@ def test_shares_fit_the_cores() -> None:
     assert shares_for(32, cpu_count=16) == 1  # more threads than cores: still one generation at a time
 
 
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: one share")
+def test_each_share_held_at_once_is_told_apart(tmp_path: Path) -> None:
+    # one thread each of 2 cores: two shares, and the second generation gets the other one (its decode thread)
+    with cpu_share(tmp_path, 1, threading.Event()) as one, cpu_share(tmp_path, 1, threading.Event()) as other:
+        assert (one.number, other.number) == (0, 1) and one.waited < 1 and other.waited < 1
+
+
 def test_a_second_generation_waits_for_the_share(tmp_path: Path) -> None:
     events: list[str] = []
     held = threading.Event()
@@ -34,10 +42,10 @@ def test_a_second_generation_waits_for_the_share(tmp_path: Path) -> None:
     worker = threading.Thread(target=first)
     worker.start()
     held.wait(5)
-    with cpu_share(tmp_path, 64, threading.Event()) as waited:
+    with cpu_share(tmp_path, 64, threading.Event()) as share:
         events.append("second in")
     worker.join()
-    assert events == ["first in", "first out", "second in"] and waited >= 0.2
+    assert events == ["first in", "first out", "second in"] and share.waited >= 0.2 and share.number == 0
 
 
 def test_a_stopped_wait_gives_up(tmp_path: Path) -> None:
@@ -73,5 +81,5 @@ def test_another_process_share_counts_and_its_death_frees_it(tmp_path: Path) -> 
     finally:
         holder.kill()
         holder.communicate()
-    with cpu_share(tmp_path, 64, threading.Event()) as waited:  # the kernel dropped the dead process' lock
-        assert waited < 1
+    with cpu_share(tmp_path, 64, threading.Event()) as share:  # the kernel dropped the dead process' lock
+        assert share.waited < 1
