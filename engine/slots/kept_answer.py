@@ -56,7 +56,7 @@ def without_loops(result: SlotResult, task: str, ledger: list[LedgerEntry]) -> S
     seen: set[str] = set()
     sections = [s.model_copy(update={"body": cut_loops(s.body, seen)[0]}) for s in result.sections]
     cut = result.model_copy(update={"raw": raw, "sections": sections})
-    left = repetition_check(cut.body_text())
+    left = repetition_check(cut.body_text(), task)
     said = f"it looped while written: {removed} repeated sentence(s) were cut, nothing reworded"
     looped = CheckResult(
         name="prose.repetition", passed=False, detail=f"{said}; {left.detail}" if not left.passed else said

@@ -47,6 +47,7 @@ __all__ = [
     "calculable",
     "calculate",
     "final_statement",
+    "fractions_read",
     "printed_values",
     "result_check",
     "stated_rounded",
@@ -169,6 +170,23 @@ def printed_values(output: str, task: str = "") -> tuple[float | str, ...]:
     return values if 0 < len(values) <= MAX_VALUES else ()
 
 
+_LATEX_FRACTION = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d[\d,]*(?:\.\d+)?)\s*\}\s*\{\s*(-?\d[\d,]*(?:\.\d+)?)\s*\}")
+
+
+def fractions_read(text: str) -> str:
+    r"""``text`` with each LaTeX fraction of two numbers written as its value: ``\frac{671}{1296}`` -> 0.5177469136.
+
+    A boxed ``\frac{671}{1296}`` states 0.5177...; read as the numbers 671 and 1296 it stated neither, and a right
+    answer was sent to a vote and a caveat (the review set's dice problem).
+    """
+
+    def value(m: re.Match[str]) -> str:
+        numerator, denominator = (float(g.replace(",", "")) for g in m.groups())
+        return m.group(0) if denominator == 0 else f"{numerator / denominator:.10g}"
+
+    return _LATEX_FRACTION.sub(value, text)
+
+
 def final_statement(text: str) -> str:
     r"""Where an answer states its result: its last ``\boxed{}``, else its last line giving one, else all of it.
 
@@ -187,7 +205,7 @@ def result_check(text: str, calc: Calculation) -> CheckResult:
 
     One value: the answer's result (:func:`final_statement`) states it. Several (x and y): the answer states each.
     """
-    stated = compute(final_statement(text) if len(calc.values) == 1 else text)[0]  # its arithmetic, computed
+    stated = compute(fractions_read(final_statement(text) if len(calc.values) == 1 else text))[0]  # its arithmetic
     numbers = _numbers(stated)
     times = {f"{int(m.group(1))}:{m.group(2)}" for m in _TIME.finditer(stated)}
     missing = [
@@ -368,7 +386,7 @@ def stated_rounded(text: str, calc: Calculation) -> str | None:
     value = calc.values[0]
     agreeing = [
         (written, percent)
-        for written, decimals, percent in _numbers(compute(final_statement(text))[0])
+        for written, decimals, percent in _numbers(compute(fractions_read(final_statement(text)))[0])
         if _agrees(value, written, decimals, percent)
     ]
     if not agreeing or any(_exactly(value, w / 100 if pct else w) or _exactly(value, w) for w, pct in agreeing):

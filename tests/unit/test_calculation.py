@@ -47,6 +47,14 @@ def test_a_stated_result_agrees_to_the_digits_it_shows() -> None:
     assert "printed '0.5177469135802468'" in check.detail and "does not state 0.517747:" in check.detail
 
 
+def test_a_fraction_written_in_latex_states_its_value() -> None:
+    # the review set's dice problem (review_reference_decode): a right answer read as 671 and 1296 was sent to a
+    # vote, a split and a caveat
+    assert states("Therefore, the probability is \\(\\boxed{\\frac{671}{1296}}\\).", "0.5177469135802468")
+    assert states("So \\(H = \\dfrac{88,000}{11}\\), and the answer is \\boxed{8000}.", "8000.0", task="")
+    assert not states("Therefore, the probability is \\(\\boxed{\\frac{1}{2}}\\).", "0.5177469135802468")
+
+
 def test_only_a_last_line_with_a_few_values_is_a_result() -> None:
     assert printed_values("step 1\n0.25\n") == (0.25,)
     assert printed_values("x = 3, y = -2") == (3.0, -2.0)

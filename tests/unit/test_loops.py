@@ -263,3 +263,41 @@ def test_the_repeat_penalty_processor_follows_llama_cpps_rule() -> None:
     assert out.tolist() == [1.0, -4.0, 1.0, 4.0]  # each recent token once: positive halved, negative doubled
     assert scores.tolist() == [2.0, -2.0, 1.0, 4.0]  # the input is left as it was
     assert RepeatPenalty(2.0, last_n=1)(np.array([0, 3], dtype=np.intc), scores).tolist() == [2.0, -2.0, 1.0, 2.0]
+
+
+def test_a_phrase_of_the_task_restated_at_each_step_is_not_a_loop() -> None:
+    # the review set's dice problem answered by the bare prompt (review_reference_decode): a right, complete answer
+    # that names what each step computes in the question's words was read as degenerate
+    task = "What is the probability of getting at least one six in four rolls of a fair die? Show the steps."
+    answer = (
+        "To find the probability of getting at least one six in four rolls of a fair die, we can use the co"
+        'mplementary probability approach. The complementary event to "getting at least one six" is "not ge'
+        'tting any sixes in four rolls." We will first calculate the probability of not getting any sixes a'
+        "nd then subtract this from 1.\n"
+        "\n"
+        "1. **Calculate the probability of not getting any sixes in four rolls:**\n"
+        "   - A fair die has 6 faces, with 5 of them being non-sixes.\n"
+        "   - The probability of rolling a non-six on a single roll is \\(\\frac{5}{6}\\).\n"
+        "   - Since the rolls are independent, the probability of not getting any six in four rolls is \\(\\"
+        "left(\\frac{5}{6}\\right)^4\\).\n"
+        "\n"
+        "2. **Calculate \\(\\left(\\frac{5}{6}\\right)^4\\):**\n"
+        "   \\[\n"
+        "   \\left(\\frac{5}{6}\\right)^4 = \\frac{5 \\times 5 \\times 5 \\times 5}{6 \\times 6 \\times 6 \\"
+        "times 6} = \\frac{625}{1296}\n"
+        "   \\]\n"
+        "\n"
+        "3. **Calculate the probability of getting at least one six in four rolls:**\n"
+        "   - The probability of getting at least one six is the complement of the probability of not getti"
+        "ng any six.\n"
+        "   \\[\n"
+        "   1 - \\left(\\frac{625}{1296}\\right) = \\frac{1296 - 625}{1296} = \\frac{671}{1296}\n"
+        "   \\]\n"
+        "\n"
+        "Therefore, the probability of getting at least one six in four rolls of a fair die is \\(\\boxed{\\"
+        "frac{671}{1296}}\\)."
+    )
+    assert not repetition_check(answer).passed
+    assert repetition_check(answer, task).passed
+    looping = "The cache keeps the most recent entries in memory for later. " * 3
+    assert not repetition_check(looping, task).passed  # a loop of its own words still fails

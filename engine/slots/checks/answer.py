@@ -29,10 +29,10 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
         checks.append(table_check(result))
     body = result.body_text()
     if kind in ("prose", "plan", "table"):
-        checks.append(repetition_check(prose_unfenced(body)))
+        checks.append(repetition_check(prose_unfenced(body), ctx.task))
         checks.append(speaks_as_ai_check(without_closed_code(body)))
     else:  # the note beside the code is read too: a looping note is as degenerate as looping prose
-        checks.append(repetition_check(without_closed_code(body)))
+        checks.append(repetition_check(without_closed_code(body), ctx.task))
     checks.append(loop_check(body))  # and the code itself, in an answer of any kind
     return checks, signals_of(result, ctx)
 

@@ -94,9 +94,13 @@ def cut_unfinished_end(text: str) -> tuple[str, str | None]:
     return text[:cut].rstrip() + "\n", text[cut:].strip()
 
 
-def repetition_check(text: str) -> CheckResult:
-    """Degenerate repetition: a sentence three times or more, a run of repeated lines, a phrase looping."""
-    found = repetition_found(text)
+def repetition_check(text: str, task: str = "") -> CheckResult:
+    """Degenerate repetition: a sentence three times or more, a run of repeated lines, a phrase looping.
+
+    A phrase of ``task`` itself is not a loop: a worked answer names what it computes at each step ("the
+    probability of getting at least one six" four times, from the question's own words).
+    """
+    found = repetition_found(text, task=task)
     if found is None:
         sentences = [norm(s) for s in split_sentences(text) if len(s.split()) >= 5]
         distinct = len(set(sentences)) / len(sentences) if sentences else 1.0
@@ -105,11 +109,13 @@ def repetition_check(text: str) -> CheckResult:
     return CheckResult(name="prose.repetition", passed=found is None, detail=found or "")
 
 
-def repetition_found(text: str, *, sentence_times: int = 3, line_run: int = 3, phrase_times: int = 4) -> str | None:
+def repetition_found(
+    text: str, *, sentence_times: int = 3, line_run: int = 3, phrase_times: int = 4, task: str = ""
+) -> str | None:
     """What repeats in ``text``, or None.
 
     A sentence of five words or more ``sentence_times`` times, a line of more than ten characters ``line_run``
-    times in a row, or an eight-word phrase ``phrase_times`` times.
+    times in a row, or an eight-word phrase ``phrase_times`` times (not one ``task`` contains).
     """
     sentences = [norm(s) for s in split_sentences(text) if len(s.split()) >= 5]
     repeated = [(s, n) for s, n in Counter(sentences).most_common(1) if n >= sentence_times]
@@ -123,7 +129,9 @@ def repetition_found(text: str, *, sentence_times: int = 3, line_run: int = 3, p
             return f"a line repeats in a run ({line[:60]!r})"
     words = [w.lower() for w in WORD.findall(without_closed_code(text))]
     grams = Counter(tuple(words[i : i + 8]) for i in range(max(0, len(words) - 7)))
-    looping = [g for g, n in grams.items() if n >= phrase_times]
+    asked = [w.lower() for w in WORD.findall(task)]
+    given = {tuple(asked[i : i + 8]) for i in range(max(0, len(asked) - 7))}
+    looping = [g for g, n in grams.items() if n >= phrase_times and g not in given]
     if looping:
         return f"a phrase loops ({' '.join(looping[0])!r} {phrase_times} times)"
     return None
