@@ -234,7 +234,9 @@ def test_quick_mode_runs_and_writes_its_results(module: str, tmp_path: Path) -> 
 def test_every_benchmark_has_a_quick_test() -> None:
     modules = {p.stem for p in (Path(__file__).resolve().parents[2] / "bench").glob("bench_*.py")}
     real = {
+        "bench_coe_run",
         "bench_cpu_share",
+        "bench_decode_thread",
         "bench_generation",
         "bench_isolation",
         "bench_load",
