@@ -168,7 +168,7 @@ def judge(document: str, code: str, item: dict[str, Any], seconds: float, harnes
     out = Judged(seconds=round(seconds, 1), chars=len(document))
     written = answer_text(document, harness)
     prose = re.sub(r"```.*?```", " ", written, flags=re.S)
-    repetition = repetition_check(prose, item["task"])
+    repetition = repetition_check(prose, str(item.get("task", "")))
     out.degenerate, out.degenerate_detail = not repetition.passed, repetition.detail
     parts = sections(document)
     for _, body, deeper in parts:
