@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.bench_humaneval import bare_code
 from bench.bench_mbpp import DATA, message, passes
-from bench.common import ROOT, bench_parser, md_table, median, write_results
+from bench.common import ROOT, bench_parser, coe_run_json, md_table, median, write_results
 from bench.versus import BARE_MAX_TOKENS, REFERENCE_MODEL, REFERENCE_PENALTY
 
 GOAL_RATIO = 1.5
@@ -57,10 +57,7 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[subprocess.Completed
 
 def harness(task: str, env: dict[str, str]) -> tuple[str, float, str]:
     """``coe run`` of ``task``: the answer's code, the wall seconds and the run's status."""
-    done, seconds = timed([sys.executable, "-m", "cli", "run", task, "--json"], env)
-    if done.returncode not in (0, 3):
-        raise RuntimeError(f"coe run failed ({done.returncode}): {done.stderr[-2000:]}")
-    summary = json.loads(done.stdout)
+    summary, seconds = coe_run_json(task, env)
     return bare_code(summary["document"]), seconds, str(summary["status"])
 
 

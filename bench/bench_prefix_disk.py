@@ -19,14 +19,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import bench_parser, md_table, median, write_results
+from bench.common import bench_parser, coe_run_json, md_table, median, write_results
 from state.paths import prefix_states_dir
 
 DATA = Path(__file__).parent / "data" / "mbpp_dev_prompts.json"
@@ -45,18 +42,7 @@ def coe_run(task: str, disk: bool, quick: bool) -> dict[str, Any]:
         env = {**os.environ, "COE_HOME": home, "COE_PREFIX_DISK_CACHE": "1" if disk else "0"}
         if quick:
             env["COE_BACKEND"] = "fake"
-        t0 = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "cli", "run", task, "--json", "--ledger"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        seconds = time.perf_counter() - t0
-    if done.returncode not in (0, 3):
-        raise RuntimeError(f"coe run failed ({done.returncode}): {done.stderr[-2000:]}")
-    summary = json.loads(done.stdout)
+        summary, seconds = coe_run_json(task, env, "--ledger")
     document = summary["document"]
     first = _GENERATE.search(document)
     return {

@@ -154,6 +154,28 @@ def require_completed(timing: RunTiming) -> None:
 # --- statistics and output ---------------------------------------------------------------------------------
 
 
+def coe_run_json(task: str, env: dict[str, str], *options: str) -> tuple[dict[str, Any], float]:
+    """``coe run TASK --json [OPTIONS]`` as a new process, as a user runs it: its JSON summary and wall seconds.
+
+    Raises:
+        RuntimeError: If the process exits with anything but 0 or 3 (a run that ended, with or without a caveat).
+    """
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "run", task, "--json", *options],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    seconds = time.perf_counter() - t0
+    if done.returncode not in (0, 3):
+        raise RuntimeError(f"coe run failed ({done.returncode}): {done.stderr[-2000:]}")
+    summary: dict[str, Any] = json.loads(done.stdout)
+    return summary, seconds
+
+
 def median(xs: Iterable[float]) -> float:
     """The median."""
     return statistics.median(list(xs))
