@@ -187,6 +187,11 @@ def fractions_read(text: str) -> str:
     return _LATEX_FRACTION.sub(value, text)
 
 
+def _as_stated(text: str) -> str:
+    """``text`` as :func:`result_check` reads it: its fractions and its arithmetic computed."""
+    return compute(fractions_read(text))[0]
+
+
 def final_statement(text: str) -> str:
     r"""Where an answer states its result: its last ``\boxed{}``, else its last line giving one, else all of it.
 
@@ -205,7 +210,7 @@ def result_check(text: str, calc: Calculation) -> CheckResult:
 
     One value: the answer's result (:func:`final_statement`) states it. Several (x and y): the answer states each.
     """
-    stated = compute(fractions_read(final_statement(text) if len(calc.values) == 1 else text))[0]  # its arithmetic
+    stated = _as_stated(final_statement(text) if len(calc.values) == 1 else text)
     numbers = _numbers(stated)
     times = {f"{int(m.group(1))}:{m.group(2)}" for m in _TIME.finditer(stated)}
     missing = [
@@ -333,9 +338,9 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -
     note = _NOTES[vote.agreement].format(other=repr(other), result=shown)
     rounded = stated_rounded(result.body_text(), calc) if vote.agreement in ("agrees", "answer") else None
     if rounded is not None:  # "11" for 10.909...: the same to the digits it shows, not the same number
-        note = f"The answer above states it rounded, as {rounded}: check that the task wants it rounded." + (
-            "" if vote.agreement == "agrees" else " " + note.split("; ")[0] + "."
-        )
+        note = f"The answer above states it rounded, as {rounded}: check that the task wants it rounded."
+        if vote.agreement == "answer":
+            note += f" Another program printed {other!r}."
     if first:
         note = note.replace("The answer above", "The answer below")
     body = (
@@ -386,7 +391,7 @@ def stated_rounded(text: str, calc: Calculation) -> str | None:
     value = calc.values[0]
     agreeing = [
         (written, percent)
-        for written, decimals, percent in _numbers(compute(fractions_read(final_statement(text)))[0])
+        for written, decimals, percent in _numbers(_as_stated(final_statement(text)))
         if _agrees(value, written, decimals, percent)
     ]
     if not agreeing or any(_exactly(value, w / 100 if pct else w) or _exactly(value, w) for w, pct in agreeing):
