@@ -76,7 +76,7 @@ class Outcome:
     """The value the document's working section shows (None: no program gave a result)."""
     disagreement_said: bool = False
     vote: str = ""
-    """How the vote went (agrees, answer, computed, split; '' without a program's result)."""
+    """How the vote went (agrees, confirmed, answer, computed, split, unconfirmed; '' without a program's result)."""
     calculation: str = ""
     """The ledger's note of the program (what it printed, or why it gives no result)."""
     stages: dict[str, float] = field(default_factory=dict)
@@ -186,7 +186,8 @@ def read_document(outcome: Outcome) -> None:
     if working:
         shown = _SHOWN.search(working)
         outcome.computed_value = last_number(shown.group(1)) if shown else None
-        outcome.disagreement_said = any(said in working for said in ("does not state this value", "states it rounded"))
+        said = ("does not state this value", "states it rounded", "the value is not confirmed")
+        outcome.disagreement_said = any(phrase in working for phrase in said)
     result = _RESULT.search(working)
     # the document's result: the one its working section gives, else (no program, or a split vote) the answer's own
     outcome.harness_value = last_number(result.group(1)) if result else outcome.harness_text_value
@@ -288,8 +289,9 @@ def summarise(outcomes: list[Outcome], args: argparse.Namespace) -> tuple[dict[s
             "",
             "Experts: " + ", ".join(f"{k}: {v}" for k, v in experts.items()),
             "",
-            "Votes (agrees: the answer states the program's value; answer: a second program agrees with the answer; "
-            "computed: two programs against the answer; split: no result): "
+            "Votes (agrees: the answer states the program's value; confirmed: told the value, and a second program "
+            "printed it too; answer: a second program agrees with the answer; computed: two programs against the "
+            "answer; split, unconfirmed: no result): "
             + ", ".join(f"{k}: {v}" for k, v in Counter(o.vote or "no program result" for o in outcomes).items()),
         ]
     )

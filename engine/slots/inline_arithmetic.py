@@ -3,7 +3,7 @@
 Small models set up a calculation correctly far more often than they carry it out ("12 inches is 12 * 2.54
 centimeters", or "= 30.6"). :func:`compute` finds the calculations an answer writes and evaluates them exactly:
 
-* ``[[12 * 2.54]]``, the form the direct-answer prompt asks for, becomes ``30.48``;
+* ``[[12 * 2.54]]``, the form the direct-answer prompt asks for, becomes ``30.48`` (``^`` is a power there);
 * ``12 * 2.54 = 30.6`` has its result checked, and a wrong one replaced (``12 * 2.54 = 30.48``);
 * ``12 * 2.54`` left without a result, at the end of a clause, gets one (``12 * 2.54 = 30.48``).
 
@@ -91,7 +91,7 @@ def compute(text: str) -> tuple[str, list[str]]:
     changes: list[str] = []
 
     def bracket(m: re.Match[str]) -> str:
-        value = evaluate(m.group(1))
+        value = evaluate(m.group(1).replace("^", "**"))  # a power as a calculator writes it: no XOR in brackets
         if value is None:
             return m.group(0)
         changes.append(f"computed [[{m.group(1)}]] = {_show(value)}")

@@ -61,6 +61,8 @@ programs: 393 tokens). Asked for no comments, the 1.5B model's program for the d
 simulation that failed; with them (its steps, as comments) it was right."""
 MAX_VALUES = 3
 """A last line with more numbers than this is a report, not a result: no check."""
+AGREED = ("agrees", "confirmed", "answer")
+"""The votes whose result the kept answer states: its math.result check passes."""
 RELATIVE_TOLERANCE = 0.01
 """A stated value within 1% of the computed one agrees (besides agreeing to the digits it shows)."""
 
@@ -229,7 +231,7 @@ def result_check(text: str, calc: Calculation) -> CheckResult:
     )
 
 
-Agreement = Literal["agrees", "answer", "computed", "split"]
+Agreement = Literal["agrees", "confirmed", "answer", "computed", "split", "unconfirmed"]
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,9 @@ class Verdict:
 
     ``agrees``: the answer states what the program printed. Otherwise a second program, sampled, votes:
     ``answer`` (it prints what the answer states: two against the first program), ``computed`` (it prints what
-    the first printed: two programs against the answer) or ``split`` (three values, no result).
+    the first printed: two programs against the answer) or ``split`` (three values, no result). An answer that
+    was told the value (an earlier one did not state it) is no vote: it states the first program's value, which
+    is ``confirmed`` when another program prints it too and ``unconfirmed`` when none does.
     """
 
     agreement: Agreement
@@ -250,32 +254,34 @@ class Verdict:
     @property
     def result(self) -> str:
         """The value the document gives as the result ('' for a split)."""
-        return "" if self.agreement == "split" else last_line(self.shown.output)
+        return "" if self.agreement in ("split", "unconfirmed") else last_line(self.shown.output)
 
     @property
     def check(self) -> CheckResult:
         """``math.result`` of the kept answer, as the vote decided it."""
         shown = last_line(self.shown.output)
+        other = last_line(self.other.output) if self.other else ""
         details = {
             "agrees": "",
+            "confirmed": "",
             "answer": "",
             "computed": f"two programs written for this task print {shown!r}, and the answer does not state it",
-            "split": f"a program printed {shown!r}, a second one "
-            f"{last_line(self.other.output) if self.other else ''!r}, and the answer states neither",
+            "split": f"a program printed {shown!r}, a second one {other!r}, and the answer states neither",
+            "unconfirmed": f"the answer states {shown!r} as it was told, and no other program printed it (a second "
+            f"one printed {other or 'nothing usable'!r})",
         }
-        return CheckResult(
-            name="math.result", passed=self.agreement in ("agrees", "answer"), detail=details[self.agreement]
-        )
+        return CheckResult(name="math.result", passed=self.agreement in AGREED, detail=details[self.agreement])
 
 
-def verdict(text: str, first: Calculation, again: Callable[[], Calculation | None]) -> Verdict:
+def verdict(text: str, first: Calculation, again: Callable[[], Calculation | None], *, told: bool = False) -> Verdict:
     """The vote on a kept answer ``text`` and the ``first`` program (which gives a check); ``again`` draws another.
 
     A second program is drawn only when the answer and the first disagree; a third only when the three values
     still differ (it sides with one of them, or the vote is split). A program that printed no value does not vote.
+    An answer ``told`` the first program's value is no vote: a second program must print it too.
     """
     if result_check(text, first).passed:
-        return Verdict("agrees", first)
+        return _confirmed(first, again) if told else Verdict("agrees", first)
     second = again()
     if second is None or not second.values:  # no second vote: the answer and the program still disagree
         return Verdict("split", first, second)
@@ -292,6 +298,30 @@ def verdict(text: str, first: Calculation, again: Callable[[], Calculation | Non
         if _agree(program, third):
             return Verdict("computed", program, outvoted)
     return Verdict("split", first, second)
+
+
+def _confirmed(first: Calculation, again: Callable[[], Calculation | None]) -> Verdict:
+    """The vote on a value the answer was told.
+
+    Another program prints it (``confirmed``), two other programs agree on another (``computed``: the answer is
+    outvoted), or it stands alone (``unconfirmed``).
+
+    A told answer stated the 1.5B's wrong formula for a mortgage's payment ($11,141.67 for $2,068.81) and its
+    check passed, on the first program's word alone (bench/results/numeric_heldout_first).
+    """
+    second = again()
+    if second is None or not second.values:
+        return Verdict("unconfirmed", first, second)
+    if _agree(first, second):
+        return Verdict("confirmed", first, second)
+    third = again()
+    if third is None or not third.values:
+        return Verdict("unconfirmed", first, second)
+    if _agree(first, third):
+        return Verdict("confirmed", first, second)
+    if _agree(second, third):
+        return Verdict("computed", second, first)
+    return Verdict("unconfirmed", first, second)
 
 
 def _agree(one: Calculation, other: Calculation) -> bool:
@@ -313,11 +343,15 @@ def _same(a: float | str, b: float | str) -> bool:
 
 _NOTES: dict[str, str] = {
     "agrees": "The answer above states the same value.",
+    "confirmed": "The answer above states the same value, which it was told after an earlier answer did not, and "
+    "another program printed it too.",
     "answer": "Another program printed {other}; this one agrees with the answer above, so the result is the answer's.",
     "computed": "**The answer above does not state this value, and another program printed it too: take {result} as "
     "the result, and check the step where the answer departs from it.**",
     "split": "**The answer above does not state this value, and other programs printed {other} and more: they "
     "disagree, so no result is given.** Check the steps before relying on any of them.",
+    "unconfirmed": "**The answer above states this value because it was told it, and no other program printed it "
+    "(another printed {other}): the value is not confirmed.** Check the steps before relying on it.",
 }
 
 
@@ -336,7 +370,7 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -
     shown = stated_value(vote.result) if vote.result else ""
     head = f"**Result: {shown}**" if vote.result else f"**Computed: {stated_value(value)}** (not confirmed)"
     note = _NOTES[vote.agreement].format(other=repr(other), result=shown)
-    rounded = stated_rounded(result.body_text(), calc) if vote.agreement in ("agrees", "answer") else None
+    rounded = stated_rounded(result.body_text(), calc) if vote.agreement in AGREED else None
     if rounded is not None:  # "11" for 10.909...: the same to the digits it shows, not the same number
         note = f"The answer above states it rounded, as {rounded}: check that the task wants it rounded."
         if vote.agreement == "answer":

@@ -38,7 +38,6 @@ from engine.slots.kept_answer import (
 )
 from engine.slots.loop_watch import LoopWatch
 from engine.slots.program_of_thought import (
-    CALCULATED_EXPERTS,
     Calculation,
     Verdict,
     calculable,
@@ -133,9 +132,11 @@ def run_slot(
         slot.verdict = _vote(slot, chosen, backend, emit)
     except GenerationStopped as exc:
         return _stopped(slot, exc, started, emit)
+    kept = _stating(slot, chosen)
+    restated, chosen = kept is not chosen, kept
     quality = _quality(slot, chosen, judged)
     result = _tidy(chosen.result.model_copy(update={"attempts": len(slot.draws), "quality": quality}), slot, chosen)
-    _record_choice(slot, chosen, judged)
+    _record_choice(slot, chosen, judged, restated)
     notices = _caveats(result, result.quality or quality, slot, chosen)  # the checks of the text delivered
     resolution = (resolver or _resolver(job, settings, emit)).resolve(result, job.spec.title)
     return _done(slot, resolution, notices, started, emit)
@@ -176,8 +177,8 @@ def _calculation(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) -> Cal
 def _vote(slot: _Slot, chosen: _Draw, backend: ExpertBackend, emit: ProgressSink) -> Verdict | None:
     """The vote on the kept answer and the program (None without a computed result).
 
-    More programs, sampled at :data:`RECALCULATE_TEMPERATURE`, are drawn only while the values disagree (two at
-    most: :func:`~engine.slots.program_of_thought.verdict`).
+    More programs, sampled at :data:`RECALCULATE_TEMPERATURE`, are drawn only while the values disagree, or to
+    confirm a value the kept answer was told (two at most: :func:`~engine.slots.program_of_thought.verdict`).
     """
     calc = slot.calculation
     if calc is None or not calc.values:
@@ -188,7 +189,23 @@ def _vote(slot: _Slot, chosen: _Draw, backend: ExpertBackend, emit: ProgressSink
         slot.recalculations.append(drawn)
         return drawn
 
-    return verdict(chosen.result.body_text(), calc, again)
+    return verdict(chosen.result.body_text(), calc, again, told=chosen.told)
+
+
+def _stating(slot: _Slot, chosen: _Draw) -> _Draw:
+    """The kept candidate once two programs outvoted ``chosen``.
+
+    An earlier candidate that was not told the value and states the programs' result is kept instead (the vote
+    then sides with it); else ``chosen`` stays.
+    """
+    vote = slot.verdict
+    if vote is None or vote.agreement != "computed":
+        return chosen
+    for draw in slot.draws:
+        if draw is not chosen and not draw.told and result_check(draw.result.body_text(), vote.shown).passed:
+            slot.verdict = Verdict("answer", vote.shown, vote.other)
+            return draw
+    return chosen
 
 
 def _program_run(
@@ -240,9 +257,9 @@ def _policy(slot: _Slot) -> DrawPolicy:
     # a computed result is shown with the answer (with_working), so a disagreeing answer gets one more draw with
     # the value named, not four and a bigger model's (128 s against 7.6 s: docs/decisions/answers.md)
     computed = slot.calculation is not None and bool(slot.calculation.values)
-    # a math task whose result a program computed: the bare prompt's worked answer first, then the contract's, told
-    # the value (GSM8K: as often right, half the generation time; docs/decisions/answers.md)
-    worked = computed and job.whole_task and job.expert in CALCULATED_EXPERTS
+    # a task whose result a program computed: the bare prompt's worked answer first, then the contract's, told the
+    # value (GSM8K and the held-out quantity questions: as often right or more, less time; docs/decisions/answers.md)
+    worked = computed and job.whole_task
     return DrawPolicy(
         temperature=job.temperature,
         two_prompts=job.whole_task,
@@ -276,6 +293,8 @@ class _Draw:
     checks: list[CheckResult]
     signals: dict[str, float]
     gen: Generation
+    told: bool = False
+    """Its prompt named the computed value (an earlier answer did not state it): its agreement is no vote."""
 
     @property
     def passes(self) -> bool:
@@ -306,11 +325,13 @@ def _draw_candidates(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) ->
     while (plan := policy.next([d.seen for d in slot.draws], time.perf_counter() - t0)) is not None:
         if slot.draws:
             emit(_retry_event(job.spec.id, slot.draws))
-        feedback = None if plan.feedback_from is None else _feedback(slot.draws[plan.feedback_from])
+        source = None if plan.feedback_from is None else slot.draws[plan.feedback_from]
+        feedback = None if source is None else _feedback(source)
+        told = source is not None and any(c.name == "math.result" and not c.passed for c in source.checks)
         bigger = job.escalation if plan.model == "escalation" else None
         model, owner = bigger if bigger is not None else (job.model, backend)
         try:
-            slot.draw(plan, owner, model, feedback)
+            slot.draw(plan, owner, model, feedback, told=told)
         except _DrawFailed as exc:
             if not slot.draws:
                 raise
@@ -347,8 +368,13 @@ class _Slot:
     draws: list[_Draw] = field(default_factory=list)
     reported_cuts: set[str] = field(default_factory=set)
 
-    def draw(self, plan: NextDraw, owner: ExpertBackend, model: str, feedback: str | None) -> _Draw:
-        """Draw one candidate from ``owner`` as ``plan`` says, check it, and record it."""
+    def draw(
+        self, plan: NextDraw, owner: ExpertBackend, model: str, feedback: str | None, *, told: bool = False
+    ) -> _Draw:
+        """Draw one candidate from ``owner`` as ``plan`` says, check it, and record it.
+
+        ``told``: the feedback names the computed value (the candidate's agreement with it is no vote).
+        """
         job, attempt, plain = self.job, len(self.draws) + 1, plan.prompt == "plain"
         prompt = (
             plain_prompt(job, self.settings.reference_max_chars) if plain else fit_prompt(job, self.settings, feedback)
@@ -376,7 +402,7 @@ class _Slot:
             seconds=round(seconds, 3),
         )
         self.ledger.append(_draw_entry(job, record, prompt, gen, result, seconds))
-        made = _Draw(record, result, checks, signals, gen)
+        made = _Draw(record, result, checks, signals, gen, told)
         self.draws.append(made)
         return made
 
@@ -600,8 +626,8 @@ def _tidy(result: SlotResult, slot: _Slot, chosen: _Draw) -> SlotResult:
     return result
 
 
-def _record_choice(slot: _Slot, chosen: _Draw, judged: bool) -> None:
-    """The choice goes to the ledger whenever there was one."""
+def _record_choice(slot: _Slot, chosen: _Draw, judged: bool, restated: bool = False) -> None:
+    """The choice goes to the ledger whenever there was one (``restated``: the programs' vote made it)."""
     if len(slot.draws) < 2:
         return
     slot.ledger.append(
@@ -612,7 +638,12 @@ def _record_choice(slot: _Slot, chosen: _Draw, judged: bool) -> None:
             inputs_summary=", ".join(f"{d.record.id} {d.record.score:g}" for d in slot.draws),
             outputs_summary=(
                 f"kept {chosen.record.id} ({chosen.record.origin}) verbatim"
-                + (" after a judge broke a tie" if judged else "")
+                + (" after a judge broke a tie" if judged and not restated else "")
+                + (
+                    ": it states the result two programs printed, which the best-scored candidate does not"
+                    if restated
+                    else ""
+                )
             ),
         )
     )

@@ -3,7 +3,9 @@
 A task is *trivial* when it is short (at most :data:`MAX_WORDS` words) and at least as close (within
 :data:`MARGIN`) to the trivial-request prototypes of ``config/trivial_prototypes.yaml`` as to any template of the
 library and to any expert's capabilities (cosine similarity, same embedder as routing and retrieval): "what is a
-mutex?" is trivial, "write a Python function that reverses a linked list" is a coder's work.
+mutex?" is trivial, "write a Python function that reverses a linked list" is a coder's work. A short task that
+states :data:`COMBINED_FIGURES` figures or more ("monthly payment, 250k loan, 5.5%, 25 yrs?") is not: it asks for a
+calculation, which one expert's slot computes with a program and a direct answer does not.
 
 A task that hands over one function to complete (a ``def`` whose body is only a docstring, ``pass`` or ``...``,
 as in "Complete the following Python function: ...") is *single*: the deliverable is that function. So is a task
@@ -60,6 +62,9 @@ __all__ = [
 ]
 
 MAX_WORDS = 10
+COMBINED_FIGURES = 3
+"""Figures a short task states from which on it is a calculation, not a direct answer ("what's 20% of 85?" and
+"convert 100 USD to euros at 0.92" state two: the direct answer's inline arithmetic computes them)."""
 MARGIN = -0.05
 SINGLE_MARGIN = 0.04
 NARROW_BAND = 0.02
@@ -91,6 +96,7 @@ def _prototype_vectors(embedder: Embedder, path: Path) -> Vectors:
 
 
 _CODE = re.compile(r"```[\w+-]*\n(.*?)```", re.S)
+_FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 _QUESTION = re.compile(r"\?(?:\s|$)")
 """A question mark that ends a sentence: a task that asks and names no deliverable wants one answer."""
 _ASKS_FOR_WORK = re.compile(
@@ -222,6 +228,15 @@ def classify(
         kind, reason = "single", f"the task hands over one function to complete ({stub}): one expert's work"
     elif asked is not None:
         kind, reason = "single", f"the task asks for one function ({asked}): one expert's work"
+    elif (
+        words <= max_words and trivial >= max(template, fit) + margin and len(_FIGURE.findall(task)) >= COMBINED_FIGURES
+    ):
+        kind = "single"
+        reason = (
+            f"a calculation from {len(_FIGURE.findall(task))} stated figures: one expert's slot, computed "
+            f"(closer to a trivial request, {trivial:.3f}, than to any template, {template:.3f}, or expert, "
+            f"{expert} {fit:.3f})"
+        )
     elif words <= max_words and trivial >= max(template, fit) + margin:
         kind = "trivial"
         reason = (

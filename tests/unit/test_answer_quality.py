@@ -321,6 +321,8 @@ def test_arithmetic_is_computed_by_running_the_expression() -> None:
     assert text == "12 inches is equal to 12 * 2.54 = 30.48 centimeters." and changes
     text, _ = compute("That is [[3 * 7 + 1]] apples.")
     assert text == "That is 22 apples."
+    text, _ = compute("It grows to [[100 * (1 + 0.05)^2]].")  # a calculator's power (numeric_heldout_first)
+    assert text == "It grows to 110.25."
     text, changes = compute("So 17 * 23 = 381 in all.")
     assert text == "So 17 * 23 = 391 in all." and "corrected" in changes[0]
 

@@ -101,21 +101,26 @@ def answer(value: str) -> str:
 
 
 def test_a_math_slot_keeps_the_candidate_that_states_the_computed_result() -> None:
-    backend = Scripted([PROGRAM, answer("0.6"), answer("about 0.518")])
+    # the second answer is told the value, so a second program must print it too for the check to pass
+    backend = Scripted([PROGRAM, answer("0.6"), answer("about 0.518"), "```python\nprint(1 - 625 / 1296)\n```"])
     settings = resolve_settings({"backend": "fake", "best_of": 3, "calculate": True}, env={})
     events: list[dict[str, object]] = []
     outcome = run_slot(math_job(), backend, settings, emit=events.append)
-    [said] = [e for e in events if e["event"] == "slot_calculated"]  # coe run's progress shows it
-    assert said["check"] is True and "0.5177" in str(said["note"])
+    said, again = [e for e in events if e["event"] == "slot_calculated"]  # coe run's progress shows it
+    assert said["check"] is True and "0.5177" in str(said["note"]) and "0.5177" in str(again["note"])
     assert outcome.result is not None and outcome.result.quality is not None
     quality = outcome.result.quality
-    assert len(backend.requests) == 3 and quality.chosen == "c2" and quality.passed
+    assert len(backend.requests) == 4 and quality.chosen == "c2" and quality.passed
+    assert "which it was told after an earlier answer did not, and another program printed it too" in (
+        outcome.result.sections[-1].body
+    )
     first = {c.name: c for c in quality.candidates[0].checks}["math.result"]
     assert not first.passed and "0.5177" in first.detail
     [entry] = [e for e in outcome.ledger if e.action == "calculate"]
     assert "printed '0.5177469135802468'" in entry.outputs_summary
     # the program's tokens are spent too
-    assert quality.tokens_generated == sum(c.completion_tokens for c in quality.candidates) + len(PROGRAM) // 4
+    programs = len(PROGRAM) // 4 + len("```python\nprint(1 - 625 / 1296)\n```") // 4
+    assert quality.tokens_generated == sum(c.completion_tokens for c in quality.candidates) + programs
 
 
 def test_no_candidate_states_it_the_kept_one_says_what_the_program_printed() -> None:
@@ -172,6 +177,75 @@ def test_the_kept_answer_shows_the_computed_result_and_its_program() -> None:
     [shown] = [e for e in outcome.ledger if e.action == "show_working"]
     assert shown.outputs_summary.startswith("agrees:")
     assert not any(e.action == "recalculate" for e in outcome.ledger)  # no second program when they agree
+
+
+MORTGAGE = "Compute the monthly payment on a 300,000 dollar mortgage at 6% annual interest over 30 years."
+HOUSE = (
+    "We'd put 20% down on a $420,000 house and borrow the rest on a 30-year fixed mortgage at 6.25% a year. What "
+    "would our monthly payment be?"
+)
+
+
+def finance_job(task: str) -> SlotJob:
+    return SlotJob(**{**math_job(task).__dict__, "expert": "finance_analyst"})
+
+
+def told(value: str) -> str:
+    return f"## Outline\n1. Payment\n\n## 1. Payment\nWith the monthly rate and 360 payments, it is ${value}.\n"
+
+
+def test_a_finance_task_with_a_computed_result_draws_the_worked_answer_first_then_the_contract_told_the_value() -> None:
+    # the mortgage a user asked (issue 39): the contract's first answer, three sections of outline, stated
+    # "approximately $1,500" under the program's $1798.65; the bare prompt's worked answer comes first now
+    program = "```python\nr = 0.06 / 12\nprint(round(300000 * r / (1 - (1 + r) ** -360), 2))\n```"
+    backend = Scripted([program, "The monthly payment is about $1,500.", told("1,798.65"), program])
+    settings = resolve_settings({"backend": "fake", "best_of": 4, "calculate": True}, env={})
+    outcome = run_slot(finance_job(MORTGAGE), backend, settings, emit=lambda _: None)
+    slots = ["answer@calculate", "answer", "answer", "answer@recalculate"]  # told the value: a second program
+    assert [r.slot_id for r in backend.requests] == slots
+    assert [m.role for m in backend.requests[1].messages] == ["user"]  # the task alone, as the bare model gets it
+    assert "1798.65" in backend.requests[2].messages[-1].content  # the contract's draw is told the value
+    assert outcome.result is not None and outcome.result.quality is not None and outcome.result.quality.passed
+    assert "$1,798.65" in outcome.result.sections[0].body and "another program printed it too" in (
+        outcome.result.sections[-1].body
+    )
+
+
+def test_a_value_the_answer_was_told_is_confirmed_by_another_program_or_outvoted() -> None:
+    # numeric_heldout_first, nh-mortgage-chatty: the 1.5B's program printed $11141.67 (a wrong formula), the answer
+    # told it stated it, and the check passed on one program's word; two programs that print $2,068.81 outvote it
+    wrong = "```python\nprint(round(336000 * (1 - 0.0625 / 12) / 30, 2))\n```"
+    right = "```python\nr = 0.0625 / 12\nprint(round(336000 * r / (1 - (1 + r) ** -360), 2))\n```"
+    settings = resolve_settings({"backend": "fake", "best_of": 4, "calculate": True}, env={})
+    plain = "The loan is $336,000, and the payment is $2,100."
+    outcome = run_slot(
+        finance_job(HOUSE), Scripted([wrong, plain, told("11,141.67"), right, right]), settings, emit=lambda _: None
+    )
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert not outcome.result.quality.passed and "11,141.67" in outcome.result.body_text()
+    first = outcome.result.sections[0]  # the programs' result comes first
+    assert first.title == "Computed result" and "**Result: 2068.81**" in first.body
+    # an earlier answer, not told the value, that states the programs' result is kept instead
+    plain = "The loan is $336,000, and the monthly payment is about $2,068.81."
+    outcome = run_slot(
+        finance_job(HOUSE), Scripted([wrong, plain, told("11,141.67"), right, right]), settings, emit=lambda _: None
+    )
+    assert outcome.result is not None and outcome.result.quality is not None and outcome.result.quality.passed
+    assert outcome.result.quality.chosen == "c1" and "11,141.67" not in outcome.result.body_text()
+    working = outcome.result.sections[-1]
+    assert "**Result: 2068.81**" in working.body and "so the result is the answer's" in working.body
+    [select] = [e for e in outcome.ledger if e.action == "select"]
+    assert "states the result two programs printed" in select.outputs_summary
+    # no program confirms it: the value is said to be unconfirmed, and the check fails
+    outcome = run_slot(
+        finance_job(HOUSE),
+        Scripted([wrong, plain, told("11,141.67"), right, "no program"]),
+        settings,
+        emit=lambda _: None,
+    )
+    assert outcome.result is not None and outcome.result.quality is not None and not outcome.result.quality.passed
+    assert "**Computed: 11141.67** (not confirmed)" in outcome.result.sections[-1].body
+    assert "the value is not confirmed" in outcome.result.sections[-1].body
 
 
 TUB = (

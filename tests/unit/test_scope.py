@@ -151,6 +151,13 @@ def test_a_question_that_names_no_deliverable_is_one_answer() -> None:
     assert _classify("Error handling in a Python web service.", single_margin=1.0, narrow_band=0.0).kind == "multi"
 
 
+def test_a_short_task_that_states_three_figures_is_a_calculation_not_a_direct_answer() -> None:
+    # numeric_heldout_first: answered directly, the loan's payment came back as "[[250000 * (1 + 0.055)^25]]"
+    decision = _classify("monthly payment, 250k loan, 5.5%, 25 yrs?")
+    assert decision.kind == "single" and "a calculation from 3 stated figures" in decision.reason
+    assert _classify("what's 20% of 85?").kind == "trivial"  # two: the direct answer's inline arithmetic
+
+
 def test_long_requests_are_never_trivial() -> None:
     decision = _classify("hello " * 30)
     assert decision.kind != "trivial" and decision.words == 30
