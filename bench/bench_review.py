@@ -24,7 +24,10 @@ The three documents are judged the same way:
 * **truncated code**: an unclosed code fence, or a Python block that does not parse;
 * **rubric**: the share of rubric items met by what the model wrote (the same :func:`answer_text`: a caveat that
   names the value a program computed does not meet an item);
-* **tests**: the task's asserts run after the delivered code, in the project's sandbox (:mod:`engine.slots.sandbox`).
+* **tests**: the task's asserts run after the delivered code, in the project's sandbox (:mod:`engine.slots.sandbox`);
+* **flagged** (the harness's document): it warns its reader, by a caveat or a computed value it calls not
+  confirmed. A harness document that misses a rubric item unflagged is a *confident miss*: on a set of quantity
+  questions (one item, the value), a wrong number stated without a warning.
 
 Reported: each rate per side, rubric coverage per side and by expert (against the reference too), tests passed,
 median seconds, and the harness's tokens generated and thrown away per kept token.
@@ -83,6 +86,8 @@ class Judged:
     truncated_code: bool = False
     rubric_met: list[bool] = field(default_factory=list)
     tests_passed: bool | None = None
+    flagged: bool = False
+    """(Harness) the document warns its reader: a caveat, or a computed value it calls not confirmed."""
     seconds: float = 0.0
     chars: int = 0
 
@@ -136,6 +141,8 @@ def _fenced_safe(document: str) -> str:
     return re.sub(r"```.*?```", lambda m: m.group(0).replace("\n#", "\n\u2063#"), document, flags=re.S)
 
 
+_FLAGS = ("> **Caveat:**", "(not confirmed)")
+"""How a harness document warns its reader (a slot's caveat; a computed value no vote confirmed)."""
 _APPENDIX = re.compile(r"^## (Unresolved|Assist sources|Warnings)\s*$", re.M)
 
 
@@ -186,6 +193,7 @@ def judge(document: str, code: str, item: dict[str, Any], seconds: float, harnes
     out.rubric_met = [bool(re.search(r["pattern"], written, re.I | re.M)) for r in item["rubric"]]
     if item.get("tests"):
         out.tests_passed = passes(code, item["tests"])
+    out.flagged = harness and any(flag in document for flag in _FLAGS)
     return out
 
 
@@ -304,6 +312,7 @@ def _rates(judged: list[Judged]) -> dict[str, float]:
         "rubric_coverage": round(sum(j.coverage for j in judged) / n, 3),
         "tests_passed": round(sum(bool(j.tests_passed) for j in tested) / len(tested), 3) if tested else 0.0,
         "median_seconds": round(statistics.median(j.seconds for j in judged), 1) if judged else 0.0,
+        "confident_misses": sum(not all(j.rubric_met) and not j.flagged for j in judged),
     }
 
 
@@ -343,6 +352,7 @@ def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
         ("rubric coverage", "rubric_coverage"),
         ("Python tasks whose tests pass", "tests_passed"),
         ("median seconds per task", "median_seconds"),
+        ("documents missing a rubric item without a warning", "confident_misses"),
     ]
     table = md_table(
         ["measure", "harness", "bare routed model", f"reference ({REFERENCE_MODEL}, penalty {REFERENCE_PENALTY})"],
@@ -353,6 +363,7 @@ def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
         [[e, v["harness"], v["bare"], "-" if v["reference"] is None else v["reference"]] for e, v in by_expert.items()],
     )
     degenerate = [f"{r.id} ({r.harness.degenerate_detail})" for r in rows if r.harness.degenerate]
+    misses = [r.id for r in rows if not all(r.harness.rubric_met) and not r.harness.flagged]
     ratio = summary["median_seconds_ratio_to_reference"] or "-"
     behind = [e for e, v in by_expert.items() if (ref := v["reference"]) is not None and (v["harness"] or 0) < ref]
     markdown = (
@@ -361,7 +372,9 @@ def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
         f"**{summary['rubric_difference_to_reference']:+.3f}** (goal > 0), median time "
         f"{ratio}x the reference's; experts behind the reference: "
         f"{', '.join(behind) if behind else 'none'}. Degenerate harness documents: "
-        f"{len(degenerate)} (goal 0){': ' + '; '.join(degenerate) if degenerate else ''}. Tokens generated and "
+        f"{len(degenerate)} (goal 0){': ' + '; '.join(degenerate) if degenerate else ''}. Harness documents that "
+        f"miss a rubric item without a warning: {harness['confident_misses']}"
+        f"{' (' + ', '.join(misses) + ')' if misses else ''}. Tokens generated and "
         f"thrown away per kept token: {thrown:.2f}.\n\n{experts_table}\n"
     )
     payload = {"summary": summary, "rows": [asdict(r) for r in rows], "args": vars(args) | {"out": str(args.out)}}

@@ -59,6 +59,17 @@ def test_judging_finds_degenerate_stub_duplicated_and_truncated_documents() -> N
     assert clean.coverage == 1.0
 
 
+def test_a_harness_document_that_misses_unflagged_is_a_confident_miss() -> None:
+    item = {"rubric": [{"what": "about 2,068.81", "pattern": "2,?068\\.8"}]}
+    wrong = "# T\n\n## Answer\nThe payment is $11,141.67.\n"
+    flagged = wrong + "\n> **Caveat:** This part did not pass its checks (math.result: ...); review it before use.\n"
+    assert not bench_review.judge(wrong, "", item, 1.0).flagged
+    assert bench_review.judge(flagged, "", item, 1.0).flagged
+    assert not bench_review.judge(flagged, "", item, 1.0, harness=False).flagged  # a bare reply has no caveats
+    rates = bench_review._rates([bench_review.judge(d, "", item, 1.0) for d in (wrong, flagged)])
+    assert rates["confident_misses"] == 1
+
+
 def test_quick_mode_runs_every_side_and_writes_its_results(tmp_path: Path) -> None:
     assert bench_review.main(["--quick", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "review.json").read_text(encoding="utf-8"))
