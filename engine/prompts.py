@@ -149,11 +149,13 @@ replaced by its result."""
 
 PROGRAM_PROMPT = """\
 Write a short Python program that computes the answer to this problem and prints the final answer (a number, with \
-its unit if it has one). Use only the standard library.
+its unit if it has one; not rounded to fewer than four significant figures). Use only the standard library.
 
 Problem:
 {task}"""
-"""Asks a code model for the program that computes a math slot's result (:mod:`engine.slots.program_of_thought`)."""
+"""Asks a code model for the program that computes a math slot's result (:mod:`engine.slots.program_of_thought`).
+Told nothing of precision, the 1.5B printed a growth rate of 10.2% as ``f"{cagr:.2f}"``, "0.10"
+(numeric_heldout_first, nh-cagr-bullets)."""
 
 FIGURES_PROMPT = """\
 Write a short Python program that computes the key quantities this task asks for or implies from its numbers \

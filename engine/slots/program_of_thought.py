@@ -75,8 +75,12 @@ problem the router gave the generalist), not when it asks for a plan or a budget
 WORKING_TITLE = "Computed result"
 """The title of the section that shows the program, what it printed and whether the answer agrees."""
 _ASKS_A_VALUE = re.compile(
-    r"\?|\b(?:how (?:much|many|long)|what (?:is|was|will|would)|calculate|compute|work out|whether)\b", re.I
+    r"\?|\b(?:how (?:much|many|long)|what(?:'s| (?:is|was|will|would|are))|calculate|compute|work out|whether|"
+    r"determine|find|figure out|estimate)\b",
+    re.I,
 )
+"""A task that asks for a value (a question, or a verb that asks for one: "Please determine the net present value
+...", numeric_heldout_first, was answered with no program and no NPV, every check passing)."""
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])(\s*%)?")
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")

@@ -79,6 +79,22 @@ def test_a_stub_section_fails() -> None:
     assert "placeholder" in placeholder["contract.stubs"]
 
 
+def test_a_section_that_ends_announcing_what_never_comes_fails() -> None:
+    # numeric_heldout_first's NPV: section 2 gave the formula, then "Given:", and section 3 began; every check passed
+    npv = "Please determine the net present value at 8%: outlay 50,000; inflows 15,000, 18,000, 20,000 and 22,000."
+    formula = "The net present value discounts each year's inflow at 8% and subtracts the outlay."
+    bad = failed(prose(("NPV formula", f"{formula}\n\nGiven:"), ("Cash flows", PARAGRAPH_B)), npv)
+    assert "section 1 'NPV formula' ends announcing what never comes ('Given:')" in bad["contract.stubs"]
+    opened = failed(prose(("NPV formula", f"{formula}\n\\["), ("Cash flows", PARAGRAPH_B)), npv)
+    assert "ends announcing what never comes" in opened["contract.stubs"]
+    shown = (
+        f"{formula} In Python:\n\n```python\nprint(-50000 + sum(c / 1.08**t for t, c in enumerate([15000], 1)))\n```"
+    )
+    assert "contract.stubs" not in failed(prose(("NPV formula", shown), ("Cash flows", PARAGRAPH_B)), npv)
+    closed = f"{formula}\n\\[ NPV = -50000 + \\sum_t CF_t / 1.08^t \\]"
+    assert "contract.stubs" not in failed(prose(("NPV formula", closed), ("Cash flows", PARAGRAPH_B)), npv)
+
+
 def test_a_duplicated_section_fails() -> None:
     bad = failed(prose(("Caching reads", PARAGRAPH_A), ("Cached reads", PARAGRAPH_A)), TASK)
     assert bad["contract.duplicates"] == "sections 1 and 2 say the same"

@@ -154,6 +154,8 @@ def test_without_a_usable_program_or_with_calculate_off_the_slot_runs_as_before(
     assert len(other.requests) == 1  # only math slots are calculated, and finance that states numbers:
     npv = "Is a project costing 10,000 that returns 4,000 a year for 3 years worth it at 10%?"
     assert calculable(npv, "finance_analyst") and not calculable("Give the steps of a budget.", "finance_analyst")
+    npv = "Please determine the net present value at 8%: outlay 50,000; inflows 15,000, 18,000, 20,000, 22,000."
+    assert calculable(npv, "finance_analyst")  # a verb that asks for a value, no question mark
     rent = "Build a first-year budget for a cafe with rent of 3,000 a month and 2 staff."
     assert not calculable(rent, "finance_analyst")  # numbers, but no value asked for
     assert calculable("Prove that the square root of two is irrational.", "math_reasoning")

@@ -156,7 +156,24 @@ def _stubs_check(result: SlotResult, minimum: int) -> CheckResult:
             stubs.append(f"section {s.label} {s.title!r} is empty or only {len(WORD.findall(text))} words")
         elif STUB.search(s.body):
             stubs.append(f"section {s.label} {s.title!r} holds placeholder text ({STUB.search(s.body).group(0)!r})")  # type: ignore[union-attr]
+        elif not result.has_subsections(s.label) and (announced := _announces(s.body)) is not None:
+            stubs.append(f"section {s.label} {s.title!r} ends announcing what never comes ({announced!r})")
     return CheckResult(name="contract.stubs", passed=not stubs, detail="; ".join(stubs[:2]))
+
+
+def _announces(body: str) -> str | None:
+    r"""The last line of a section's text when it announces what the section never gives, else None.
+
+    It ends with a colon ("Given:"), or opens a display formula (``\[``, ``$$``) that nothing closes. Seen in
+    numeric_heldout_first: an NPV's section ended "Given:" and the next began elsewhere, a break-even's ended on
+    ``\[``, and each passed every check.
+    """
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    if not lines:
+        return None
+    last = lines[-1]  # a code block's closing fence when the section ends with what "Example:" announced
+    opens = last == "\\[" or (last == "$$" and body.count("$$") % 2 == 1)
+    return last if last.endswith(":") or opens else None
 
 
 def _leaks_check(result: SlotResult, persona: str) -> CheckResult:
