@@ -455,13 +455,23 @@ def _shifted(label: str) -> str:
     return f"{int(head) + 1}{dot}{rest}" if head.isdigit() else label
 
 
-_STATED = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?%?")
+_STATED = re.compile(r"-?[$£€]?\d[\d,]*(?:\.\d+)?%?")
+_LABELLED = re.compile(r":\s+|\s+(?:is|are|was|were|will be|would be|equals|=)\s+")
 STATED_MAX_CHARS = 40
 """A printed line longer than this ("The monthly payment ... is $1798.65") is given as its last number."""
 
 
 def stated_value(line: str) -> str:
-    """The value a program's printed line gives: the line itself when short, else its last number as printed."""
+    """The value a program's printed line gives, as printed.
+
+    What follows the line's last label ("The monthly payment is £365.45", "Monthly payment: $1798.65") when it
+    holds a number: ``£365.45``, with its unit ("2 hours 24 minutes"); else the line itself when short, else
+    its last number. "**Result: The monthly payment is £365.45**" read as a sentence, not a result
+    (numeric_heldout2_after).
+    """
+    value = _LABELLED.split(line.strip())[-1].strip().rstrip(".")
+    if value != line.strip() and _STATED.search(value) and len(value) <= STATED_MAX_CHARS:
+        return value
     found = _STATED.findall(line)
     return found[-1] if len(line) > STATED_MAX_CHARS and found else line
 

@@ -368,7 +368,10 @@ def test_a_long_printed_line_is_given_as_its_value() -> None:
 
     line = "The monthly payment on a 300,000 dollar mortgage at 6% annual interest over 30 years is $1798.65"
     assert stated_value(line) == "$1798.65"
-    assert stated_value("Monthly payment: $1798.65") == "Monthly payment: $1798.65"  # short: as printed
+    assert stated_value("Monthly payment: $1798.65") == "$1798.65"  # what follows its label
+    assert stated_value("The monthly payment is £365.45") == "£365.45"
+    assert stated_value("Together they take: 2 hours 24 minutes.") == "2 hours 24 minutes"  # with its unit
+    assert stated_value("12:00") == "12:00" and stated_value("2157") == "2157"
     assert stated_value("The answer is the word seven, written out in full here.") == (
         "The answer is the word seven, written out in full here."
     )

@@ -253,7 +253,7 @@ def test_an_output_block_its_program_prints_is_kept() -> None:
     # drawn plain first (a computed finance task), the answer is kept whole as the one part, then the working
     assert outcome.result is not None and "Output:\n```\nMonthly payment: $1798.65\n```" in outcome.result.raw
     assert not any(e.action == "cut_output" for e in outcome.ledger)
-    assert "**Result: Monthly payment: $1798.65**" in outcome.result.raw  # the program of thought agrees
+    assert "**Result: $1798.65**" in outcome.result.raw  # the program of thought agrees
 
 
 def test_the_mortgage_answer_ends_with_the_computed_payment_and_says_the_answer_departs_from_it() -> None:
@@ -263,7 +263,7 @@ def test_the_mortgage_answer_ends_with_the_computed_payment_and_says_the_answer_
     result = outcome.result
     assert result is not None and result.quality is not None
     working = result.sections[0]  # first: the reader meets the computed payment before the answer's $2,500
-    assert working.title == "Computed result" and "**Result: Monthly payment: $1798.65**" in working.body
+    assert working.title == "Computed result" and "**Result: $1798.65**" in working.body
     assert "The answer below does not state this value, and another program printed it too" in working.body
     assert "The monthly payment on the mortgage is $2,500." in result.raw  # the expert's words, kept
     assert any("math.result" in n.message and "two programs" in n.message for n in outcome.notices)
