@@ -130,6 +130,7 @@ def calculate(
     result, or what it printed the task states already. Backend errors propagate. The first program is greedy;
     the ones :func:`verdict` asks for are sampled at ``temperature``, each with its own seed (``draw`` 1, 2).
     """
+    watch = _ProgramWatch()
     request = GenerationRequest(
         messages=(ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip())),),
         max_tokens=PROGRAM_TOKENS,
@@ -137,6 +138,8 @@ def calculate(
         seed=1 + draw if temperature else 0,
         slot_id=f"{slot_id}@calculate" if not temperature else f"{slot_id}@recalculate",
         cancel=cancel,
+        halt=watch.halt,
+        on_token=watch.feed,
     )
     gen = backend.generate(request)
 
@@ -144,6 +147,8 @@ def calculate(
         return Calculation(model, note, program, output, values, gen.prompt_tokens, gen.completion_tokens)
 
     program = program_in(gen.text)
+    if watch.halt.is_set():
+        return made(f"the program looped and was stopped ({watch.line[:80]!r} {LOOP_LINES} times in a row)")
     if program is None:
         return made("the answer held no Python program")
     ran = run_python({"program.py": program}, "program.py", limits=limits)
@@ -157,6 +162,35 @@ def calculate(
     if printed_values(output):
         return made(f"the program printed {output[-120:]!r}, only values the task states", program, output)
     return made(f"the program printed no single result ({output[-120:]!r})", program, output)
+
+
+LOOP_LINES = 4
+"""A program that writes the same line (of more than ten characters) this many times in a row is stopped."""
+
+
+class _ProgramWatch:
+    """Stops a program that loops while it is written.
+
+    The 1.5B wrote one comment line, an annuity's formula, until its 600 tokens were spent (47 s,
+    nh2-annuity-income), and the slot went on with no check at all.
+    """
+
+    def __init__(self) -> None:
+        self.halt = threading.Event()
+        self.line = ""
+        self._text = ""
+        self._run = 0
+        self._seen = 0
+
+    def feed(self, piece: str) -> None:
+        """One more piece of the program (never raises: it runs on the generating thread)."""
+        self._text += piece
+        *done, self._text = self._text.split("\n")
+        for line in (x.strip() for x in done):
+            self._run = self._run + 1 if line == self.line and len(line) > 10 else 1
+            self.line = line
+            if self._run >= LOOP_LINES:
+                self.halt.set()
 
 
 def printed_values(output: str, task: str = "") -> tuple[float | str, ...]:

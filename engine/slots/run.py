@@ -166,12 +166,17 @@ def _calculation(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) -> Cal
 
     None as well when the backend failed: the slot goes on without the check. The program is written by the bigger
     model when one is installed (the code model escalation would use), else by the slot's own; the ledger says what
-    it printed, or why it gives no check.
+    it printed, or why it gives no check. A first program that does not run (none came back, it looped, it
+    failed) is drawn once more, sampled: a slot without a program's value has no check on its number at all.
     """
     job = slot.job
     if not (slot.settings.calculate and job.whole_task and calculable(job.task, job.expert)):  # a part: maybe no number
         return None
-    return _program_run(slot, backend, emit, 0.0)
+    calc = _program_run(slot, backend, emit, 0.0)
+    if calc is not None and not calc.values and not calc.output:  # no program came back, or it failed: one more
+        again = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE, why="the first gave no program that ran")
+        return again if again is not None else calc
+    return calc
 
 
 def _vote(slot: _Slot, chosen: _Draw, backend: ExpertBackend, emit: ProgressSink) -> Verdict | None:
@@ -209,9 +214,17 @@ def _stating(slot: _Slot, chosen: _Draw) -> _Draw:
 
 
 def _program_run(
-    slot: _Slot, backend: ExpertBackend, emit: ProgressSink, temperature: float, draw: int = 0
+    slot: _Slot,
+    backend: ExpertBackend,
+    emit: ProgressSink,
+    temperature: float,
+    draw: int = 0,
+    why: str = "the values so far disagree",
 ) -> Calculation | None:
-    """One program for the task, run in the sandbox and ledgered (None when the backend failed)."""
+    """One program for the task, run in the sandbox and ledgered (None when the backend failed).
+
+    ``draw`` 0 at a temperature is the first program drawn again (``why`` it was); 1 and 2 are the vote's.
+    """
     job = slot.job
     model, owner = job.escalation if job.escalation is not None else (job.model, backend)
     t0 = time.perf_counter()
@@ -240,7 +253,7 @@ def _program_run(
             action="calculate" if not temperature else "recalculate",
             slot_id=job.spec.id,
             inputs_summary="a Python program that prints the task's result, run in the sandbox"
-            + (f" (number {draw + 1}, at t={temperature:g}: the values so far disagree)" if temperature else ""),
+            + (f" ({f'number {draw + 1}' if draw else 'again'}, at t={temperature:g}: {why})" if temperature else ""),
             outputs_summary=note[:500],
             duration_ms=int((time.perf_counter() - t0) * 1000),
             prompt_tokens=calc.prompt_tokens if calc is not None else 0,

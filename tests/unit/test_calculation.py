@@ -140,10 +140,14 @@ def test_no_candidate_states_it_the_kept_one_says_what_the_program_printed() -> 
 
 
 def test_without_a_usable_program_or_with_calculate_off_the_slot_runs_as_before() -> None:
-    failing = Scripted(["```python\nraise SystemExit(3)\n```", answer("0.6")])
+    fails = "```python\nraise SystemExit(3)\n```"
+    failing = Scripted([fails, fails, answer("0.6")])  # a program that fails is drawn once more, sampled
     settings = resolve_settings({"backend": "fake", "best_of": 3, "calculate": True}, env={})
     outcome = run_slot(math_job(), failing, settings, emit=lambda _: None)
-    assert outcome.result is not None and len(failing.requests) == 2 and outcome.result.quality is not None
+    assert outcome.result is not None and len(failing.requests) == 3 and outcome.result.quality is not None
+    assert [r.slot_id for r in failing.requests[:2]] == ["answer@calculate", "answer@recalculate"]
+    [again] = [e for e in outcome.ledger if e.action == "recalculate"]
+    assert "again, at t=0.6: the first gave no program that ran" in again.inputs_summary
     assert outcome.result.quality.passed  # no check without a result to check against
     off = Scripted([answer("0.6")])
     run_slot(math_job(), off, resolve_settings({"backend": "fake", "calculate": False}, env={}), emit=lambda _: None)
@@ -211,6 +215,23 @@ def test_a_finance_task_with_a_computed_result_draws_the_worked_answer_first_the
     assert "$1,798.65" in outcome.result.sections[0].body and "another program printed it too" in (
         outcome.result.sections[-1].body
     )
+
+
+def test_a_program_that_writes_one_line_over_and_over_is_stopped() -> None:
+    from engine.slots.program_of_thought import _ProgramWatch
+
+    watch = _ProgramWatch()
+    looping = "import math\n\n" + "# P = (P * r * (1 + r)^n) / ((1 + r)^n - 1)\n" * 3
+    for piece in looping:
+        watch.feed(piece)
+    assert not watch.halt.is_set()  # three times: not yet
+    for piece in "# P = (P * r * (1 + r)^n) / ((1 + r)^n - 1)\n":
+        watch.feed(piece)
+    assert watch.halt.is_set() and watch.line.startswith("# P = (P * r")
+    short = _ProgramWatch()
+    for piece in "x += 1\n" * 8:  # short lines repeat in real code
+        short.feed(piece)
+    assert not short.halt.is_set()
 
 
 def test_a_value_the_answer_was_told_is_confirmed_by_another_program_or_outvoted() -> None:
