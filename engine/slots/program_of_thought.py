@@ -345,11 +345,15 @@ def _confirmed(first: Calculation, again: Callable[[], Calculation | None]) -> V
     outvoted), or it stands alone (``unconfirmed``).
 
     A told answer stated the 1.5B's wrong formula for a mortgage's payment ($11,141.67 for $2,068.81) and its
-    check passed, on the first program's word alone (bench/results/numeric_heldout_first).
+    check passed, on the first program's word alone (bench/results/numeric_heldout_first). Two more programs at
+    most; one that prints no value does not vote (a loan's right $1,535.22 stayed unconfirmed when the second
+    program failed: numeric_heldout_after).
     """
     second = again()
     if second is None or not second.values:
-        return Verdict("unconfirmed", first, second)
+        second = again()
+        confirms = second is not None and bool(second.values) and _agree(first, second)
+        return Verdict("confirmed" if confirms else "unconfirmed", first, second)
     if _agree(first, second):
         return Verdict("confirmed", first, second)
     third = again()

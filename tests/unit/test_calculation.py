@@ -259,6 +259,13 @@ def test_a_value_the_answer_was_told_is_confirmed_by_another_program_or_outvoted
     assert "**Result: 2068.81**" in working.body and "so the result is the answer's" in working.body
     [select] = [e for e in outcome.ledger if e.action == "select"]
     assert "states the result two programs printed" in select.outputs_summary
+    # a second program that prints nothing does not vote: a third does
+    fails = "```python\nraise SystemExit(1)\n```"
+    program = wrong.replace("336000 * (1 - 0.0625 / 12) / 30", "11141.67")
+    backend = Scripted([wrong, "The payment is $2,100.", told("11,141.67"), fails, program])
+    outcome = run_slot(finance_job(HOUSE), backend, settings, emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None and outcome.result.quality.passed
+    assert "another program printed it too" in outcome.result.sections[-1].body
     # no program confirms it: the value is said to be unconfirmed, and the check fails
     outcome = run_slot(
         finance_job(HOUSE),
