@@ -126,8 +126,9 @@ def calculate(
 ) -> Calculation:
     """Ask ``backend`` for a program that prints the task's answer, and run it in the sandbox.
 
-    The calculation's ``values`` are empty (no check) when no program came back, it failed, it printed no single
-    result, or what it printed the task states already. Backend errors propagate. The first program is greedy;
+    The calculation's ``values`` are empty (no check) when no program came back, it looped (stopped as it was
+    written: :class:`_ProgramWatch`), it failed, it printed no single result, or what it printed the task states
+    already. Backend errors propagate. The first program is greedy;
     the ones :func:`verdict` asks for are sampled at ``temperature``, each with its own seed (``draw`` 1, 2).
     """
     watch = _ProgramWatch()
@@ -180,7 +181,6 @@ class _ProgramWatch:
         self.line = ""
         self._text = ""
         self._run = 0
-        self._seen = 0
 
     def feed(self, piece: str) -> None:
         """One more piece of the program (never raises: it runs on the generating thread)."""
@@ -291,7 +291,7 @@ class Verdict:
 
     @property
     def result(self) -> str:
-        """The value the document gives as the result ('' for a split)."""
+        """The value the document gives as the result ('' for a split or an unconfirmed value)."""
         return "" if self.agreement in ("split", "unconfirmed") else last_line(self.shown.output)
 
     @property
