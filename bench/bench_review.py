@@ -92,6 +92,11 @@ class Judged:
     chars: int = 0
 
     @property
+    def confident_miss(self) -> bool:
+        """It misses a rubric item without a warning (for a bare reply, any miss)."""
+        return not all(self.rubric_met) and not self.flagged
+
+    @property
     def coverage(self) -> float:
         return sum(self.rubric_met) / len(self.rubric_met) if self.rubric_met else 1.0
 
@@ -312,7 +317,7 @@ def _rates(judged: list[Judged]) -> dict[str, float]:
         "rubric_coverage": round(sum(j.coverage for j in judged) / n, 3),
         "tests_passed": round(sum(bool(j.tests_passed) for j in tested) / len(tested), 3) if tested else 0.0,
         "median_seconds": round(statistics.median(j.seconds for j in judged), 1) if judged else 0.0,
-        "confident_misses": sum(not all(j.rubric_met) and not j.flagged for j in judged),
+        "confident_misses": sum(j.confident_miss for j in judged),
     }
 
 
@@ -363,7 +368,7 @@ def summarise(rows: list[Row], args: Any) -> tuple[dict[str, Any], str]:
         [[e, v["harness"], v["bare"], "-" if v["reference"] is None else v["reference"]] for e, v in by_expert.items()],
     )
     degenerate = [f"{r.id} ({r.harness.degenerate_detail})" for r in rows if r.harness.degenerate]
-    misses = [r.id for r in rows if not all(r.harness.rubric_met) and not r.harness.flagged]
+    misses = [r.id for r in rows if r.harness.confident_miss]
     ratio = summary["median_seconds_ratio_to_reference"] or "-"
     behind = [e for e, v in by_expert.items() if (ref := v["reference"]) is not None and (v["harness"] or 0) < ref]
     markdown = (

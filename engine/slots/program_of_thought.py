@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import engine.prompts as prompts
-from engine.slots.checks import code_blocks
+from engine.slots.checks import code_blocks, repeated_line
 from engine.slots.checks.text import PYTHON_TAGS
 from engine.slots.inline_arithmetic import compute
 from engine.slots.sandbox import SandboxLimits, run_python
@@ -179,17 +179,16 @@ class _ProgramWatch:
     def __init__(self) -> None:
         self.halt = threading.Event()
         self.line = ""
+        """The line that looped ('' until one does)."""
         self._text = ""
-        self._run = 0
 
     def feed(self, piece: str) -> None:
         """One more piece of the program (never raises: it runs on the generating thread)."""
         self._text += piece
-        *done, self._text = self._text.split("\n")
-        for line in (x.strip() for x in done):
-            self._run = self._run + 1 if line == self.line and len(line) > 10 else 1
-            self.line = line
-            if self._run >= LOOP_LINES:
+        if "\n" in piece and not self.halt.is_set():  # a line is done: the program so far, read again (a few dozen)
+            *done, _ = self._text.split("\n")
+            if (line := repeated_line(done, LOOP_LINES)) is not None:
+                self.line = line
                 self.halt.set()
 
 

@@ -322,9 +322,14 @@ class _Draw:
         )
 
 
+def _fails(draw: _Draw, check: str) -> bool:
+    """Whether a candidate failed the check named ``check``."""
+    return any(c.name == check and not c.passed for c in draw.checks)
+
+
 def _loops(draw: _Draw) -> bool:
     """Whether a candidate's text is degenerate (the repetition check failed)."""
-    return any(c.name == "prose.repetition" and not c.passed for c in draw.checks)
+    return _fails(draw, "prose.repetition")
 
 
 def _draw_candidates(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) -> None:
@@ -340,7 +345,7 @@ def _draw_candidates(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) ->
             emit(_retry_event(job.spec.id, slot.draws))
         source = None if plan.feedback_from is None else slot.draws[plan.feedback_from]
         feedback = None if source is None else _feedback(source)
-        told = source is not None and any(c.name == "math.result" and not c.passed for c in source.checks)
+        told = source is not None and _fails(source, "math.result")  # its feedback names the computed value
         bigger = job.escalation if plan.model == "escalation" else None
         model, owner = bigger if bigger is not None else (job.model, backend)
         try:

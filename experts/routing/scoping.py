@@ -228,21 +228,17 @@ def classify(
         kind, reason = "single", f"the task hands over one function to complete ({stub}): one expert's work"
     elif asked is not None:
         kind, reason = "single", f"the task asks for one function ({asked}): one expert's work"
-    elif (
-        words <= max_words and trivial >= max(template, fit) + margin and len(_FIGURE.findall(task)) >= COMBINED_FIGURES
-    ):
-        kind = "single"
-        reason = (
-            f"a calculation from {len(_FIGURE.findall(task))} stated figures: one expert's slot, computed "
-            f"(closer to a trivial request, {trivial:.3f}, than to any template, {template:.3f}, or expert, "
-            f"{expert} {fit:.3f})"
-        )
     elif words <= max_words and trivial >= max(template, fit) + margin:
         kind = "trivial"
         reason = (
             f"closer to a trivial request ({trivial:.3f}) than to any template ({template:.3f}) "
             f"or expert ({expert} {fit:.3f})"
         )
+        if (figures := len(_FIGURE.findall(task))) >= COMBINED_FIGURES:
+            kind, reason = (
+                "single",
+                f"a calculation from {figures} stated figures: one expert's slot, computed ({reason})",
+            )
     elif fit - template >= single_margin:
         kind, reason = "single", f"one expert's work: {expert} fits at {fit:.3f}, the best template at {template:.3f}"
     elif fit - template >= single_margin - narrow_band:

@@ -30,7 +30,13 @@ from engine.slots.checks.check_context import CheckContext
 from engine.slots.checks.code import module_code, module_name, python_modules, third_party_imports
 from engine.slots.checks.contract import STUB, copies_task, duplicates_check, repeated_sections
 from engine.slots.checks.examples import Examples, extract_examples
-from engine.slots.checks.prose import cut_unfinished_end, ending_check, repetition_check, repetition_found
+from engine.slots.checks.prose import (
+    cut_unfinished_end,
+    ending_check,
+    repeated_line,
+    repetition_check,
+    repetition_found,
+)
 from engine.slots.checks.text import code_blocks, sentence_key, without_code
 
 __all__ = [
@@ -48,6 +54,7 @@ __all__ = [
     "module_name",
     "python_modules",
     "repeated_sections",
+    "repeated_line",
     "repetition_check",
     "repetition_found",
     "sentence_key",

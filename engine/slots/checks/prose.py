@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -109,6 +110,17 @@ def repetition_check(text: str, task: str = "") -> CheckResult:
     return CheckResult(name="prose.repetition", passed=found is None, detail=found or "")
 
 
+def repeated_line(lines: Iterable[str], times: int) -> str | None:
+    """The first line of more than ten characters that comes ``times`` times in a row (blank lines aside), or None."""
+    run, previous = 0, None
+    for line in (ln.strip() for ln in lines if ln.strip()):
+        run = run + 1 if line == previous and len(line) > 10 else 1
+        previous = line
+        if run >= times:
+            return line
+    return None
+
+
 def repetition_found(
     text: str, *, sentence_times: int = 3, line_run: int = 3, phrase_times: int = 4, task: str = ""
 ) -> str | None:
@@ -121,12 +133,9 @@ def repetition_found(
     repeated = [(s, n) for s, n in Counter(sentences).most_common(1) if n >= sentence_times]
     if repeated:
         return f"a sentence is repeated {repeated[0][1]} times ({repeated[0][0][:60]!r})"
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("|", "```", "#"))]
-    run = 1
-    for previous, line in zip(lines, lines[1:], strict=False):
-        run = run + 1 if line == previous and len(line) > 10 else 1
-        if run >= line_run:
-            return f"a line repeats in a run ({line[:60]!r})"
+    lines = [ln for ln in text.splitlines() if not ln.strip().startswith(("|", "```", "#"))]
+    if (line := repeated_line(lines, line_run)) is not None:
+        return f"a line repeats in a run ({line[:60]!r})"
     words = [w.lower() for w in WORD.findall(without_closed_code(text))]
     grams = Counter(tuple(words[i : i + 8]) for i in range(max(0, len(words) - 7)))
     asked = [w.lower() for w in WORD.findall(task)]
