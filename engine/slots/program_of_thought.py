@@ -47,8 +47,10 @@ __all__ = [
     "calculable",
     "calculate",
     "final_statement",
+    "is_money",
     "fractions_read",
     "printed_values",
+    "readable",
     "result_check",
     "stated_rounded",
     "verdict",
@@ -81,6 +83,13 @@ _ASKS_A_VALUE = re.compile(
 )
 """A task that asks for a value (a question, or a verb that asks for one: "Please determine the net present value
 ...", numeric_heldout_first, was answered with no program and no NPV, every check passing)."""
+_ASKS_A_QUANTITY = re.compile(
+    r"\b(?:how (?:much|many|long|far|fast|often)|calculate|compute|work out)\b|\bin (?:minutes|hours|days|seconds)\b",
+    re.I,
+)
+"""A task that asks for a quantity in so many words, whichever expert the router chose: "How long, in minutes, will
+it take to download a 12.4 GB game over ... 75 Mbps?" (numeric_heldout2) went to the software architect, whose
+answer divided megabytes by megabits and stated 2.81 minutes (right: 22.04), with no program to check it."""
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])(\s*%)?")
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
@@ -106,11 +115,21 @@ class Calculation:
     completion_tokens: int = 0
 
 
-def calculable(task: str, expert: str) -> bool:
-    """Whether the result of ``task``, answered by ``expert``, is worth computing by a program."""
+def calculable(task: str, expert: str, *, writes_code: bool = False) -> bool:
+    """Whether the result of ``task``, answered by ``expert``, is worth computing by a program.
+
+    Always for :data:`CALCULATED_EXPERTS`; for :data:`NUMERIC_EXPERTS` when the task states two numbers or more and
+    asks for a value; for any other expert whose answer is not code (``writes_code``: a function that computes
+    interest is the answer, not a number) when it states two numbers or more and asks for a quantity in so many
+    words (:data:`_ASKS_A_QUANTITY`).
+    """
     if expert in CALCULATED_EXPERTS:
         return True
-    return expert in NUMERIC_EXPERTS and len(_numbers(task)) >= 2 and _ASKS_A_VALUE.search(task) is not None
+    if len(_numbers(task)) < 2:
+        return False
+    if expert in NUMERIC_EXPERTS:
+        return _ASKS_A_VALUE.search(task) is not None
+    return not writes_code and _ASKS_A_QUANTITY.search(task) is not None
 
 
 def calculate(
@@ -396,20 +415,29 @@ _NOTES: dict[str, str] = {
 }
 
 
-def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry]) -> SlotResult:
+def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *, money: bool = False) -> SlotResult:
     """``result`` with a section giving the result, the program that computed it and its output.
 
     The section is the harness's, not the expert's: the result as the vote decided it (:class:`Verdict`), the
     program (written by its model) and what the sandbox printed, verbatim, and a sentence on the agreement; a
-    ledger entry says the same. It is the answer's last section, except when programs outvoted the answer
-    (``computed``): then it comes first, so a reader meets the computed value before the answer's own figure.
+    ledger entry says the same. The headline gives the result as a reader writes it (:func:`readable`: to the cent
+    when the task is about ``money``), saying what it was rounded from. It is the answer's last section, except
+    when programs outvoted the answer (``computed``): then it comes first, so a reader meets the computed value
+    before the answer's own figure.
     """
     calc = vote.shown
     value = last_line(calc.output)
     other = last_line(vote.other.output) if vote.other is not None and vote.other.output else "nothing usable"
     first = vote.agreement == "computed"
-    shown = stated_value(vote.result) if vote.result else ""
-    head = f"**Result: {shown}**" if vote.result else f"**Computed: {stated_value(value)}** (not confirmed)"
+    shown = readable(stated_value(vote.result), money=money) if vote.result else ""
+    computed_value = readable(stated_value(value), money=money)
+    printed = stated_value(vote.result if vote.result else value)
+    # the headline rounds a float's noise; the output below is verbatim
+    asides = [f"rounded from {printed}"] if printed != (shown or computed_value) else []
+    if not vote.result:
+        asides.append("not confirmed")
+    head = f"**Result: {shown}**" if vote.result else f"**Computed: {computed_value}**"
+    head += f" ({'; '.join(asides)})" if asides else ""
     note = _NOTES[vote.agreement].format(other=repr(other), result=shown)
     rounded = stated_rounded(result.body_text(), calc) if vote.agreement in AGREED else None
     if rounded is not None:  # "11" for 10.909...: the same to the digits it shows, not the same number
@@ -496,6 +524,44 @@ _STATED = re.compile(r"-?[$£€]?\d[\d,]*(?:\.\d+)?%?")
 _LABELLED = re.compile(r":\s+|\s+(?:is|are|was|were|will be|would be|equals|=)\s+")
 STATED_MAX_CHARS = 40
 """A printed line longer than this ("The monthly payment ... is $1798.65") is given as its last number."""
+
+
+_PLAIN_NUMBER = re.compile(r"(-?)([$£€]?)(-?)(\d[\d,]*\.\d+)(%?)")
+READABLE_SIGNIFICANT = 6
+"""Significant figures the headline keeps of a long float (16920.984050717176: 16,920.98 as money, else 16,921)."""
+_MONEY = re.compile(r"[$£€]|\b(?:dollars?|pounds?|euros?|usd|gbp|eur|cents?|pence)\b", re.I)
+
+
+def is_money(task: str) -> bool:
+    """Whether a task speaks of money (a currency sign or name): its result reads to the cent."""
+    return _MONEY.search(task) is not None
+
+
+def readable(value: str, *, money: bool = False) -> str:
+    """A printed value as a reader writes it: ``58.8`` for ``58.800000000000004``.
+
+    ``16920.984050717176`` reads ``16,920.98`` as money (to the cent, when at least 1), ``4.285714285714286``
+    reads ``4.28571`` (:data:`READABLE_SIGNIFICANT` figures). Anything but one plain decimal number, with its
+    currency sign or percent, is left as printed, and so is a number no longer than that.
+    """
+    match = _PLAIN_NUMBER.fullmatch(value.strip())
+    if match is None:
+        return value
+    sign, currency, sign2, digits, percent = match.groups()
+    number = float(digits.replace(",", ""))
+    whole = len(str(int(number))) if number >= 1 else 0
+    if money and number >= 1 and not percent:
+        decimals = 2
+    elif number >= 1:
+        decimals = max(0, READABLE_SIGNIFICANT - whole)
+    else:
+        decimals = READABLE_SIGNIFICANT - 1 - int(f"{number:e}".split("e")[1])
+    if len(digits.split(".")[1]) <= decimals or round(number, decimals) == number:
+        return value
+    text = f"{number:,.{decimals}f}"
+    if not (money and number >= 1 and not percent):
+        text = text.rstrip("0").rstrip(".")
+    return f"{sign}{currency}{sign2}{text}{percent}"
 
 
 def stated_value(line: str) -> str:

@@ -42,6 +42,7 @@ from engine.slots.program_of_thought import (
     Verdict,
     calculable,
     calculate,
+    is_money,
     result_check,
     verdict,
     with_working,
@@ -170,7 +171,8 @@ def _calculation(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) -> Cal
     failed) is drawn once more, sampled: a slot without a program's value has no check on its number at all.
     """
     job = slot.job
-    if not (slot.settings.calculate and job.whole_task and calculable(job.task, job.expert)):  # a part: maybe no number
+    asked = calculable(job.task, job.expert, writes_code=slot.contract.code_first)
+    if not (slot.settings.calculate and job.whole_task and asked):  # a part: maybe no number
         return None
     calc = _program_run(slot, backend, emit, 0.0)
     if calc is not None and not calc.values and not calc.output:  # no program came back, or it failed: one more
@@ -640,7 +642,7 @@ def _tidy(result: SlotResult, slot: _Slot, chosen: _Draw) -> SlotResult:
     if job.expert in ARITHMETIC_EXPERTS:
         result = computed(result, ledger)
     if slot.verdict is not None:  # last: the working is the harness's, not cut as the answer's own
-        result = with_working(result, slot.verdict, ledger)
+        result = with_working(result, slot.verdict, ledger, money=is_money(job.task))
     return result
 
 

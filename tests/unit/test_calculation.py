@@ -8,7 +8,9 @@ from engine.slots.program_of_thought import (
     calculable,
     calculate,
     final_statement,
+    is_money,
     printed_values,
+    readable,
     result_check,
 )
 from engine.slots.run import SlotOutcome, run_slot
@@ -19,6 +21,8 @@ from tests.unit.scripted import Scripted
 
 DICE = "What is the probability of getting at least one six in four rolls of a fair die? Show the steps."
 PROGRAM = "```python\nprint(1 - (5 / 6) ** 4)\n```"
+DICE_RESULT = "**Result: 0.517747** (rounded from 0.5177469135802468)"
+"""The headline of the program's value: rounded as a reader writes it, the output block below it verbatim."""
 
 
 def calc(output: str, task: str = DICE) -> Calculation:
@@ -177,7 +181,7 @@ def test_the_kept_answer_shows_the_computed_result_and_its_program() -> None:
     # the bare prompt's worked answer is drawn first, its own headings kept under the slot's one part
     assert [m.role for m in backend.requests[1].messages] == ["user"]
     assert [s.title for s in outcome.result.sections] == ["Answer", "Computed result"] and last.label == "2"
-    assert "**Result: 0.5177469135802468**" in last.body and "print(1 - (5 / 6) ** 4)" in last.body
+    assert DICE_RESULT in last.body and "print(1 - (5 / 6) ** 4)" in last.body
     assert "```text\n0.5177469135802468\n```" in last.body and "states the same value" in last.body
     assert outcome.result.outline[-1].title == "Computed result"
     [shown] = [e for e in outcome.ledger if e.action == "show_working"]
@@ -296,7 +300,7 @@ def test_an_answer_that_states_the_result_only_rounded_is_told_apart_from_it() -
     outcome = run_slot(math_job(TUB), Scripted([program, kept]), settings, emit=lambda _: None)
     assert outcome.result is not None and outcome.result.quality is not None and outcome.result.quality.passed
     last = outcome.result.sections[-1]
-    assert last.title == "Computed result" and "**Result: 10.909090909090908**" in last.body
+    assert last.title == "Computed result" and "**Result: 10.9091** (rounded from 10.909090909090908)" in last.body
     assert "The answer above states it rounded, as 11: check that the task wants it rounded." in last.body
     assert "states the same value" not in last.body
     exact = kept.replace("boxed{11}", "boxed{10.91}")  # to the digits a reader uses: the same value
@@ -324,7 +328,8 @@ def test_an_answer_that_disagrees_gets_one_more_draw_then_programs_vote_until_tw
     assert [r.slot_id for r in backend.requests] == ["answer", "answer", "answer@judge"]
     assert "0.5177" in backend.requests[1].messages[-1].content  # the second draw is told the value
     last = outcome.result.sections[-1]  # three values: no result, said plainly
-    assert last.title == "Computed result" and "**Computed: 0.5177469135802468** (not confirmed)" in last.body
+    assert last.title == "Computed result"
+    assert "**Computed: 0.517747** (rounded from 0.5177469135802468; not confirmed)" in last.body
     assert "they disagree, so no result is given" in last.body and "'0.25'" in last.body
     [shown] = [e for e in outcome.ledger if e.action == "show_working"]
     assert shown.outputs_summary.startswith("split:")
@@ -338,7 +343,7 @@ def test_two_programs_that_agree_outvote_the_answer_and_their_result_comes_first
     assert [(s.label, s.title) for s in outcome.result.sections] == [("1", "Computed result"), ("2", "Answer")]
     assert outcome.result.raw.index("Computed result") < outcome.result.raw.index("Probability")
     assert "The answer below does not state this value" in last.body
-    assert "**Result: 0.5177469135802468**" in last.body and "another program printed it too" in last.body
+    assert DICE_RESULT in last.body and "another program printed it too" in last.body
     assert not outcome.result.quality.passed and any("two programs" in n.message for n in outcome.notices)
 
 
@@ -348,7 +353,7 @@ def test_a_third_program_breaks_a_three_way_split() -> None:
     outcome, _, bigger = disagreeing("```python\nprint(0.25)\n```", same)
     assert outcome.result is not None and len(bigger.requests) == 3
     last = outcome.result.sections[0]
-    assert "**Result: 0.5177469135802468**" in last.body and "print(1 - 625 / 1296)" not in last.body  # the first's
+    assert DICE_RESULT in last.body and "print(1 - 625 / 1296)" not in last.body  # the first's
     assert "another program printed it too" in last.body
     outcome, _, _ = disagreeing("```python\nprint(0.25)\n```", "```python\nprint(0.6)\n```")
     assert outcome.result is not None and "**Result: 0.6**" in outcome.result.sections[-1].body  # sides with the answer
@@ -403,3 +408,29 @@ def test_a_long_printed_line_is_given_as_its_value() -> None:
     assert stated_value("The answer is the word seven, written out in full here.") == (
         "The answer is the word seven, written out in full here."
     )
+
+
+def test_a_quantity_question_is_computed_whichever_expert_the_router_chose() -> None:
+    # numeric_heldout2's download question went to the software architect, which stated 2.81 minutes (22.04)
+    download = (
+        "How long, in minutes, will it take to download a 12.4 GB game over a connection that holds a steady "
+        "75 Mbps? Take 1 GB = 1,000 MB and 1 byte = 8 bits, and ignore protocol overhead."
+    )
+    assert calculable(download, "software_architect") and calculable(download, "technical_writer")
+    assert not calculable(download, "python_coder", writes_code=True)  # a function that computes it is the answer
+    design = "Design a cache for 10,000 requests per second across 3 regions, with invalidation rules."
+    assert not calculable(design, "software_architect")  # numbers, but no quantity asked for
+    assert not calculable("How long should a runbook be?", "devops_engineer")  # a quantity, but nothing to compute
+
+
+def test_the_headline_gives_a_long_float_as_a_reader_writes_it() -> None:
+    # numeric_heldout2_after: "**Result: 16920.984050717176**" for a present value, "58.800000000000004" for a cost
+    assert is_money("What is it worth today in dollars?") and is_money("a £12,000 car") and not is_money("12 kg")
+    assert readable("16920.984050717176", money=True) == "16,920.98"
+    assert readable("16920.984050717176") == "16,921" and readable("58.800000000000004") == "58.8"
+    assert readable("$1798.6515754", money=True) == "$1,798.65" and readable("-12.3456789", money=True) == "-12.35"
+    assert readable("0.5177469135802468") == "0.517747" and readable("4.285714285714286") == "4.28571"
+    assert readable("0.0734215", money=True) == "0.0734215"  # a rate in a money task is not cents
+    assert readable("166.5290") == "166.5290" and readable("166.5290", money=True) == "166.53"  # to the cent
+    for printed in ("£365.45", "2 hours 24 minutes", "0.9", "45"):
+        assert readable(printed, money=True) == printed  # already as a reader writes it, or not one number
