@@ -1,4 +1,4 @@
-"""Arithmetic in an answer is computed by the harness, not trusted to the model's digits.
+r"""Arithmetic in an answer is computed by the harness, not trusted to the model's digits.
 
 Small models set up a calculation correctly far more often than they carry it out ("12 inches is 12 * 2.54
 centimeters", or "= 30.6"). :func:`compute` finds the calculations an answer writes and evaluates them exactly:
@@ -6,6 +6,13 @@ centimeters", or "= 30.6"). :func:`compute` finds the calculations an answer wri
 * ``[[12 * 2.54]]``, the form the direct-answer prompt asks for, becomes ``30.48`` (``^`` is a power there);
 * ``12 * 2.54 = 30.6`` has its result checked, and a wrong one replaced (``12 * 2.54 = 30.48``);
 * ``12 * 2.54`` left without a result, at the end of a clause, gets one (``12 * 2.54 = 30.48``).
+
+LaTeX steps are read too: ``\frac{25000}{1.47746} \approx 17039.13`` (a present value the finance expert got
+wrong, numeric_heldout2) becomes ``\frac{25000}{1.47746} \approx 16920.93``, with ``\times``, ``\cdot``
+and ``^{8}`` read as Python's operators. A LaTeX step, and any step written with ``≈``, agrees when its result is
+within a thousandth of the value or right to the digits it shows: a model writes a rounded value there, and
+only a wrong one is corrected. A corrected result of three significant digits or more is corrected wherever the
+answer states it again (the boxed ``17039.13`` two lines on is the same wrong number).
 
 Only numbers, parentheses and ``+ - * / // % **`` (and ``x`` or ``×`` for times, ``÷`` for division) are
 evaluated, with Python's own arithmetic on the parsed expression (never ``eval``); powers are bounded so that no
@@ -20,7 +27,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
-__all__ = ["compute", "evaluate"]
+__all__ = ["compute", "evaluate", "latex_value"]
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _OP = r"(?:\*\*|//|[-+*/%×÷x])"
@@ -30,6 +37,18 @@ _WITH_RESULT = re.compile(rf"(?<![\w.])({_EXPR})\s*(=|≈)\s*(-?{_NUM})(?!\d|[.,
 _END = r"(?![\d]|[.,]\d)(?!\s*[=≈])"
 """An expression ends where no digit (or decimal part) goes on, and no result follows."""
 _WITHOUT_RESULT = re.compile(rf"(?<![\w.=])({_EXPR}){_END}(?=\s*(?:[.,;:!?)]|\s+(?:[a-zA-Z%°]|$)|$))")
+_BRACED = r"\{(?:[^{}]|\{[^{}]*\})*\}"
+_LATEX_TERM = rf"(?:\\[dt]?frac\s*{_BRACED}\s*{_BRACED}|\(\s*-?{_NUM}(?:\s*[-+]\s*{_NUM})?\s*\)|-?{_NUM})"
+_LATEX_POWER = r"(?:\s*\^\s*(?:\{\s*-?\d+(?:\.\d+)?\s*\}|\d+))"
+_LATEX_OP = r"(?:\\times|\\cdot|[-+*/×÷])"
+_LATEX_EXPR = rf"{_LATEX_TERM}{_LATEX_POWER}?(?:\s*{_LATEX_OP}\s*{_LATEX_TERM}{_LATEX_POWER}?)*"
+_LATEX_STEP = re.compile(
+    rf"({_LATEX_EXPR})\s*(=|\\approx|≈)\s*(-?{_NUM})(?!\d|[.,]\d|\s*(?:\^|\\times|\\cdot|[*/×÷]|\\frac))"
+)
+_STEP_TOLERANCE = 1e-3
+"""A LaTeX or ``≈`` step's result within this share of the value agrees (a rounded intermediate carried on)."""
+_PROPAGATED_DIGITS = 3
+"""A corrected result with this many significant digits or more is corrected wherever it is stated again."""
 _OPS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -86,9 +105,48 @@ def _same(written: str, value: float) -> bool:
     return abs(number - value) <= max(1e-9, abs(value) * 1e-6) or _show(number) == _show(value)
 
 
+def latex_value(expression: str) -> float | None:
+    r"""The value of a LaTeX arithmetic expression (``\frac{a}{b}``, ``\times``, ``\cdot``, ``^{n}``), or None."""
+    text = expression.replace("\\left", "").replace("\\right", "").replace("\\,", "")
+    text = re.sub(r"\\times|\\cdot", "*", text)
+    text = re.sub(r"\^\s*\{([^{}]*)\}", r"**(\1)", text).replace("^", "**")
+    for _ in range(4):  # nested fractions, innermost first
+        text, n = re.subn(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"((\1)/(\2))", text)
+        if not n:
+            break
+    if "\\" in text or "{" in text:
+        return None
+    return evaluate(text)
+
+
+def _decimals(written: str) -> int:
+    return len(written.split(".")[1]) if "." in written else 0
+
+
+def _agrees_rounded(written: str, value: float) -> bool:
+    """A step's result as a model writes it: within :data:`_STEP_TOLERANCE`, or right to the digits it shows."""
+    number = float(written.replace(",", ""))
+    if abs(number - value) <= max(1e-9, abs(value) * _STEP_TOLERANCE):
+        return True
+    return bool(abs(number - value) <= 10.0 ** -_decimals(written))  # 1.4775 for 1.47745544, one in its last digit
+
+
+def _shown_like(written: str, value: float) -> str:
+    """A corrected result to the decimals the wrong one showed (two at least when it showed none and needs some)."""
+    places = _decimals(written)
+    if places == 0 and not float(value).is_integer():
+        return _show(round(value, 2))
+    return f"{value:.{places}f}" if places else _show(round(value))
+
+
+def _significant(written: str) -> int:
+    return len(written.replace(",", "").replace(".", "").replace("-", "").lstrip("0"))
+
+
 def compute(text: str) -> tuple[str, list[str]]:
     """``text`` with its calculations computed (see the module docstring), and a line per change."""
     changes: list[str] = []
+    wrong: dict[str, str] = {}
 
     def bracket(m: re.Match[str]) -> str:
         value = evaluate(m.group(1).replace("^", "**"))  # a power as a calculator writes it: no XOR in brackets
@@ -117,7 +175,34 @@ def compute(text: str) -> tuple[str, list[str]]:
         changes.append(f"computed {expression.strip()} = {_show(value)}")
         return f"{expression.rstrip()} = {_show(value)}"
 
+    def latex_step(m: re.Match[str]) -> str:
+        expression, relation, written = m.groups()
+        latex = "\\" in expression or "^" in expression
+        if not latex and relation == "=":
+            return m.group(0)  # plain arithmetic with "=": with_result's exact rule
+        if not re.search(rf"{_LATEX_OP}|\\[dt]?frac|\^", expression):
+            return m.group(0)  # a number restated ("= 1.05 \approx 1.1"), no calculation
+        before = text[: m.start()].rstrip()
+        if before.endswith(("+", "-", "*", "/", "^", "{", "\\times", "\\cdot", "×", "÷")):
+            return m.group(0)  # the end of a longer expression, not a step of its own
+        value = latex_value(expression)
+        if value is None or _agrees_rounded(written, value):
+            return m.group(0)
+        right = _shown_like(written, value)
+        changes.append(f"corrected {expression.strip()} {relation} {written} to {right}")
+        if _significant(written) >= _PROPAGATED_DIGITS:
+            wrong[written] = right
+        return m.group(0)[: m.start(3) - m.start()] + right
+
+    def restated(m: re.Match[str]) -> str:
+        changes.append(f"corrected {m.group(0)} to {wrong[m.group(0)]} where the answer states it again")
+        return wrong[m.group(0)]
+
     text = _BRACKETS.sub(bracket, text)
+    text = _LATEX_STEP.sub(latex_step, text)
     text = _WITH_RESULT.sub(with_result, text)
     text = _WITHOUT_RESULT.sub(without_result, text)
+    if wrong:
+        pattern = "|".join(re.escape(w) for w in sorted(wrong, key=len, reverse=True))
+        text = re.sub(rf"(?<![\d.,])(?:{pattern})(?!\d|[.,]\d)", restated, text)
     return text, changes

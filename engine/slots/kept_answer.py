@@ -246,13 +246,13 @@ def _rendered(outline: list[OutlineItem], sections: list[Section]) -> str:
     return f"## Outline\n{items}\n\n{body}" if outline else body
 
 
-def computed(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:
-    """The result with its calculations computed, and a ledger entry naming each change."""
+def computed(result: SlotResult, ledger: list[LedgerEntry], candidate: str = "") -> SlotResult:
+    """The result with its calculations computed, and a ledger entry naming each change (of ``candidate``)."""
     raw, changes = compute(result.raw)
     if not changes:
         return result
     sections = [s.model_copy(update={"body": compute(s.body)[0]}) for s in result.sections]
-    _record(ledger, result, "compute", "; ".join(changes)[:500])
+    _record(ledger, result, "compute", (f"{candidate}: " if candidate else "") + "; ".join(changes)[:500])
     return result.model_copy(update={"raw": raw, "sections": sections})
 
 

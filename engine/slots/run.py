@@ -406,6 +406,8 @@ class _Slot:
         gen = self._generate(owner, request, plan, model, attempt)
         seconds = time.perf_counter() - t0
         result = self._parse(gen, plain, attempt, prompt.max_tokens)
+        if self.corrects_arithmetic:  # before the checks: a corrected step's result is what the answer states
+            result = computed(result, self.ledger, candidate=f"c{attempt}")
         checks, signals = self._check(result, gen, watch)
         record = CandidateRecord(
             id=f"c{attempt}",
@@ -425,6 +427,15 @@ class _Slot:
         made = _Draw(record, result, checks, signals, gen, told)
         self.draws.append(made)
         return made
+
+    @property
+    def corrects_arithmetic(self) -> bool:
+        r"""Whether the harness computes the answer's arithmetic (:mod:`engine.slots.inline_arithmetic`).
+
+        A math expert's, and any whose task's result a program computes: a finance answer's
+        ``\frac{25000}{1.47746} \approx 17039.13`` (numeric_heldout2).
+        """
+        return self.job.expert in ARITHMETIC_EXPERTS or self.calculation is not None
 
     def _report_cuts(self, prompt: Prompt) -> None:
         """What had to be cut for the prompt to fit, each cut once in the ledger."""
@@ -639,8 +650,6 @@ def _tidy(result: SlotResult, slot: _Slot, chosen: _Draw) -> SlotResult:
     result = without_written_sources(result, ledger)  # before the resolver writes the real ones
     result = without_unprinted_output(result, job.task, slot.limits, ledger)  # a section left empty goes next
     result = without_repeated_sections(result, job.task, slot.references, ledger, job.others)
-    if job.expert in ARITHMETIC_EXPERTS:
-        result = computed(result, ledger)
     if slot.verdict is not None:  # last: the working is the harness's, not cut as the answer's own
         result = with_working(result, slot.verdict, ledger, money=is_money(job.task))
     return result

@@ -343,6 +343,29 @@ def test_arithmetic_is_computed_by_running_the_expression() -> None:
     assert text == "So 17 * 23 = 391 in all." and "corrected" in changes[0]
 
 
+def test_latex_steps_are_computed_and_a_wrong_result_is_corrected_where_it_is_stated_again() -> None:
+    # numeric_heldout2_after, nh2-present-value: the finance answer's division was wrong, and its boxed result with it
+    answer = (
+        "\\[ 1.05^8 \\approx 1.47746 \\]\n\nNow divide:\n\n\\[ PV = \\frac{25000}{1.47746} \\approx 17039.13 \\]\n\n"
+        "Therefore the present value is approximately \\(\\boxed{17039.13}\\)."
+    )
+    text, changes = compute(answer)
+    assert "\\frac{25000}{1.47746} \\approx 16920.93" in text and "\\boxed{16920.93}" in text and "17039" not in text
+    assert "1.05^8 \\approx 1.47746" in text  # right to the digits it shows: left as written
+    assert changes == [
+        "corrected \\frac{25000}{1.47746} \\approx 17039.13 to 16920.93",
+        "corrected 17039.13 to 16920.93 where the answer states it again",
+    ]
+    # the GSM8K miss: "H = 88000 / 11" then 7600, written as a LaTeX fraction
+    assert compute("\\[ H = \\frac{88000}{11} = 7600 \\]")[0] == "\\[ H = \\frac{88000}{11} = 8000 \\]"
+    grown = compute("\\[ 5000 \\times (1 + 0.06)^{10} = 11985.20 \\]")  # the review set's fin-compound
+    assert grown[0] == "\\[ 5000 \\times (1 + 0.06)^{10} = 8954.24 \\]"
+    assert compute("so 12400 / 75 ≈ 168.67 seconds")[0] == "so 12400 / 75 ≈ 165.33 seconds"  # "≈" is read too
+    for right in ("\\[ 1.05^{10} = 1.63 \\]", "$2 \\times 3 = 6$", "\\[ \\frac{25000}{1.05^8} \\approx 16921 \\]"):
+        assert compute(right) == (right, [])  # rounded as a model writes it, and right
+    assert compute("x = 2 + 3 \\times 4 = 14")[1] == []  # the end of a longer expression is no step of its own
+
+
 def test_ranges_dates_and_versions_are_not_calculations() -> None:
     for text in ("It takes 3-5 days.", "Released on 11/23.", "Upgrade from 3.11 - 2 steps."):
         assert compute(text) == (text, [])

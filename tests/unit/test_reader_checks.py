@@ -269,6 +269,23 @@ def test_the_mortgage_answer_ends_with_the_computed_payment_and_says_the_answer_
     assert any("math.result" in n.message and "two programs" in n.message for n in outcome.notices)
 
 
+def test_a_finance_answers_wrong_latex_step_is_corrected_before_its_result_is_checked() -> None:
+    # numeric_heldout2_after, nh2-present-value: "\\frac{25000}{1.47746} \\approx 17039.13", boxed, under a caveat
+    task = "Determine the present value of £25,000 receivable at the end of 8 years, discounted at 5% per annum."
+    program = "```python\nprint(25000 / 1.05 ** 8)\n```"
+    answer = (
+        "\\[ PV = \\frac{25000}{(1 + 0.05)^{8}} \\approx 17039.13 \\]\n\n"
+        "So the present value is about \\(\\boxed{17039.13}\\)."
+    )
+    outcome = run_slot(finance_job(task), Scripted([program, answer]), settings(), lambda _: None)
+    result = outcome.result
+    assert result is not None and result.quality is not None and result.quality.passed
+    assert "\\boxed{16920.98}" in result.raw and "17039" not in result.raw
+    assert "**Result: 16,920.98** (rounded from 16920.984050717176)" in result.raw  # the vote agrees: no caveat
+    [fix] = [e for e in outcome.ledger if e.action == "compute"]
+    assert fix.outputs_summary.startswith("c1: corrected \\frac{25000}{(1 + 0.05)^{8}} \\approx 17039.13 to 16920.98")
+
+
 def test_a_usage_blocks_output_is_run_after_the_functions_the_answer_defined() -> None:
     usage = (
         f"```python\n{FUNCTION}```\n\nUsage:\n```python\nprint(is_palindrome('A man, a plan, a canal: Panama'))\n"
