@@ -182,9 +182,11 @@ def compute(text: str) -> tuple[str, list[str]]:
             return m.group(0)  # plain arithmetic with "=": with_result's exact rule
         if not re.search(rf"{_LATEX_OP}|\\[dt]?frac|\^", expression):
             return m.group(0)  # a number restated ("= 1.05 \approx 1.1"), no calculation
-        before = text[: m.start()].rstrip()
-        if before.endswith(("+", "-", "*", "/", "^", "{", "\\times", "\\cdot", "×", "÷")):
-            return m.group(0)  # the end of a longer expression, not a step of its own
+        before = text[: m.start()]
+        if re.search(r"[\w.^{}_]$", before) or before.rstrip().endswith(
+            ("+", "-", "*", "/", "^", "{", "\\times", "\\cdot", "×", "÷")
+        ):
+            return m.group(0)  # the end of a longer expression or a name ("a_1"), not a step of its own
         value = latex_value(expression)
         if value is None or _agrees_rounded(written, value):
             return m.group(0)
