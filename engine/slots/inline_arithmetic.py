@@ -38,7 +38,7 @@ _END = r"(?![\d]|[.,]\d)(?!\s*[=≈])"
 """An expression ends where no digit (or decimal part) goes on, and no result follows."""
 _WITHOUT_RESULT = re.compile(rf"(?<![\w.=])({_EXPR}){_END}(?=\s*(?:[.,;:!?)]|\s+(?:[a-zA-Z%°]|$)|$))")
 _BRACED = r"\{(?:[^{}]|\{[^{}]*\})*\}"
-_LATEX_TERM = rf"(?:\\[dt]?frac\s*{_BRACED}\s*{_BRACED}|\(\s*-?{_NUM}(?:\s*[-+]\s*{_NUM})?\s*\)|-?{_NUM})"
+_LATEX_TERM = rf"(?:-?\\[dt]?frac\s*{_BRACED}\s*{_BRACED}|\(\s*-?{_NUM}(?:\s*[-+]\s*{_NUM})?\s*\)|-?{_NUM})"
 _LATEX_POWER = r"(?:\s*\^\s*(?:\{\s*-?\d+(?:\.\d+)?\s*\}|\d+))"
 _LATEX_OP = r"(?:\\times|\\cdot|[-+*/×÷])"
 _LATEX_EXPR = rf"{_LATEX_TERM}{_LATEX_POWER}?(?:\s*{_LATEX_OP}\s*{_LATEX_TERM}{_LATEX_POWER}?)*"
@@ -119,6 +119,18 @@ def latex_value(expression: str) -> float | None:
     return evaluate(text)
 
 
+_OPERATOR_BEFORE = re.compile(r"(?:[\d)}]\s*[-+*/×÷^]|\\times|\\cdot|[{^])\s*$|[\w.^{}]$")
+"""Text before a step that makes it the end of a longer expression ("189.99 \\times (1 - 0.20) = ...") or of a
+name ("a_1 + 5"); a bullet's dash ("- 12 * 2.54 = 30.6") is neither."""
+_CONTINUES = re.compile(r"\s*(?:[-+*/×÷^]\s*[\d(\\]|\\times|\\cdot|\\frac)")
+"""Text after a step's result that makes the result the start of the next expression ("= 189.99 \\times 0.80")."""
+
+
+def _inside_longer(text: str, m: re.Match[str]) -> bool:
+    """Whether a step (expression, relation, result) is part of a longer chain, not a calculation of its own."""
+    return _OPERATOR_BEFORE.search(text[: m.start()]) is not None or _CONTINUES.match(text, m.end()) is not None
+
+
 def _decimals(written: str) -> int:
     return len(written.split(".")[1]) if "." in written else 0
 
@@ -132,11 +144,14 @@ def _agrees_rounded(written: str, value: float) -> bool:
 
 
 def _shown_like(written: str, value: float) -> str:
-    """A corrected result to the decimals the wrong one showed (two at least when it showed none and needs some)."""
-    places = _decimals(written)
+    """A corrected result written as the wrong one was: its decimals and its thousands commas.
+
+    Six decimals at most; two when it showed none and the value needs some.
+    """
+    places = min(_decimals(written), 6)
     if places == 0 and not float(value).is_integer():
-        return _show(round(value, 2))
-    return f"{value:.{places}f}" if places else _show(round(value))
+        places = 2
+    return f"{value:,.{places}f}" if "," in written else f"{value:.{places}f}"
 
 
 def _significant(written: str) -> int:
@@ -156,6 +171,8 @@ def compute(text: str) -> tuple[str, list[str]]:
         return _show(value)
 
     def with_result(m: re.Match[str]) -> str:
+        if _inside_longer(text, m):
+            return m.group(0)
         value = evaluate(m.group(1))
         if value is None or m.group(2) == "≈" or _same(m.group(3), value):
             return m.group(0)
@@ -182,11 +199,8 @@ def compute(text: str) -> tuple[str, list[str]]:
             return m.group(0)  # plain arithmetic with "=": with_result's exact rule
         if not re.search(rf"{_LATEX_OP}|\\[dt]?frac|\^", expression):
             return m.group(0)  # a number restated ("= 1.05 \approx 1.1"), no calculation
-        before = text[: m.start()]
-        if re.search(r"[\w.^{}_]$", before) or before.rstrip().endswith(
-            ("+", "-", "*", "/", "^", "{", "\\times", "\\cdot", "×", "÷")
-        ):
-            return m.group(0)  # the end of a longer expression or a name ("a_1"), not a step of its own
+        if _inside_longer(text, m):
+            return m.group(0)
         value = latex_value(expression)
         if value is None or _agrees_rounded(written, value):
             return m.group(0)

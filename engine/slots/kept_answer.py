@@ -9,7 +9,8 @@ model only wrote out:
 * :func:`without_repeated_sections`: a section that repeats an earlier one, the task or a referenced slot, or that
   is another slot's part, goes, and the rest are numbered again; so does a code block that repeats earlier code.
 * :func:`without_unprinted_output`: an output block after Python that the program, run, does not print goes.
-* :func:`computed`: a math answer's arithmetic is computed (:mod:`engine.slots.inline_arithmetic`).
+* :func:`computed`: a candidate's arithmetic is computed (:mod:`engine.slots.inline_arithmetic`), in a math
+  slot and any whose result a program computes, as each candidate is drawn (before its checks).
 * :func:`without_written_sources`: a source tag or unresolved marker the model wrote itself goes (only the
   harness cites a source, when it resolves an assist after this).
 

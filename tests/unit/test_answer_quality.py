@@ -364,6 +364,17 @@ def test_latex_steps_are_computed_and_a_wrong_result_is_corrected_where_it_is_st
     for right in ("\\[ 1.05^{10} = 1.63 \\]", "$2 \\times 3 = 6$", "\\[ \\frac{25000}{1.05^8} \\approx 16921 \\]"):
         assert compute(right) == (right, [])  # rounded as a model writes it, and right
     assert compute("x = 2 + 3 \\times 4 = 14")[1] == []  # the end of a longer expression is no step of its own
+    # nh-discount-tax-chain and math-percent (bare answers): a chain's middle is no step of its own either
+    for chain in (
+        "\\[ 189.99 \\times (1 - 0.20) = 189.99 \\times 0.80 = 151.992 \\]",
+        "100 + 0.20 \\times 100 = 100 + 20 = 120",
+    ):
+        assert compute(chain) == (chain, [])
+    assert compute("NPV = -\\frac{10,000}{(1 + 0.10)^0} = -10,000.")[1] == []  # fin-npv: the sign is the fraction's
+    assert compute("- 12 * 2.54 = 30.6")[0] == "- 12 * 2.54 = 30.48"  # a bullet's dash is no operator
+    # written as the wrong result was: its thousands commas, six decimals at most
+    assert compute("\\frac{3,268,750}{12} = 2,757,125")[0] == "\\frac{3,268,750}{12} = 272,395.83"
+    assert compute("0.00520833 \\times 4.79001 = 0.25600000000000003")[0].endswith("= 0.024948")
 
 
 def test_ranges_dates_and_versions_are_not_calculations() -> None:
