@@ -84,12 +84,15 @@ _ASKS_A_VALUE = re.compile(
 """A task that asks for a value (a question, or a verb that asks for one: "Please determine the net present value
 ...", numeric_heldout_first, was answered with no program and no NPV, every check passing)."""
 _ASKS_A_QUANTITY = re.compile(
-    r"\b(?:how (?:much|many|long|far|fast|often)|calculate|compute|work out)\b|\bin (?:minutes|hours|days|seconds)\b",
+    r"\b(?:how (?:much|many|long|far|fast|often)|calculate|compute|work out|what (?:clock )?time)\b"
+    r"|\bin (?:minutes|hours|days|seconds)\b",
     re.I,
 )
 """A task that asks for a quantity in so many words, whichever expert the router chose: "How long, in minutes, will
 it take to download a 12.4 GB game over ... 75 Mbps?" (numeric_heldout2) went to the software architect, whose
-answer divided megabytes by megabits and stated 2.81 minutes (right: 22.04), with no program to check it."""
+answer divided megabytes by megabits and stated 2.81 minutes (right: 22.04), with no program to check it. "At what
+clock time should it finish?" (a backup from 21:40 for 7 hours 55 minutes, numeric_heldout_rest) went to the
+DevOps engineer, which stated 26:00 (right: 05:35)."""
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])(\s*%)?")
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")

