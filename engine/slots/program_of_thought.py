@@ -436,7 +436,9 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *
     computed_value = readable(stated_value(value), money=money)
     printed = stated_value(vote.result if vote.result else value)
     # the headline rounds a float's noise; the output below is verbatim
-    asides = [f"rounded from {printed}"] if printed != (shown or computed_value) else []
+    headline = shown or computed_value
+    changed = printed != headline and numbers_in(printed) != numbers_in(headline)  # "£74.9700" is £74.97
+    asides = [f"rounded from {printed}"] if changed else []
     if not vote.result:
         asides.append("not confirmed")
     head = f"**Result: {shown}**" if vote.result else f"**Computed: {computed_value}**"
@@ -559,10 +561,11 @@ def readable(value: str, *, money: bool = False) -> str:
         decimals = max(0, READABLE_SIGNIFICANT - whole)
     else:
         decimals = READABLE_SIGNIFICANT - 1 - int(f"{number:e}".split("e")[1])
-    if len(digits.split(".")[1]) <= decimals or round(number, decimals) == number:
-        return value
+    cents = money and number >= 1 and not percent
+    if len(digits.split(".")[1]) <= decimals or (round(number, decimals) == number and not cents):
+        return value  # as a reader writes it already; money's "£74.9700" still reads "£74.97"
     text = f"{number:,.{decimals}f}"
-    if not (money and number >= 1 and not percent):
+    if not cents:
         text = text.rstrip("0").rstrip(".")
     return f"{sign}{currency}{sign2}{text}{percent}"
 

@@ -434,5 +434,6 @@ def test_the_headline_gives_a_long_float_as_a_reader_writes_it() -> None:
     assert readable("0.5177469135802468") == "0.517747" and readable("4.285714285714286") == "4.28571"
     assert readable("0.0734215", money=True) == "0.0734215"  # a rate in a money task is not cents
     assert readable("166.5290") == "166.5290" and readable("166.5290", money=True) == "166.53"  # to the cent
+    assert readable("£74.9700", money=True) == "£74.97" and readable("74.9700") == "74.9700"  # nh-paint-cost
     for printed in ("£365.45", "2 hours 24 minutes", "0.9", "45"):
         assert readable(printed, money=True) == printed  # already as a reader writes it, or not one number
