@@ -44,6 +44,7 @@ __all__ = [
     "Calculation",
     "MAX_VALUES",
     "Verdict",
+    "asks_a_value",
     "calculable",
     "calculate",
     "final_statement",
@@ -133,6 +134,11 @@ def calculable(task: str, expert: str, *, writes_code: bool = False) -> bool:
     if expert in NUMERIC_EXPERTS:
         return _ASKS_A_VALUE.search(task) is not None
     return not writes_code and _ASKS_A_QUANTITY.search(task) is not None
+
+
+def asks_a_value(task: str) -> bool:
+    """Whether ``task`` asks for a value (a question, or a verb that asks for one), not a proof or a plan."""
+    return _ASKS_A_VALUE.search(task) is not None or _ASKS_A_QUANTITY.search(task) is not None
 
 
 def calculate(

@@ -40,6 +40,7 @@ from engine.slots.loop_watch import LoopWatch
 from engine.slots.program_of_thought import (
     Calculation,
     Verdict,
+    asks_a_value,
     calculable,
     calculate,
     is_money,
@@ -679,7 +680,10 @@ def _record_choice(slot: _Slot, chosen: _Draw, judged: bool, restated: bool = Fa
 
 
 def _caveats(result: SlotResult, quality: SlotQuality, slot: _Slot, chosen: _Draw) -> list[Notice]:
-    """Warnings for a kept answer without the required structure, or one that fails its checks."""
+    """Warnings for a kept answer without the required structure, or one that fails its checks.
+
+    Also for one whose task asks for a value that no program computed: its numbers are unchecked.
+    """
     notices: list[Notice] = []
     slot_id, drawn = slot.job.spec.id, len(slot.draws)
     if not result.compliant:
@@ -693,6 +697,13 @@ def _caveats(result: SlotResult, quality: SlotQuality, slot: _Slot, chosen: _Dra
         listed = "; ".join(f"{c.name}: {c.detail}" if c.detail else c.name for c in failed[:3])
         message = f"kept answer ({chosen.record.id} of {drawn}) fails its checks: {listed}"
         notices.append(Notice(level="warning", source="checks", slot_id=slot_id, message=message))
+    calc = slot.calculation
+    if calc is not None and not calc.values and asks_a_value(slot.job.task):  # the task asked for a value
+        # nh-dose-volume (numeric_heldout_rest): no program gave a value, and 2.2 mL (right: 5.5) went out unmarked
+        message = (
+            f"the result was not computed ({calc.note[:160]}): the answer's numbers are the model's own, unchecked"
+        )
+        notices.append(Notice(level="warning", source="calculate", slot_id=slot_id, message=message))
     return notices
 
 

@@ -153,6 +153,13 @@ def test_without_a_usable_program_or_with_calculate_off_the_slot_runs_as_before(
     [again] = [e for e in outcome.ledger if e.action == "recalculate"]
     assert "again, at t=0.6: the first gave no program that ran" in again.inputs_summary
     assert outcome.result.quality.passed  # no check without a result to check against
+    # but the document says its value is unchecked (nh-dose-volume: 2.2 mL, right 5.5, went out unmarked)
+    [unchecked] = [n for n in outcome.notices if n.source == "calculate"]
+    assert unchecked.message.startswith("the result was not computed (the program failed: ")
+    assert unchecked.message.endswith("the answer's numbers are the model's own, unchecked")
+    proof = "Prove that the square root of two is irrational."
+    outcome = run_slot(math_job(proof), Scripted([fails, fails, answer("0.6")]), settings, emit=lambda _: None)
+    assert not [n for n in outcome.notices if n.source == "calculate"]  # a proof asks for no value
     off = Scripted([answer("0.6")])
     run_slot(math_job(), off, resolve_settings({"backend": "fake", "calculate": False}, env={}), emit=lambda _: None)
     assert len(off.requests) == 1
