@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
-__all__ = ["compute", "evaluate", "latex_value"]
+__all__ = ["compute", "compute_all", "evaluate", "latex_value"]
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _OP = r"(?:\*\*|//|[-+*/%×÷x])"
@@ -160,8 +160,30 @@ def _significant(written: str) -> int:
 
 def compute(text: str) -> tuple[str, list[str]]:
     """``text`` with its calculations computed (see the module docstring), and a line per change."""
+    [computed], changes = compute_all([text])
+    return computed, changes
+
+
+def compute_all(texts: list[str]) -> tuple[list[str], list[str]]:
+    """Texts of one answer (its sections) computed as one: a wrong result corrected in one is corrected in all."""
     changes: list[str] = []
     wrong: dict[str, str] = {}
+    steps = [_steps(text, changes, wrong) for text in texts]
+    if not wrong:
+        return steps, changes
+    pattern = re.compile(
+        r"(?<![\d.,])(?:" + "|".join(re.escape(w) for w in sorted(wrong, key=len, reverse=True)) + r")(?!\d|[.,]\d)"
+    )
+
+    def restated(m: re.Match[str]) -> str:
+        changes.append(f"corrected {m.group(0)} to {wrong[m.group(0)]} where the answer states it again")
+        return wrong[m.group(0)]
+
+    return [pattern.sub(restated, text) for text in steps], changes
+
+
+def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
+    """``text`` with its steps computed; each change appended to ``changes``, each wrong result to ``wrong``."""
 
     def bracket(m: re.Match[str]) -> str:
         value = evaluate(m.group(1).replace("^", "**"))  # a power as a calculator writes it: no XOR in brackets
@@ -210,15 +232,7 @@ def compute(text: str) -> tuple[str, list[str]]:
             wrong[written] = right
         return m.group(0)[: m.start(3) - m.start()] + right
 
-    def restated(m: re.Match[str]) -> str:
-        changes.append(f"corrected {m.group(0)} to {wrong[m.group(0)]} where the answer states it again")
-        return wrong[m.group(0)]
-
     text = _BRACKETS.sub(bracket, text)
     text = _LATEX_STEP.sub(latex_step, text)
     text = _WITH_RESULT.sub(with_result, text)
-    text = _WITHOUT_RESULT.sub(without_result, text)
-    if wrong:
-        pattern = "|".join(re.escape(w) for w in sorted(wrong, key=len, reverse=True))
-        text = re.sub(rf"(?<![\d.,])(?:{pattern})(?!\d|[.,]\d)", restated, text)
-    return text, changes
+    return _WITHOUT_RESULT.sub(without_result, text)

@@ -32,7 +32,7 @@ from engine.slots.checks import (
 )
 from engine.slots.checks.contract import WRITTEN_SOURCE, RepeatedCode, repeated_code, sources_check
 from engine.slots.checks.printed import numbers_only_from, unprinted_outputs
-from engine.slots.inline_arithmetic import compute
+from engine.slots.inline_arithmetic import compute, compute_all
 from engine.slots.loop_watch import cut_loops
 from engine.slots.sandbox import SandboxLimits
 from state.passport import LedgerEntry
@@ -252,7 +252,8 @@ def computed(result: SlotResult, ledger: list[LedgerEntry], candidate: str = "")
     raw, changes = compute(result.raw)
     if not changes:
         return result
-    sections = [s.model_copy(update={"body": compute(s.body)[0]}) for s in result.sections]
+    bodies = compute_all([s.body for s in result.sections])[0]  # a wrong result restated in a later section too
+    sections = [s.model_copy(update={"body": body}) for s, body in zip(result.sections, bodies, strict=True)]
     _record(ledger, result, "compute", (f"{candidate}: " if candidate else "") + "; ".join(changes)[:500])
     return result.model_copy(update={"raw": raw, "sections": sections})
 

@@ -15,7 +15,7 @@ from engine.slots.checks import CheckContext, check_answer, cut_unfinished_end, 
 from engine.slots.checks.prose import speaks_as_ai_check
 from engine.slots.contracts import contract_for, contract_of, infer_deliverable
 from engine.slots.draw_policy import RUNNABLE_EXAMPLES_DRAWS
-from engine.slots.inline_arithmetic import compute
+from engine.slots.inline_arithmetic import compute, compute_all
 from engine.slots.job import SlotJob
 from engine.slots.prompt import build_messages, fit_prompt, plain_result, wrap_plain
 from engine.slots.run import run_slot
@@ -361,6 +361,12 @@ def test_latex_steps_are_computed_and_a_wrong_result_is_corrected_where_it_is_st
     grown = compute("\\[ 5000 \\times (1 + 0.06)^{10} = 11985.20 \\]")  # the review set's fin-compound
     assert grown[0] == "\\[ 5000 \\times (1 + 0.06)^{10} = 8954.24 \\]"
     assert compute("so 12400 / 75 ≈ 168.67 seconds")[0] == "so 12400 / 75 ≈ 165.33 seconds"  # "≈" is read too
+    # an answer's sections are one answer: the restated result in the next section is corrected too
+    sections = ["\\[ PV = \\frac{25000}{1.47746} \\approx 17039.13 \\]", "The present value is £17039.13."]
+    assert compute_all(sections)[0] == [
+        "\\[ PV = \\frac{25000}{1.47746} \\approx 16920.93 \\]",
+        "The present value is £16920.93.",
+    ]
     for right in ("\\[ 1.05^{10} = 1.63 \\]", "$2 \\times 3 = 6$", "\\[ \\frac{25000}{1.05^8} \\approx 16921 \\]"):
         assert compute(right) == (right, [])  # rounded as a model writes it, and right
     assert compute("x = 2 + 3 \\times 4 = 14")[1] == []  # the end of a longer expression is no step of its own
