@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.slots.job import SlotJob
 from engine.slots.program_of_thought import (
     Calculation,
+    Verdict,
     calculable,
     calculate,
     final_statement,
@@ -12,11 +13,13 @@ from engine.slots.program_of_thought import (
     printed_values,
     readable,
     result_check,
+    with_working,
 )
 from engine.slots.run import SlotOutcome, run_slot
 from engine.slots.sandbox import SandboxLimits
 from state.context import resolve_settings
 from state.framework import SlotSpec
+from state.result import SlotResult
 from tests.unit.scripted import Scripted
 
 DICE = "What is the probability of getting at least one six in four rolls of a fair die? Show the steps."
@@ -444,3 +447,16 @@ def test_the_headline_gives_a_long_float_as_a_reader_writes_it() -> None:
     assert readable("£74.9700", money=True) == "£74.97" and readable("74.9700") == "74.9700"  # nh-paint-cost
     for printed in ("£365.45", "2 hours 24 minutes", "0.9", "45"):
         assert readable(printed, money=True) == printed  # already as a reader writes it, or not one number
+
+
+def test_the_headline_says_rounded_only_when_the_value_changed() -> None:
+    paint = "How much will I spend on paint at £24.99 a tin, 3 tins?"
+    printed = "The total cost of paint is £74.9700"
+    shown = Calculation("m", "", "print()", printed, printed_values(printed, paint))
+    answer = SlotResult(slot_id="answer", expert="finance_analyst", raw="It costs £74.97.\n")
+    working = with_working(answer, Verdict("agrees", shown), [], money=True).raw
+    assert "**Result: £74.97**: printed by" in working and "rounded from" not in working  # the same value
+    pv = "16920.984050717176"
+    shown = Calculation("m", "", "print()", pv, printed_values(pv, "25,000 in 8 years at 5%"))
+    working = with_working(answer, Verdict("agrees", shown), [], money=True).raw
+    assert "**Result: 16,920.98** (rounded from 16920.984050717176)" in working and f"```text\n{pv}\n```" in working
