@@ -182,7 +182,8 @@ def calculate(
         return made("the answer held no Python program")
     ran = run_python({"program.py": program}, "program.py", limits=limits)
     if ran.timed_out or ran.returncode != 0 or ran.violations:
-        why = "timed out" if ran.timed_out else (ran.violations or [ran.stderr.strip()[-160:]])[0]
+        error = (ran.stderr.strip().splitlines() or ["no error output"])[-1]  # "NameError: name 'x' ...", not its trace
+        why = "timed out" if ran.timed_out else (ran.violations or [error[-160:]])[0]
         return made(f"the program failed: {why}", program)
     output = ran.stdout.strip()
     values = printed_values(output, task)

@@ -93,6 +93,13 @@ def test_a_section_that_ends_announcing_what_never_comes_fails() -> None:
     assert "contract.stubs" not in failed(prose(("NPV formula", shown), ("Cash flows", PARAGRAPH_B)), npv)
     closed = f"{formula}\n\\[ NPV = -50000 + \\sum_t CF_t / 1.08^t \\]"
     assert "contract.stubs" not in failed(prose(("NPV formula", closed), ("Cash flows", PARAGRAPH_B)), npv)
+    # a download time on the 1.5B (2026-11-29): section 2 stopped inside its second display formula, no result
+    cut = f"{formula}\n\\[\n12.4 GB = 12,400 MB\n\\]\nThen the speed:\n\\[\n75 Mbps = 75,000,000 bps"
+    cut_off = failed(prose(("NPV formula", PARAGRAPH_A), ("Download time", cut)), npv)
+    assert (
+        "section 2 'Download time' ends inside a formula it never closes ('75 Mbps = 75,000,000 bps')"
+        in (cut_off["contract.stubs"])
+    )
 
 
 def test_a_duplicated_section_fails() -> None:

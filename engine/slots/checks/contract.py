@@ -158,6 +158,8 @@ def _stubs_check(result: SlotResult, minimum: int) -> CheckResult:
             stubs.append(f"section {s.label} {s.title!r} holds placeholder text ({STUB.search(s.body).group(0)!r})")  # type: ignore[union-attr]
         elif not result.has_subsections(s.label) and (announced := _announces(s.body)) is not None:
             stubs.append(f"section {s.label} {s.title!r} ends announcing what never comes ({announced!r})")
+        elif (formula := _unclosed_formula(text)) is not None:
+            stubs.append(f"section {s.label} {s.title!r} ends inside a formula it never closes ({formula!r})")
     return CheckResult(name="contract.stubs", passed=not stubs, detail="; ".join(stubs[:2]))
 
 
@@ -174,6 +176,19 @@ def _announces(body: str) -> str | None:
     last = lines[-1]  # a code block's closing fence when the section ends with what "Example:" announced
     opens = last == "\\[" or (last == "$$" and body.count("$$") % 2 == 1)
     return last if last.endswith(":") or opens else None
+
+
+def _unclosed_formula(text: str) -> str | None:
+    r"""The last line of a section's prose when a display formula (``\[``, ``$$``) opens and never closes, else None.
+
+    Seen on the 1.5B (a download time, 2026-11-29): the answer's second section stopped at
+    ``75 \text{ Mbps} = 75 \times 1,000,000 \text{ bps} = 75,000,000 \text{ bps}`` inside ``\[`` with no
+    result, and passed every check.
+    """
+    if text.count("\\[") <= text.count("\\]") and text.count("$$") % 2 == 0:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][-80:] if lines else None
 
 
 def _leaks_check(result: SlotResult, persona: str) -> CheckResult:
