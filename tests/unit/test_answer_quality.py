@@ -86,7 +86,7 @@ def test_a_section_that_ends_announcing_what_never_comes_fails() -> None:
     bad = failed(prose(("NPV formula", f"{formula}\n\nGiven:"), ("Cash flows", PARAGRAPH_B)), npv)
     assert "section 1 'NPV formula' ends announcing what never comes ('Given:')" in bad["contract.stubs"]
     opened = failed(prose(("NPV formula", f"{formula}\n\\["), ("Cash flows", PARAGRAPH_B)), npv)
-    assert "ends announcing what never comes" in opened["contract.stubs"]
+    assert "section 1 'NPV formula' ends inside a formula it never closes" in opened["contract.stubs"]
     shown = (
         f"{formula} In Python:\n\n```python\nprint(-50000 + sum(c / 1.08**t for t, c in enumerate([15000], 1)))\n```"
     )

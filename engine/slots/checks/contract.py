@@ -164,18 +164,13 @@ def _stubs_check(result: SlotResult, minimum: int) -> CheckResult:
 
 
 def _announces(body: str) -> str | None:
-    r"""The last line of a section's text when it announces what the section never gives, else None.
+    """The last line of a section's text when it ends with a colon ("Given:") and nothing follows, else None.
 
-    It ends with a colon ("Given:"), or opens a display formula (``\[``, ``$$``) that nothing closes. Seen in
-    numeric_heldout_first: an NPV's section ended "Given:" and the next began elsewhere, a break-even's ended on
-    ``\[``, and each passed every check.
+    Seen in numeric_heldout_first: an NPV's section ended "Given:" and the next began elsewhere, and passed every
+    check. A section that ends inside a formula is :func:`_unclosed_formula`'s.
     """
     lines = [line.strip() for line in body.splitlines() if line.strip()]
-    if not lines:
-        return None
-    last = lines[-1]  # a code block's closing fence when the section ends with what "Example:" announced
-    opens = last == "\\[" or (last == "$$" and body.count("$$") % 2 == 1)
-    return last if last.endswith(":") or opens else None
+    return lines[-1] if lines and lines[-1].endswith(":") else None  # a closing fence ends what "Example:" announced
 
 
 def _unclosed_formula(text: str) -> str | None:
@@ -183,7 +178,7 @@ def _unclosed_formula(text: str) -> str | None:
 
     Seen on the 1.5B (a download time, 2026-11-29): the answer's second section stopped at
     ``75 \text{ Mbps} = 75 \times 1,000,000 \text{ bps} = 75,000,000 \text{ bps}`` inside ``\[`` with no
-    result, and passed every check.
+    result, and passed every check; a break-even's section ended on ``\[`` itself (numeric_heldout_first).
     """
     if text.count("\\[") <= text.count("\\]") and text.count("$$") % 2 == 0:
         return None
