@@ -416,8 +416,9 @@ _NOTES: dict[str, str] = {
     "confirmed": "The answer above states the same value, which it was told after an earlier answer did not, and "
     "another program printed it too.",
     "answer": "Another program printed {other}; this one agrees with the answer above, so the result is the answer's.",
-    "computed": "**The answer above does not state this value, and another program printed it too: take {result} as "
-    "the result, and check the step where the answer departs from it.**",
+    "computed": "**The answer above does not state this value, and another program printed it too, so {result} is "
+    "given as the result. Both programs were written by the same model and can share its mistake: check the step "
+    "where the answer departs from them.**",
     "split": "**The answer above does not state this value, and other programs printed {other} and more: they "
     "disagree, so no result is given.** Check the steps before relying on any of them.",
     "unconfirmed": "**The answer above states this value because it was told it, and no other program printed it "

@@ -354,6 +354,8 @@ def test_two_programs_that_agree_outvote_the_answer_and_their_result_comes_first
     assert outcome.result.raw.index("Computed result") < outcome.result.raw.index("Probability")
     assert "The answer below does not state this value" in last.body
     assert DICE_RESULT in last.body and "another program printed it too" in last.body
+    # two programs by one model are no proof (numeric_heldout: two printed the same wrong mortgage payment)
+    assert "written by the same model and can share its mistake" in last.body
     assert not outcome.result.quality.passed and any("two programs" in n.message for n in outcome.notices)
 
 
