@@ -157,6 +157,18 @@ Problem:
 Told nothing of precision, the 1.5B printed a growth rate of 10.2% as ``f"{cagr:.2f}"``, "0.10"
 (numeric_heldout_first, nh-cagr-bullets)."""
 
+PROGRAM_REPAIR_PROMPT = """\
+Running it failed with:
+
+{error}
+
+Write the whole program again with that fixed, and nothing else changed that was right; it must print the final \
+answer."""
+"""Asks for a failed program corrected, shown its error's last line (``calculate(failed=...)``). Measured by
+``bench.bench_programs``, not used by slots: the 1.5B corrected none of four failed programs (it wrote the same bug
+again), so a slot draws a failed program again blind (docs/decisions/answers.md); measure again with a bigger code
+model."""
+
 FIGURES_PROMPT = """\
 Write a short Python program that computes the key quantities this task asks for or implies from its numbers \
 (for example a payment, a total, an interest, a rate, a final balance). Print only one line per quantity, in the \

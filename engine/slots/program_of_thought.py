@@ -52,6 +52,7 @@ __all__ = [
     "is_money",
     "printed_values",
     "readable",
+    "repair_messages",
     "result_check",
     "stated_rounded",
     "verdict",
@@ -117,6 +118,8 @@ class Calculation:
     """Numbers, and times of day as ``"H:MM"`` strings; empty when the calculation gives no check."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    error: str = ""
+    """The line a failed program's run ended with ("TypeError: ..."); '' when it ran or none came back."""
 
 
 def calculable(task: str, expert: str, *, writes_code: bool = False) -> bool:
@@ -151,6 +154,7 @@ def calculate(
     cancel: threading.Event | None = None,
     temperature: float = 0.0,
     draw: int = 0,
+    failed: Calculation | None = None,
 ) -> Calculation:
     """Ask ``backend`` for a program that prints the task's answer, and run it in the sandbox.
 
@@ -158,22 +162,27 @@ def calculate(
     written: :class:`_ProgramWatch`), it failed, it printed no single result, or what it printed the task states
     already. Backend errors propagate. The first program is greedy;
     the ones :func:`verdict` asks for are sampled at ``temperature``, each with its own seed (``draw`` 1, 2).
+    With ``failed`` (a program that ran into an error), the model is shown its program and the error's line and
+    asked for the program corrected (:func:`repair_messages`): measured against a blind redraw by
+    ``bench.bench_programs``; slots draw blind, since the 1.5B wrote its bug again (docs/decisions/answers.md).
     """
     watch = _ProgramWatch()
     request = GenerationRequest(
-        messages=(ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip())),),
+        messages=repair_messages(task, failed) if failed is not None else program_messages(task),
         max_tokens=PROGRAM_TOKENS,
         temperature=temperature,
         seed=1 + draw if temperature else 0,
-        slot_id=f"{slot_id}@calculate" if not temperature else f"{slot_id}@recalculate",
+        slot_id=f"{slot_id}@recalculate" if temperature or failed is not None else f"{slot_id}@calculate",
         cancel=cancel,
         halt=watch.halt,
         on_token=watch.feed,
     )
     gen = backend.generate(request)
 
-    def made(note: str, program: str = "", output: str = "", values: tuple[float | str, ...] = ()) -> Calculation:
-        return Calculation(model, note, program, output, values, gen.prompt_tokens, gen.completion_tokens)
+    def made(
+        note: str, program: str = "", output: str = "", values: tuple[float | str, ...] = (), error: str = ""
+    ) -> Calculation:
+        return Calculation(model, note, program, output, values, gen.prompt_tokens, gen.completion_tokens, error)
 
     program = program_in(gen.text)
     if watch.halt.is_set():
@@ -184,7 +193,7 @@ def calculate(
     if ran.timed_out or ran.returncode != 0 or ran.violations:
         error = (ran.stderr.strip().splitlines() or ["no error output"])[-1]  # "NameError: name 'x' ...", not its trace
         why = "timed out" if ran.timed_out else (ran.violations or [error[-160:]])[0]
-        return made(f"the program failed: {why}", program)
+        return made(f"the program failed: {why}", program, error=why)
     output = ran.stdout.strip()
     values = printed_values(output, task)
     if values:
@@ -192,6 +201,20 @@ def calculate(
     if printed_values(output):
         return made(f"the program printed {output[-120:]!r}, only values the task states", program, output)
     return made(f"the program printed no single result ({output[-120:]!r})", program, output)
+
+
+def program_messages(task: str) -> tuple[ChatMessage, ...]:
+    """The request for a program that prints ``task``'s answer."""
+    return (ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip())),)
+
+
+def repair_messages(task: str, failed: Calculation) -> tuple[ChatMessage, ...]:
+    """The request for ``failed``'s program corrected: the first request, the program as its answer, the error."""
+    return (
+        *program_messages(task),
+        ChatMessage("assistant", f"```python\n{failed.program.strip()}\n```"),
+        ChatMessage("user", prompts.PROGRAM_REPAIR_PROMPT.format(error=failed.error)),
+    )
 
 
 LOOP_LINES = 4

@@ -51,6 +51,13 @@ def _exams(r: Result) -> None:
     assert all(t["status"].startswith("completed") for t in row["tasks"])
 
 
+def _programs(r: Result) -> None:
+    s, [row] = r["summary"], r["rows"]
+    assert r["quick"] is True and s["problems"] == 1 and s["first_failed_with_error"] == 1
+    assert row["error"].startswith("TypeError") and row["repaired"]["right"] and row["blind"]["right"]
+    assert s["repaired_right"] == s["blind_right"] == 1 and not row["first"]["ran"]
+
+
 def _shadow(r: Result) -> None:
     assert r["quick"] is True and r["expert"] == "technical_writer" and len(r["served"]) == 1
     assert set(r["exams"]) == {"1", "2"} and all(e["backend"] == "fake" for e in r["exams"].values())
@@ -204,6 +211,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_overhead": ("overhead", _overhead),
     "bench_repeat_penalty": ("repeat_penalty", _repeat_penalty),
     "bench_planning": ("planning", _planning),
+    "bench_programs": ("programs", _programs),
     "bench_routing": ("routing", _routing),
     "bench_scheduling": ("scheduling", _scheduling),
     "bench_scope": ("scope", _scope),

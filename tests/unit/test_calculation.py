@@ -92,6 +92,22 @@ def test_a_program_that_fails_or_proves_nothing_gives_no_check() -> None:
         assert done.values == () and why in done.note, (text, done.note)
 
 
+def test_a_failed_program_can_be_shown_its_error_for_a_corrected_one() -> None:
+    # bench_programs compares this with a blind redraw (the slot's): the 1.5B repeated its own bug
+    failing = "```python\nprint(sum(4000 / 1.1 ** range(1, 4)) - 10000)\n```"
+    fixed = "```python\nprint(round(sum(4000 / 1.1**t for t in range(1, 4)) - 10000, 2))\n```"
+    npv = "Is a project costing 10,000 that returns 4,000 a year for 3 years worth it at 10%?"
+    backend, limits = Scripted([failing, fixed]), SandboxLimits(timeout_s=10)
+    first = calculate(npv, backend, "coder", limits, slot_id="s")
+    assert first.values == () and first.error.startswith("TypeError: unsupported operand type(s) for ** or pow()")
+    again = calculate(npv, backend, "coder", limits, slot_id="s", failed=first)
+    assert again.values == (-52.59,) and again.error == ""
+    repair = backend.requests[1]
+    assert [m.role for m in repair.messages] == ["user", "assistant", "user"] and repair.temperature == 0.0
+    assert npv in repair.messages[0].content and "1.1 ** range(1, 4)" in repair.messages[1].content
+    assert first.error in repair.messages[2].content and repair.slot_id == "s@recalculate"
+
+
 def math_job(task: str = DICE) -> SlotJob:
     spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
     return SlotJob(
