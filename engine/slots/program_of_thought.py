@@ -47,6 +47,7 @@ __all__ = [
     "asks_a_value",
     "calculable",
     "calculate",
+    "concludes_check",
     "final_statement",
     "fractions_read",
     "is_money",
@@ -294,6 +295,27 @@ def final_statement(text: str) -> str:
         return boxed[-1]
     lines = [line for line in text.splitlines() if _GIVES_RESULT.search(line) and _NUMBER.search(line)]
     return lines[-1] if lines else text
+
+
+def concludes_check(text: str) -> CheckResult:
+    r"""``math.concludes``: an answer to a task that asks for a value ends by stating one.
+
+    For a slot whose programs gave no value (nothing else checks its result): it passes when the answer boxes a
+    result or has a line that gives one with a number (:func:`final_statement`). Seen on the review set's NPV
+    (2026-11-29): the answer stopped after the three present values, never stated the NPV or whether the project
+    is worth it, and passed every check.
+    """
+    stated = bool(_BOXED.search(text)) or any(
+        _GIVES_RESULT.search(line) and _NUMBER.search(line) for line in text.splitlines()
+    )
+    return CheckResult(
+        name="math.concludes",
+        passed=stated,
+        detail=""
+        if stated
+        else "the answer never states its result: end with the sentence that gives it "
+        '("Therefore, ... is ..."), and answer every question the task asks',
+    )
 
 
 def result_check(text: str, calc: Calculation) -> CheckResult:

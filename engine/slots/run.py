@@ -43,6 +43,7 @@ from engine.slots.program_of_thought import (
     asks_a_value,
     calculable,
     calculate,
+    concludes_check,
     is_money,
     result_check,
     verdict,
@@ -538,6 +539,8 @@ class _Slot:
             checks = [c for c in checks if c.name != loop.name] + [loop]
         if self.calculation is not None and self.calculation.values:
             checks.append(result_check(result.body_text(), self.calculation))
+        elif self.calculation is not None and asks_a_value(self.job.task):  # no program's value to hold it to
+            checks.append(concludes_check(result.body_text()))
         return checks, signals
 
 

@@ -108,6 +108,31 @@ def test_a_failed_program_can_be_shown_its_error_for_a_corrected_one() -> None:
     assert first.error in repair.messages[2].content and repair.slot_id == "s@recalculate"
 
 
+def test_an_answer_with_no_computed_value_must_state_its_result() -> None:
+    # the review set's NPV (2026-11-29): its program failed, the redraw wrote none, and the answer stopped after
+    # the three present values, never stating the NPV or whether the project is worth it: every check passed
+    npv = "Is a project costing 10,000 that returns 4,000 a year for 3 years worth it at 10%?"
+    failing = "```python\nprint(sum(4000 / 1.1 ** range(1, 4)) - 10000)\n```"
+    stops = (
+        "## Outline\n1. Present values\n\n## 1. Present values\nEach year's inflow is discounted at 10%: "
+        "PV1 = 4000 / 1.1 = 3636.36, PV2 = 4000 / 1.21 = 3305.79 and PV3 = 4000 / 1.331 = 3005.26.\n"
+    )
+    concludes = stops + "Therefore, the NPV is -52.59, so the project is not worth it.\n"
+    backend = Scripted([failing, "I would discount each year.", stops, concludes])
+    settings = resolve_settings({"backend": "fake", "best_of": 2, "calculate": True}, env={})
+    outcome = run_slot(SlotJob(**{**math_job(npv).__dict__, "expert": "finance_analyst"}), backend, settings,
+                       emit=lambda _: None)  # fmt: skip
+    assert outcome.result is not None and outcome.result.quality is not None
+    quality = outcome.result.quality
+    first = {c.name: c for c in quality.candidates[0].checks}["math.concludes"]
+    assert not first.passed and "never states its result" in first.detail
+    assert quality.chosen == "c2" and quality.passed and "the NPV is -52.59" in outcome.result.raw
+    assert "never states its result" in backend.requests[3].messages[-1].content  # the redraw is told why
+    # a computed value has its own check (math.result); a proof asks for no value
+    assert "math.concludes" not in {c.name for c in run_slot(math_job(), Scripted([PROGRAM, answer("0.5177")]),
+                                    settings, emit=lambda _: None).result.quality.candidates[0].checks}  # type: ignore[union-attr]  # fmt: skip
+
+
 def math_job(task: str = DICE) -> SlotJob:
     spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
     return SlotJob(
