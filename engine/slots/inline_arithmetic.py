@@ -199,6 +199,8 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
         if value is None or m.group(2) == "≈" or _same(m.group(3), value):
             return m.group(0)
         changes.append(f"corrected {m.group(1).strip()} = {m.group(3)} to {_show(value)}")
+        if _significant(m.group(3)) >= _PROPAGATED_DIGITS:  # the NPV's "(-2,068.31)" below its corrected sum
+            wrong[m.group(3)] = _show(value)
         return f"{m.group(1).rstrip()} = {_show(value)}"
 
     def without_result(m: re.Match[str]) -> str:

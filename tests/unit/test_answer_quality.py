@@ -85,6 +85,8 @@ def test_a_section_that_ends_announcing_what_never_comes_fails() -> None:
     formula = "The net present value discounts each year's inflow at 8% and subtracts the outlay."
     bad = failed(prose(("NPV formula", f"{formula}\n\nGiven:"), ("Cash flows", PARAGRAPH_B)), npv)
     assert "section 1 'NPV formula' ends announcing what never comes ('Given:')" in bad["contract.stubs"]
+    bold = failed(prose(("NPV formula", f"{formula}\n\n3. **Year 3:**"), ("Cash flows", PARAGRAPH_B)), npv)
+    assert "ends announcing what never comes ('3. **Year 3:**')" in bold["contract.stubs"]  # the colon in the bold
     opened = failed(prose(("NPV formula", f"{formula}\n\\["), ("Cash flows", PARAGRAPH_B)), npv)
     assert "section 1 'NPV formula' ends inside a formula it never closes" in opened["contract.stubs"]
     shown = (
@@ -348,6 +350,12 @@ def test_arithmetic_is_computed_by_running_the_expression() -> None:
     assert text == "It grows to 110.25."
     text, changes = compute("So 17 * 23 = 381 in all.")
     assert text == "So 17 * 23 = 391 in all." and "corrected" in changes[0]
+    # the review set's NPV through coe run (2026-11-29): the sum was corrected, the sentence under it was not
+    npv = "\\[ NPV = 3,636.36 + 3,305.79 - 10,000 = -2,068.31 \\]\n\nSince the NPV is negative (\\(-2,068.31\\)), no."
+    text, changes = compute(npv)
+    assert "= -3057.85 \\]" in text and "(\\(-3057.85\\))" in text and "2,068" not in text
+    assert changes[-1] == "corrected -2,068.31 to -3057.85 where the answer states it again"
+    assert compute("So 2 + 3 = 6, and 6 apples.")[0] == "So 2 + 3 = 5, and 6 apples."  # too few digits to chase
 
 
 def test_latex_steps_are_computed_and_a_wrong_result_is_corrected_where_it_is_stated_again() -> None:

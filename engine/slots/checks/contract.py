@@ -170,7 +170,8 @@ def _announces(body: str) -> str | None:
     check. A section that ends inside a formula is :func:`_unclosed_formula`'s.
     """
     lines = [line.strip() for line in body.splitlines() if line.strip()]
-    return lines[-1] if lines and lines[-1].endswith(":") else None  # a closing fence ends what "Example:" announced
+    # "3. **Year 3:**" ends with its colon inside the bold; a closing fence ends what "Example:" announced
+    return lines[-1] if lines and lines[-1].rstrip("*_ ").endswith(":") else None
 
 
 def _unclosed_formula(text: str) -> str | None:
