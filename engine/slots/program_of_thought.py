@@ -32,6 +32,7 @@ from typing import Literal
 import engine.prompts as prompts
 from engine.slots.checks import code_blocks, repeated_line
 from engine.slots.checks.text import PYTHON_TAGS
+from engine.slots.contracts import ASKS_A_QUANTITY
 from engine.slots.inline_arithmetic import compute
 from engine.slots.sandbox import SandboxLimits, run_python
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
@@ -86,16 +87,6 @@ _ASKS_A_VALUE = re.compile(
 )
 """A task that asks for a value (a question, or a verb that asks for one: "Please determine the net present value
 ...", numeric_heldout_first, was answered with no program and no NPV, every check passing)."""
-_ASKS_A_QUANTITY = re.compile(
-    r"\b(?:how (?:much|many|long|far|fast|often)|calculate|compute|work out|what (?:clock )?time)\b"
-    r"|\bin (?:minutes|hours|days|seconds)\b",
-    re.I,
-)
-"""A task that asks for a quantity in so many words, whichever expert the router chose: "How long, in minutes, will
-it take to download a 12.4 GB game over ... 75 Mbps?" (numeric_heldout2) went to the software architect, whose
-answer divided megabytes by megabits and stated 2.81 minutes (right: 22.04), with no program to check it. "At what
-clock time should it finish?" (a backup from 21:40 for 7 hours 55 minutes, numeric_heldout_rest) went to the
-DevOps engineer, which stated 26:00 (right: 05:35)."""
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])(\s*%)?")
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
@@ -129,7 +120,7 @@ def calculable(task: str, expert: str, *, writes_code: bool = False) -> bool:
     Always for :data:`CALCULATED_EXPERTS`; for :data:`NUMERIC_EXPERTS` when the task states two numbers or more and
     asks for a value; for any other expert whose answer is not code (``writes_code``: a function that computes
     interest is the answer, not a number) when it states two numbers or more and asks for a quantity in so many
-    words (:data:`_ASKS_A_QUANTITY`).
+    words (:data:`ASKS_A_QUANTITY`).
     """
     if expert in CALCULATED_EXPERTS:
         return True
@@ -137,12 +128,12 @@ def calculable(task: str, expert: str, *, writes_code: bool = False) -> bool:
         return False
     if expert in NUMERIC_EXPERTS:
         return _ASKS_A_VALUE.search(task) is not None
-    return not writes_code and _ASKS_A_QUANTITY.search(task) is not None
+    return not writes_code and ASKS_A_QUANTITY.search(task) is not None
 
 
 def asks_a_value(task: str) -> bool:
     """Whether ``task`` asks for a value (a question, or a verb that asks for one), not a proof or a plan."""
-    return _ASKS_A_VALUE.search(task) is not None or _ASKS_A_QUANTITY.search(task) is not None
+    return _ASKS_A_VALUE.search(task) is not None or ASKS_A_QUANTITY.search(task) is not None
 
 
 def calculate(

@@ -321,6 +321,13 @@ def test_sql_is_parsed_in_the_tasks_dialect() -> None:
         ("Explain the change to the finance team. Context: a slow PostgreSQL query", "sql_specialist", ("prose", None)),
         ("Write the query and explain it to the finance team", "sql_specialist", ("code", "sql")),
         ("Explain the query plan to a junior developer", "sql_specialist", ("code", "sql")),
+        # a quantity asked with no code in sight is a number, whoever the router chose (2026-11-29: the download
+        # time went to the Python expert, whose answer was a function with a bits-for-bytes bug and no number)
+        ("How long, in minutes, to download a 12.4 GB file over 75 Mbps?", "python_coder", ("prose", None)),
+        ("By how many percent did revenue change from 2.4 to 3.9 million?", "sql_specialist", ("prose", None)),
+        ("Calculate the percentage change from 2.4 to 3.9 million", "sql_specialist", ("prose", None)),
+        ("Write a function that calculates how many days lie between two dates", "python_coder", ("code", "python")),
+        ("How long does this query take on 10 million rows?", "sql_specialist", ("code", "sql")),
     ],
 )
 def test_the_deliverable_follows_the_expert_and_the_text(text: str, expert: str, expected: tuple) -> None:
