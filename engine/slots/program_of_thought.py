@@ -362,15 +362,16 @@ class Verdict:
     def check(self) -> CheckResult:
         """``math.result`` of the kept answer, as the vote decided it."""
         shown = last_line(self.shown.output)
-        other = last_line(self.other.output) if self.other else ""
+        line = last_line(self.other.output) if self.other else ""
+        other = repr(line) if line else "nothing usable"  # the download time's caveat read "a second one ''"
         details = {
             "agrees": "",
             "confirmed": "",
             "answer": "",
             "computed": f"two programs written for this task print {shown!r}, and the answer does not state it",
-            "split": f"a program printed {shown!r}, a second one {other!r}, and the answer states neither",
+            "split": f"a program printed {shown!r}, a second one {other}, and the answer states neither",
             "unconfirmed": f"the answer states {shown!r} as it was told, and no other program printed it (a second "
-            f"one printed {other or 'nothing usable'!r})",
+            f"one printed {other})",
         }
         return CheckResult(name="math.result", passed=self.agreement in AGREED, detail=details[self.agreement])
 
@@ -474,7 +475,8 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *
     """
     calc = vote.shown
     value = last_line(calc.output)
-    other = last_line(vote.other.output) if vote.other is not None and vote.other.output else "nothing usable"
+    line = last_line(vote.other.output) if vote.other is not None and vote.other.output else ""
+    other = repr(line) if line else "nothing usable"  # not "'nothing usable'", as if a program had printed it
     first = vote.agreement == "computed"
     shown = readable(stated_value(vote.result), money=money) if vote.result else ""
     computed_value = readable(stated_value(value), money=money)
@@ -487,12 +489,12 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *
         asides.append("not confirmed")
     head = f"**Result: {shown}**" if vote.result else f"**Computed: {computed_value}**"
     head += f" ({'; '.join(asides)})" if asides else ""
-    note = _NOTES[vote.agreement].format(other=repr(other), result=shown)
+    note = _NOTES[vote.agreement].format(other=other, result=shown)
     rounded = stated_rounded(result.body_text(), calc) if vote.agreement in AGREED else None
     if rounded is not None:  # "11" for 10.909...: the same to the digits it shows, not the same number
         note = f"The answer above states it rounded, as {rounded}: check that the task wants it rounded."
         if vote.agreement == "answer":
-            note += f" Another program printed {other!r}."
+            note += f" Another program printed {other}."
     if first:
         note = note.replace("The answer above", "The answer below")
     body = (

@@ -133,6 +133,16 @@ def test_an_answer_with_no_computed_value_must_state_its_result() -> None:
                                     settings, emit=lambda _: None).result.quality.candidates[0].checks}  # type: ignore[union-attr]  # fmt: skip
 
 
+def test_a_second_program_that_printed_nothing_is_not_quoted_as_if_it_had() -> None:
+    # the download time through coe run (2026-11-29): "a second one ''" and "other programs printed 'nothing usable'"
+    first, empty = calc("0.1818"), Calculation("m", "the answer held no Python program")
+    vote = Verdict("split", first, empty)
+    assert vote.check.detail == "a program printed '0.1818', a second one nothing usable, and the answer states neither"
+    answer = SlotResult(slot_id="answer", expert="python_coder", raw="It takes 16.384 minutes.\n")
+    document = with_working(answer, vote, []).raw
+    assert "other programs printed nothing usable and more" in document and "'nothing usable'" not in document
+
+
 def math_job(task: str = DICE) -> SlotJob:
     spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
     return SlotJob(
