@@ -165,9 +165,9 @@ Running it failed with:
 Write the whole program again with that fixed, and nothing else changed that was right; it must print the final \
 answer."""
 """Asks for a failed program corrected, shown its error's last line (``calculate(failed=...)``). Measured by
-``bench.bench_programs``, not used by slots: the 1.5B corrected none of four failed programs (it wrote the same bug
-again), so a slot draws a failed program again blind (docs/decisions/answers.md); measure again with a bigger code
-model."""
+``bench.bench_programs``, not used by slots: the 1.5B corrected none of five failed programs (three times it wrote
+the same bug again), so a slot draws a failed program again blind (docs/decisions/answers.md); measure again with a
+bigger code model."""
 
 FIGURES_PROMPT = """\
 Write a short Python program that computes the key quantities this task asks for or implies from its numbers \
