@@ -281,11 +281,17 @@ def final_statement(text: str) -> str:
     A line gives a result when it says so ("Therefore, ...", "The total is ..."). An intermediate figure ("6
     hours = 360 minutes" before a boxed 21600) is not the answer's result.
     """
+    stated = _stated_result(text)
+    return text if stated is None else stated
+
+
+def _stated_result(text: str) -> str | None:
+    r"""The answer's last ``\boxed{}``, else its last line that gives a result with a number; None: neither."""
     boxed: list[str] = _BOXED.findall(text)
     if boxed:
         return boxed[-1]
     lines = [line for line in text.splitlines() if _GIVES_RESULT.search(line) and _NUMBER.search(line)]
-    return lines[-1] if lines else text
+    return lines[-1] if lines else None
 
 
 def concludes_check(text: str) -> CheckResult:
@@ -296,9 +302,7 @@ def concludes_check(text: str) -> CheckResult:
     (2026-11-29): the answer stopped after the three present values, never stated the NPV or whether the project
     is worth it, and passed every check.
     """
-    stated = bool(_BOXED.search(text)) or any(
-        _GIVES_RESULT.search(line) and _NUMBER.search(line) for line in text.splitlines()
-    )
+    stated = _stated_result(text) is not None
     return CheckResult(
         name="math.concludes",
         passed=stated,
@@ -362,8 +366,7 @@ class Verdict:
     def check(self) -> CheckResult:
         """``math.result`` of the kept answer, as the vote decided it."""
         shown = last_line(self.shown.output)
-        line = last_line(self.other.output) if self.other else ""
-        other = repr(line) if line else "nothing usable"  # the download time's caveat read "a second one ''"
+        other = _printed(self.other)
         details = {
             "agrees": "",
             "confirmed": "",
@@ -436,6 +439,15 @@ def _agree(one: Calculation, other: Calculation) -> bool:
     return all(any(_same(v, w) for w in other.values) for v in one.values)
 
 
+def _printed(calc: Calculation | None, limit: int | None = None) -> str:
+    """What a program printed (its last line, to ``limit`` characters), quoted; "nothing usable" when nothing.
+
+    The download time's caveat read "a second one ''" and its working "printed 'nothing usable'".
+    """
+    line = last_line(calc.output)[:limit] if calc is not None else ""
+    return repr(line) if line else "nothing usable"
+
+
 def last_line(output: str) -> str:
     """The last printed line: the value as the program wrote it."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
@@ -475,8 +487,7 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *
     """
     calc = vote.shown
     value = last_line(calc.output)
-    line = last_line(vote.other.output) if vote.other is not None and vote.other.output else ""
-    other = repr(line) if line else "nothing usable"  # not "'nothing usable'", as if a program had printed it
+    other = _printed(vote.other)
     first = vote.agreement == "computed"
     shown = readable(stated_value(vote.result), money=money) if vote.result else ""
     computed_value = readable(stated_value(value), money=money)
@@ -507,7 +518,8 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *
             action="show_working",
             slot_id=result.slot_id,
             outputs_summary=f"{vote.agreement}: added the result {vote.result[:80] or '(none)'!r} and the program "
-            f"that printed {value[:80]!r}" + (f"; the other program printed {other[:80]!r}" if vote.other else ""),
+            f"that printed {value[:80]!r}"
+            + (f"; the other program printed {_printed(vote.other, 80)}" if vote.other else ""),
         )
     )
     if not result.sections:

@@ -19,6 +19,7 @@ from engine.slots.run import SlotOutcome, run_slot
 from engine.slots.sandbox import SandboxLimits
 from state.context import resolve_settings
 from state.framework import SlotSpec
+from state.passport import LedgerEntry
 from state.result import SlotResult
 from tests.unit.scripted import Scripted
 
@@ -120,17 +121,18 @@ def test_an_answer_with_no_computed_value_must_state_its_result() -> None:
     concludes = stops + "Therefore, the NPV is -52.59, so the project is not worth it.\n"
     backend = Scripted([failing, "I would discount each year.", stops, concludes])
     settings = resolve_settings({"backend": "fake", "best_of": 2, "calculate": True}, env={})
-    outcome = run_slot(SlotJob(**{**math_job(npv).__dict__, "expert": "finance_analyst"}), backend, settings,
-                       emit=lambda _: None)  # fmt: skip
+    job = SlotJob(**{**math_job(npv).__dict__, "expert": "finance_analyst"})
+    outcome = run_slot(job, backend, settings, emit=lambda _: None)
     assert outcome.result is not None and outcome.result.quality is not None
     quality = outcome.result.quality
     first = {c.name: c for c in quality.candidates[0].checks}["math.concludes"]
     assert not first.passed and "never states its result" in first.detail
     assert quality.chosen == "c2" and quality.passed and "the NPV is -52.59" in outcome.result.raw
     assert "never states its result" in backend.requests[3].messages[-1].content  # the redraw is told why
-    # a computed value has its own check (math.result); a proof asks for no value
-    assert "math.concludes" not in {c.name for c in run_slot(math_job(), Scripted([PROGRAM, answer("0.5177")]),
-                                    settings, emit=lambda _: None).result.quality.candidates[0].checks}  # type: ignore[union-attr]  # fmt: skip
+    # a computed value has its own check (math.result)
+    computed = run_slot(math_job(), Scripted([PROGRAM, answer("0.5177")]), settings, emit=lambda _: None).result
+    assert computed is not None and computed.quality is not None
+    assert "math.concludes" not in {c.name for c in computed.quality.candidates[0].checks}
 
 
 def test_a_second_program_that_printed_nothing_is_not_quoted_as_if_it_had() -> None:
@@ -139,8 +141,12 @@ def test_a_second_program_that_printed_nothing_is_not_quoted_as_if_it_had() -> N
     vote = Verdict("split", first, empty)
     assert vote.check.detail == "a program printed '0.1818', a second one nothing usable, and the answer states neither"
     answer = SlotResult(slot_id="answer", expert="python_coder", raw="It takes 16.384 minutes.\n")
-    document = with_working(answer, vote, []).raw
+    ledger: list[LedgerEntry] = []
+    document = with_working(answer, vote, ledger).raw
     assert "other programs printed nothing usable and more" in document and "'nothing usable'" not in document
+    assert ledger[-1].outputs_summary.endswith("; the other program printed nothing usable")
+    with_working(answer, Verdict("split", first, calc("16.384")), ledger)
+    assert ledger[-1].outputs_summary.endswith("; the other program printed '16.384'")  # quoted once
 
 
 def math_job(task: str = DICE) -> SlotJob:
