@@ -80,7 +80,15 @@ COMPOSITE_NOUNS = frozenset("plan suite pipeline workflow workflows".split())
 """Deliverable nouns whose listed parts after a colon are deliverables of their own ("the plan: how the schemas
 map, the scripts that move the data, and the steps"), where a file's, a letter's or a leaflet's are its content."""
 
-TITLE_VERBS = frozenset("write draft create build produce compose generate".split())
+RESULT_VERBS = frozenset("give state report show quote include".split())
+"""Verbs that hand over a result of the work before them ("test whether it changed and give the 95% interval"):
+one piece of work unless their object is a deliverable of its own ("and give a summary for the board")."""
+
+COMPUTE_VERBS = frozenset("calculate compute work estimate determine find solve".split())
+"""Verbs whose coordinated figures are one calculation: "work out LTV, LTV:CAC and CAC payback" is one aspect (a
+deliverable noun among them is still its own: "compute the totals and a report")."""
+
+TITLE_VERBS = frozenset("write draft create build produce compose generate deliver".split())
 """Verbs whose object is the deliverable itself: a slot for "write a blameless postmortem" is titled by the
 postmortem, where "document the changes" or "summarise the findings" need their verb to say what the part is
 ("give the team ...", "make the page faster": not every making verb's object is what it makes)."""
@@ -137,6 +145,34 @@ _CLAUSE = re.compile(
 """A listed part with its own subject and verb ("the code stays valid for an hour", "scanning is faster"): what
 the deliverable says or what the input is, not a thing to make."""
 _RELATIVE = re.compile(r"\b(?:that|which|who|whose|where|when|so that|to|for|with|from|by|on|about|of)\s", re.I)
+_REQUIREMENTS = re.compile(
+    r"\b(?:it|this|they|these|each|the \w+)\s+(?:must|should|shall|needs? to|has to|have to)(?: also)?:[ \t]*\n"
+    r"(?P<items>(?:[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]+.*(?:\n|$))+)",
+    re.I,
+)
+"""A list introduced as what the deliverable must do ("It must:" and the lines under it): requirements."""
+_LIST_ITEM = r"[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]+"
+_LIST_UNDER_REQUEST = re.compile(
+    r"(?P<head>[^\n.!?:]*):[ \t]*\n(?P<items>(?:"
+    + _LIST_ITEM
+    + r".*(?:\n|$)(?:[ \t]+(?!"
+    + _LIST_ITEM
+    + r").*(?:\n|$))*)+)"
+)
+_NOUN_PHRASE = re.compile(r"^(?:a|an|the|this|these|those|one|two|three|four|five|some|our|my)\s", re.I)
+_BARE_REQUEST = re.compile(
+    r"^(?:(?P<verb>give|produce|provide|send|write|draft|create|make|prepare|deliver)(?:\s+(?:me|us))?"
+    r"|(?:(?:i|we)\s+)?(?:need|want|would like|'d like)|(?:two|three|four|five) things)$",
+    re.I,
+)
+"""A request with no object of its own, whose list follows: "Please give me:", "I need:", "Three things:"."""
+_INDIRECT = re.compile(r"^(?:me|us|him|her|them)\s+", re.I)
+"""The indirect object after a verb ("write me a toast")."""
+_FRONTED = re.compile(r"^(?:using|given|from|based on|with|starting from|taking|for)\s", re.I)
+"""A sentence that opens on its input or setting ("Using sales.xlsx ...,", "Given these figures,"): the request
+may follow its comma."""
+_INNER_COMMA = re.compile(r",\s*")
+_INNER_REQUEST = re.compile(r"^(?:so|and|but)?\s*(?=(?:can|could|would|will) you\b|please\b)", re.I)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _SEMICOLON = re.compile(r";\s*")
 _AND = re.compile(r"^(?:and|also|plus)\s+", re.I)
@@ -163,7 +199,8 @@ _DELIVERABLE_NOUN = (
     r"section|form|screen|component|migration|configuration|config|dialogue|program|tool|cli|chart|charts|"
     r"announcement|instructions|workflow|workflows|note|notes|suite|fixture|fixtures|route|routes|rule|rules|"
     r"command|invitation|article|solver|leaflet|brochure|flyer|poster|newsletter|handbook|manual|sheet|factsheet|changelog|description|schema|"
-    r"playbook)\b"
+    r"playbook|explanation|explainer|requirements|commentary|toast|ddl|essay|agenda|itinerary|worksheet|nda|"
+    r"overview|walkthrough|write-up|writeup|scene)\b"
 )
 _DETERMINER = r"(?:a|an|the|one|two|three|four|five|some)\s"
 _DELIVERABLE = re.compile(
@@ -175,6 +212,7 @@ _DELIVERABLE = re.compile(
 )
 """A part that names a deliverable of its own: a determiner, at most three words and a deliverable noun, no
 preposition between ("the parties to each contract" is what is stored, not a contract to write)."""
+_MORE_NOUNS = re.compile(r"(?:\s+" + _DELIVERABLE_NOUN + r")+", re.I)
 _IT = re.compile(r"\bit\b")
 """The pronoun, lowercase only: "IT" names a department."""
 _ONE_WORD_COORDINATE = re.compile(r"^(?:a|an|the)\s+([\w'-]+)$", re.I)
@@ -211,6 +249,7 @@ _BRACKETED = re.compile(r"\([^()\n]{0,400}\)|\[[^\[\]\n]{0,400}\]")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLACEHOLDER = "\x00"
 _COMMA = "\x01"
+_SEMI = "\x02"
 
 
 @dataclass(frozen=True)
@@ -286,10 +325,16 @@ def named_deliverables(task: str) -> list[Aspect]:
     None when it finds no instruction, or more than :data:`MAX_ASPECTS` (a list of requirements, not of
     deliverables).
     """
-    body = _BRACKETED.sub(_shield, _QUOTED.sub(_shield, _CODE.sub(" ", task)))
+    body = _shielded(_CODE.sub(" ", task))
     body = _THOUSANDS.sub(_COMMA, body)  # "a 250,000 loan" is one figure, not a list
     aspects: list[Aspect] = []
     context: list[str] = []
+    body = _LIST_UNDER_REQUEST.sub(_listed_requests, body)
+    if required := _REQUIREMENTS.search(body):
+        # "Mutual NDA for ... It must:\n1. define confidential information ...": the list says what the one
+        # deliverable does, it names no deliverables
+        context.append(" ".join(required.group("items").split()))
+        body = body[: required.start("items")] + body[required.end("items") :]
     sentences: list[str] = []
     for whole in _SENTENCES.split(body):
         for at, piece in enumerate(p.strip().rstrip(".!?").strip() for p in _SEMICOLON.split(whole)):
@@ -310,6 +355,8 @@ def named_deliverables(task: str) -> list[Aspect]:
             aspects += [Aspect(a.text, a.verb, head) for a in listed]
         elif found := _sentence_aspects(head) + listed:
             aspects += found
+        elif found := _request_inside(sentence):
+            aspects += found  # "Using sales.xlsx and fx_rates.csv, write a pandas script that ..."
         elif sentence:
             context.append(sentence)  # "Our report query takes 3 minutes."
     given = _clip(". ".join(context))
@@ -330,7 +377,7 @@ _HEADLINE = re.compile(
     + _DETERMINER
     + r")?\s*(?:[\w'/.-]+\s+){0,4}?"
     + _DELIVERABLE_NOUN
-    + r"(?=\s+(?:for|of|on|about|to|that|which|\w+ing)\b|\s*[:.,]|\s*$)",
+    + r"(?=\s+(?:for|of|on|about|to|that|which|in|with|from|\w+ing)\b|\s*[:.,]|\s*$)",
     re.I,
 )
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
@@ -350,10 +397,13 @@ def headline_deliverable(task: str) -> str | None:
     if found is None:
         return None
     listed = [_BULLET.sub("", part) for line in rest for part in _PARTS.split(line)]
-    after = first[found.end() :]
-    listed += _PARTS.split(after.split(":", 1)[1]) if ":" in after else []
     if any(_HEADLINE.match(part.strip()) for part in listed):
         return None  # "SQL: claims filed last month. Python script mailing that list ...": two deliverables
+    after = first[found.end() :]
+    if any(_DELIVERABLE.match(_AND.sub("", part.strip())) for part in _PARTS.split(_shielded(after))):
+        # "Flask /healthz endpoint that checks the DB, a Dockerfile for the app, and ...": a list; where "Security
+        # requirements for the portal: password rules, MFA, ..." lists what the one deliverable covers
+        return None
     return found.group(0).strip()
 
 
@@ -368,19 +418,27 @@ def _resolve_it(aspect: Aspect, first: Aspect) -> str:
     """
     pronoun = _IT.search(aspect.text, len(aspect.verb))
     phrase = _object_phrase(first)
-    if pronoun is None or not _DELIVERABLE.match(phrase):
+    named = _DELIVERABLE.match(phrase)
+    if pronoun is None or named is None:
         return aspect.text
-    referent = re.sub(r"^(?:a|an|one)\s", "the ", phrase, flags=re.I)
+    more = _MORE_NOUNS.match(phrase, named.end())  # "a CLI tool", not "a CLI"
+    # up to its noun: "the mutual NDA", not "the mutual NDA between our studio and a freelance illustrator"
+    referent = re.sub(r"^(?:a|an|one)\s", "the ", phrase[: more.end() if more else named.end()], flags=re.I)
     return aspect.text[: pronoun.start()] + referent + aspect.text[pronoun.end() :]
+
+
+def _shielded(text: str) -> str:
+    """``text`` with the commas, semicolons and "and"s of its quoted and bracketed spans hidden from a split."""
+    return _BRACKETED.sub(_shield, _QUOTED.sub(_shield, text))
 
 
 def _shield(match: re.Match[str]) -> str:
     """A quoted or bracketed span with its "and"s and commas hidden from the split."""
-    return match.group(0).replace(" and ", f" {_PLACEHOLDER} ").replace(",", _COMMA)
+    return match.group(0).replace(" and ", f" {_PLACEHOLDER} ").replace(",", _COMMA).replace(";", _SEMI)
 
 
 def _unshield(text: str) -> str:
-    return text.replace(_PLACEHOLDER, "and").replace(_COMMA, ",")
+    return text.replace(_PLACEHOLDER, "and").replace(_COMMA, ",").replace(_SEMI, ";")
 
 
 def _clip(text: str, limit: int = 300) -> str:
@@ -413,6 +471,8 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
             and not (head in MAKING_VERBS and _DELIVERABLE.match(bare[len(head) :].lstrip()))
         ):
             clause = f"{clause} and {part}"  # "a guide to set up X, install Y and run Z": the steps of one thing
+        elif clause and head in RESULT_VERBS and not _NOUN.search(bare):
+            clause = f"{clause} and {part}"  # "test whether X changed and give the 95% interval": one analysis
         elif head in VERBS:
             if clause:
                 aspects.append(Aspect(clause, verb))
@@ -424,8 +484,13 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
             or _BETWEEN_OPEN.search(clause)
             or (_SHARED_HEAD.match(part) and _ONE_WORD_OBJECT.match(clause[len(verb) :].strip()))
             or (_BARE_DELIVERABLE.match(part) and _shares_noun(clause[len(verb) :].strip()))
+            or (_describes(part) and _DELIVERABLE.match(_INDIRECT.sub("", clause[len(verb) :].strip())))
             or (
-                (verb in JOINT_VERBS or _RELATIVE.search(clause[len(verb) :] + " ") or _BETWEEN.search(clause))
+                (
+                    verb in JOINT_VERBS | RESULT_VERBS | COMPUTE_VERBS
+                    or _RELATIVE.search(clause[len(verb) :] + " ")
+                    or _BETWEEN.search(clause)
+                )
                 and not _DELIVERABLE.match(part)
             )
         ):
@@ -438,6 +503,51 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     return aspects
 
 
+def _listed_requests(block: re.Match[str]) -> str:
+    """A list under a request with no object, one request per line, when every line is a noun phrase.
+
+    "Please give me:" and the lines "1) the DDL ..." and "2) a runbook ..." become "give me the DDL ..." and "give
+    me a runbook ...", one sentence each; a list whose lines are not noun phrases (a determiner, or a deliverable
+    noun) stays as written. Continuation lines (indented, such as pasted code) stay under their item.
+    """
+    head = block.group("head")
+    request = _BARE_REQUEST.match(_LEAD.sub("", head.strip()))
+    if request is None:
+        return block.group(0)
+    verb = request.group(0) if request.group("verb") else "deliver"
+    items: list[list[str]] = []
+    for line in block.group("items").splitlines():
+        if re.match(_LIST_ITEM, line):
+            items.append([re.sub("^" + _LIST_ITEM, "", line).strip().rstrip(":")])
+        elif items:
+            items[-1].append(line)
+    firsts = [_AND.sub("", item[0]) for item in items]
+    if len(items) < 2 or not all(_NOUN_PHRASE.match(f) or _BARE_DELIVERABLE.match(f) for f in firsts):
+        return block.group(0)  # "I need:\n- it to be fast\n- ...": what the deliverable must be
+    lines = [""]  # the request itself says nothing the lines do not
+    for first, item in zip(firsts, items, strict=True):
+        lines.append(f"{verb} {first.rstrip('.')}.")
+        lines += item[1:]
+    return "\n".join(lines) + "\n"
+
+
+def _request_inside(sentence: str) -> list[Aspect]:
+    """The instruction after a comma in ``sentence``, when what comes before it only sets the scene.
+
+    Two ways a request sits mid-sentence: after a fronted phrase that gives the input or the setting ("Using
+    sales.xlsx and fx_rates.csv, write a pandas script ...", "Given our Q3 budget vs actuals, write the
+    commentary ..."), or after a clause about the person, as a question ("My aunt has asked me to say a few
+    words, so would you write me a toast ..."). The words before the comma are the aspect's context.
+    """
+    fronted = _FRONTED.match(sentence) is not None
+    for comma in _INNER_COMMA.finditer(sentence):
+        rest = sentence[comma.end() :]
+        if fronted or _INNER_REQUEST.match(rest):
+            if found := _sentence_aspects(_INNER_REQUEST.sub("", rest, count=1) if not fronted else rest):
+                return [Aspect(a.text, a.verb, sentence[: comma.start()]) for a in found]
+    return []
+
+
 def _listed_after(before: str, piece: str) -> str:
     """``piece`` with the verb of the list ``before`` began, when it names a deliverable without a verb of its own.
 
@@ -448,6 +558,14 @@ def _listed_after(before: str, piece: str) -> str:
     if found and _first_word(bare) not in VERBS and (_DELIVERABLE.match(bare) or _BARE_DELIVERABLE.match(bare)):
         return f"{found[-1].verb} {bare}"
     return piece
+
+
+def _describes(part: str) -> bool:
+    """Whether ``part`` says what the deliverable before it is like ("a toast, warm with some gentle teasing").
+
+    It has no determiner, no deliverable noun, and does not start with a verb.
+    """
+    return not re.match(_DETERMINER, part, re.I) and not _NOUN.search(part) and _first_word(part) not in VERBS
 
 
 def _shares_noun(obj: str) -> bool:

@@ -100,10 +100,13 @@ _FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 _QUESTION = re.compile(r"\?(?:\s|$)")
 """A question mark that ends a sentence: a task that asks and names no deliverable wants one answer."""
 _ASKS_FOR_WORK = re.compile(
-    r"\b(?:(?:can|could|would|will) you|please|(?:i|we) (?:need|want|would like)|(?:i|we)'d like)\b", re.I
+    r"\b(?:(?:can|could|would|will) you|please(?!\s*[.!?]|\s*$)|(?<!do )(?<!would )(?<!should )(?<!will )"
+    r"(?:i|we) (?:need|want|would like)|(?:i|we)'d like)\b",
+    re.I,
 )
 """A request inside a question ("could you write that as a story? I need a Django model ..."): work, not a
-question to answer, whatever the aspect pass found."""
+question to answer, whatever the aspect pass found. A "please" that closes a sentence ("A mitigation for each,
+please.") and "do I need ...?" ask nothing more than the question."""
 _ASKED_FUNCTION = re.compile(r"\b(?:function|method)\s+`?([A-Za-z_]\w*)\s*\([^()]*\)", re.I)
 
 

