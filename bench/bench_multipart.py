@@ -20,8 +20,9 @@ Each task runs through the compiled graph with default settings, in process, as 
 The agreement statements of the data file are for a reader's rubric; this benchmark does not score them.
 
 Run: ``python -m bench.bench_multipart`` (all 20: several hours on 2 cores); ``--limit N`` or ``--ids
-mp-slugify,mp-library-schema``; ``--quick`` runs two tasks on the fake backend (a test of the bench, not a
-measurement); ``--resume FILE`` continues a stopped run.
+mp-slugify,mp-library-schema``; ``--set bench/data/multipart_tasks2.yaml`` for the second set (10 tasks, written
+2026-11-29 by a helper who had not read the planning code); ``--quick`` runs two tasks on the fake backend (a test
+of the bench, not a measurement); ``--resume FILE`` continues a stopped run.
 """
 
 from __future__ import annotations
@@ -81,7 +82,12 @@ class Row:
 def load_items(path: Path = DATA) -> list[Item]:
     """The tasks of the data file, in order."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return [Item(i["id"], i["task"], {k: float(v) for k, v in (i.get("values") or {}).items()}) for i in data["items"]]
+    return [Item(i["id"], i["task"], _numbers(i.get("values") or {})) for i in data["items"]]
+
+
+def _numbers(values: dict[str, Any]) -> dict[str, float]:
+    """The numeric ``values`` of an item; a time or a cron line ("22:30", "15 2 * * *") is for the reader."""
+    return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def stated_values(document: str, values: dict[str, float]) -> int:
@@ -196,7 +202,7 @@ def summarise(rows: list[Row], args: argparse.Namespace) -> tuple[dict[str, Any]
     share = f"{agree}/{len(multi)}" if multi else "no multi-slot plan"
     markdown = (
         f"{title}\n\nCommand: `python -m bench.bench_multipart{' --quick' if args.quick else ''}`; data "
-        f"`bench/data/multipart_tasks.yaml`. Multi-slot documents that agree by the checks (`engine/agreement.py`): "
+        f"`{_shown(args.set)}`. Multi-slot documents that agree by the checks (`engine/agreement.py`): "
         f"**{share}**; runs with a part sent back: {len(back)} (median second writing "
         f"{payload['median_resend_seconds']} s); values stated: {payload['values_stated']}/{payload['values_total']}"
         f"; completion rounds run: {len(ran)} (median {payload['median_round_seconds']} s); documents with nothing "
@@ -206,10 +212,18 @@ def summarise(rows: list[Row], args: argparse.Namespace) -> tuple[dict[str, Any]
     return payload, markdown
 
 
+def _shown(path: Path) -> str:
+    """``path`` as the repository names it, where it is inside the repository."""
+    root = Path(__file__).resolve().parent.parent
+    resolved = path.resolve()
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = versus_parser(__doc__, "multipart", "comma-separated task ids")
+    parser.add_argument("--set", type=Path, default=DATA, help="the tasks (default bench/data/multipart_tasks.yaml)")
     args = parser.parse_args(argv)
-    items = load_items()
+    items = load_items(args.set)
     if args.ids:
         wanted = args.ids.split(",")
         items = [i for i in items if i.id in wanted]
