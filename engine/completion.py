@@ -45,7 +45,7 @@ DEFAULT_PART_SECONDS = 90.0
 
 FORM_VERBS = MAKING_VERBS | frozenset(
     "implement develop code refactor rewrite fix optimise optimize configure containerise containerize automate "
-    "test".split()
+    "test deliver".split()
 ) - frozenset("outline sketch summarise summarize list propose give".split())
 """Verbs whose aspect makes the thing itself: "write the OpenAPI documentation" asks for a spec, where "explain
 why this SQL query is slow" or "outline the tests" asks for prose about it."""
@@ -74,14 +74,18 @@ class Form:
         )
 
 
+OPENAPI_FORM = Form(
+    "an OpenAPI document",
+    OPENAPI_ASKED,
+    frozenset({"yaml", "yml", "json"}),
+    openapi_document,
+    "Deliver it as one OpenAPI 3 document in a ```yaml block (openapi, info, paths, components).",
+)
+_AND = re.compile(r"\s+and\s+|,\s*", re.I)
+"""Where the aspect pass joined the coordinates of one deliverable ("... from total spend and the matching ...")."""
+
 FORMS: tuple[Form, ...] = (
-    Form(
-        "an OpenAPI document",
-        OPENAPI_ASKED,
-        frozenset({"yaml", "yml", "json"}),
-        openapi_document,
-        "Deliver it as one OpenAPI 3 document in a ```yaml block (openapi, info, paths, components).",
-    ),
+    OPENAPI_FORM,
     Form(
         "tests",
         re.compile(r"\b(?:unit tests?|pytest|test suite|test cases|tests? for)\b", re.I),
@@ -123,20 +127,36 @@ FORMS: tuple[Form, ...] = (
     ),
     Form(
         "Python code",
-        re.compile(r"\bpython\b", re.I),
+        re.compile(
+            r"\bpython\b|\b(?:sqlalchemy|django|flask|fastapi|pydantic)\b(?:\s+[\w-]+){0,2}?\s+"
+            r"(?:models?|apps?|endpoints?|views?|schemas?|class(?:es)?|routes?)\b",
+            re.I,
+        ),
         PYTHON_TAGS,
         None,
         "Deliver the code in a ```python block.",
     ),
 )
-"""The first form an aspect asks for is the one judged (an OpenAPI aspect is not also judged as YAML)."""
+"""The forms an aspect can ask for (:func:`asked_forms`)."""
 
 
-def asked_forms(aspect: Aspect) -> Form | None:
-    """The form ``aspect`` asks its part to deliver (None: prose will do, or its verb does not make the thing)."""
+def asked_forms(aspect: Aspect) -> tuple[Form, ...]:
+    """The forms ``aspect`` asks its part to deliver (none: prose will do, or its verb does not make the thing).
+
+    The first form it names counts, and another named in a coordinate of its own: "the SQL migration ... and the
+    matching change to our SQLAlchemy Customer model" asks for SQL and for Python (a real document gave the SQL
+    only, and the round judged the first form alone), where "a Dockerfile for a Python 3.12 Flask app" asks for a
+    Dockerfile. An OpenAPI document is not also judged as YAML (it may be JSON).
+    """
     if aspect.verb.lower() not in FORM_VERBS:
-        return None
-    return next((form for form in FORMS if form.asked.search(aspect.text)), None)
+        return ()
+    forms = [form for form in FORMS if form.asked.search(aspect.text)]
+    if not forms:
+        return ()
+    coordinates = _AND.split(aspect.text)
+    others = [c for c in coordinates if not forms[0].asked.search(c)]
+    second = [f for f in forms[1:] if any(f.asked.search(c) for c in others)]
+    return tuple(f for f in [forms[0], *second] if not (f.name == "a YAML file" and forms[0] is OPENAPI_FORM))
 
 
 def read_gaps(
@@ -167,9 +187,8 @@ def _form_gaps(task: str, parts: Sequence[Part], failed: Iterable[tuple[str, str
     """An aspect whose form no part has (a failed part that would have written it is retried instead)."""
     gaps = []
     retried = [text for text, _ in failed]
-    for aspect in task_aspects(task):
-        form = asked_forms(aspect)
-        if form is None or any(form.held_by(p.result.raw) for p in parts):
+    for aspect, form in ((a, f) for a in task_aspects(task) for f in asked_forms(a)):
+        if any(form.held_by(p.result.raw) for p in parts):
             continue
         if any(form.asked.search(text) for text in retried):
             continue

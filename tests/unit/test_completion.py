@@ -104,6 +104,22 @@ def test_an_aspect_whose_form_no_part_delivers_is_a_gap_and_one_that_does_is_not
     assert [g.kind for g in read_gaps(API_TASK, [*parts, Part("doc", "OpenAPI", _result("doc", cut))])] == ["form"]
 
 
+def test_every_form_an_aspect_asks_for_is_judged() -> None:
+    """bench/results/multipart_new8.json, mp-add-column: one part held the SQL, none the SQLAlchemy model."""
+    task = (
+        "Write the SQL migration that adds a nullable loyalty_tier column to customers and backfills it from total "
+        "spend, the matching change to our SQLAlchemy Customer model, and a changelog entry."
+    )
+    migration = "```sql\nALTER TABLE customers ADD COLUMN loyalty_tier VARCHAR(255) NULL;\n```"
+    parts = [Part("sql", "Migration", _result("sql", migration)), Part("log", "Changelog", _result("log", DESIGN))]
+    gaps = read_gaps(task, parts)
+    assert [g.kind for g in gaps] == ["form"] and "no part delivers Python code" in gaps[0].detail
+    model = "```python\nclass Customer(Base):\n    loyalty_tier = Column(String(255), nullable=True)\n```"
+    assert read_gaps(task, [*parts, Part("orm", "Model", _result("orm", model))]) == []
+    # a library named as the data's origin asks for no Python: only its model, app, endpoint ... does
+    assert read_gaps("Write a SQL query over the table our pandas job fills.", parts) == []
+
+
 def test_an_aspect_that_asks_for_prose_about_a_form_needs_no_block() -> None:
     task = "Explain why this SQL query on the orders table is slow, and outline the tests it needs."
     assert read_gaps(task, [Part("a", "Why", _result("a", DESIGN))]) == []
