@@ -261,6 +261,7 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
     max_tokens, temperature = generation_settings(scope, settings)
     if "max_tokens" not in settings.explicit:
         max_tokens = max(max_tokens, contract.max_tokens)  # the budget fits the deliverable
+    told = tuple(state.completion.feedback.get(spec.id, ())) if state.completion is not None else ()
     return SlotJob(
         spec=spec,
         task=state.mission.task,
@@ -268,8 +269,9 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
             *state.mission.constraints,
             *_figure_facts(rnd),
             *state.agreement.get(spec.id, ()),
-            *(state.completion.feedback.get(spec.id, ()) if state.completion is not None else ()),
+            *told,
         ),
+        feedback=told,
         expert=expert,
         persona=scope.persona,
         references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},

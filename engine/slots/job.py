@@ -56,6 +56,9 @@ class SlotJob:
     """The titles of the plan's other slots: a section of this slot's answer titled as one of them is cut (a
     diagnosis slot given the whole task wrote "2. Propose indexes", "3. Rewrite the query" ..., the plan's next
     slots, word for word)."""
+    feedback: tuple[str, ...] = ()
+    """What a completion round told this part about its earlier answer (also among ``constraints``): its wording
+    is the harness's, never the answer's content (``contract.leaks``)."""
     memory: Mapping[str, tuple[str, SlotResult]] = field(default_factory=dict)
     """The thread's previous turn (a follow-up run): reference id -> (title, result), shown to every slot like a
     referenced slot (read-only data; cut to its outline, then left out, like any reference that does not fit)."""

@@ -410,7 +410,7 @@ class _Slot:
         result = self._parse(gen, plain, attempt, prompt.max_tokens)
         if self.corrects_arithmetic:  # before the checks: a corrected step's result is what the answer states
             result = computed(result, self.ledger, candidate=f"c{attempt}")
-        checks, signals = self._check(result, gen, watch)
+        checks, signals = self._check(result, gen, watch, (*job.feedback, *([feedback] if feedback else [])))
         record = CandidateRecord(
             id=f"c{attempt}",
             origin=plan.origin,
@@ -519,9 +519,12 @@ class _Slot:
         return result
 
     def _check(
-        self, result: SlotResult, gen: Generation, watch: LoopWatch
+        self, result: SlotResult, gen: Generation, watch: LoopWatch, feedback: tuple[str, ...] = ()
     ) -> tuple[list[CheckResult], dict[str, float]]:
-        """The answer's checks and measured signals (an answer stopped for looping is degenerate)."""
+        """The answer's checks and measured signals (an answer stopped for looping is degenerate).
+
+        ``feedback``: what the draw's prompt told it about earlier answers (its wording must not come back).
+        """
         context = CheckContext(
             self.job.task,
             self.contract,
@@ -532,6 +535,7 @@ class _Slot:
             modules=self.modules,
             module=module_name(self.job.spec.id),
             asked=self.job.spec.description,
+            feedback=feedback,
         )
         checks, signals = check_answer(result, context)
         if gen.finish_reason == "halted":  # degenerate, whatever is left of the loop in the parsed text

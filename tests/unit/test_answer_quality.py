@@ -169,6 +169,38 @@ def test_an_answer_that_repeats_its_personas_lines_fails() -> None:
     assert leaks(prose(("Password rules", PARAGRAPH_A), ("Scope", said))) is None  # what the persona asks to say
 
 
+def test_an_answer_that_writes_the_feedback_it_was_given_as_its_content_fails() -> None:
+    """bench/results/multipart_new8.json, mp-add-column: the changelog part written again after a completion round."""
+    task = (
+        "Write the SQL migration that adds a nullable loyalty_tier column to customers and backfills it from total "
+        "spend, the matching change to our SQLAlchemy Customer model, and a changelog entry."
+    )
+    told = (
+        "An earlier answer to this part failed these checks: contract.placeholders: the answer copies the "
+        "protocol's example placeholder ('{{ASSIST:expert:domain:the question}}'); name the fact that is missing, "
+        "or leave the placeholder out. Write it so that they pass."
+    )
+    contract = contract_of("prose", None)
+
+    def leaks(text: str, feedback: tuple[str, ...] = (told,)) -> str | None:
+        result = parse_output(text, "s", "e", min_items=contract.min_items, max_items=contract.max_items)
+        ctx = CheckContext(task, contract, asked="Write a changelog entry", feedback=feedback)
+        checks, _ = check_answer(result, ctx)
+        return next(c.detail for c in checks if c.name == "contract.leaks") or None
+
+    echoed = (
+        "This migration introduces a new column `loyalty_tier` to the `customers` table.\n\nThe changelog entry "
+        "includes:\n- A description of the new column `loyalty_tier`\n- A name of the fact that is missing, or leave "
+        "it out\n- A placeholder for the previous answer to this part"
+    )
+    assert "the fact that is missing or leave" in (leaks(prose(("Changelog entry", echoed))) or "")
+    assert leaks(prose(("Changelog entry", echoed)), feedback=()) is None  # told nothing, it repeats nothing
+    # what the feedback quotes, and what the task says too, are not the feedback's own wording
+    quoting = "An outline item 'Backfill the loyalty_tier column from total spend' has no section; write it."
+    written = prose(("Backfill the loyalty_tier column from total spend", PARAGRAPH_A))
+    assert leaks(written, feedback=(quoting,)) is None
+
+
 def test_a_title_that_copies_the_output_structures_wording_fails() -> None:
     copied = failed(prose(("`## Outline`", PARAGRAPH_A), ("Code block holding the complete code", PARAGRAPH_A)), TASK)
     assert "output structure's own wording ('`## Outline`')" in copied["contract.titles"]

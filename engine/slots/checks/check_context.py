@@ -29,3 +29,6 @@ class CheckContext:
     """This slot's own module name as the run delivers it (its tests may import it by that name)."""
     asked: str = ""
     """What the slot itself was asked for (its description): a part asked for an OpenAPI document must give one."""
+    feedback: tuple[str, ...] = ()
+    """What the harness told this draw about earlier answers (retry feedback, a completion round's feedback): its
+    wording must not come back as the answer's content."""

@@ -52,6 +52,12 @@ _CHECK_NAME = re.compile(
 """The checks' own names, which the retry feedback quotes: in an answer they are the feedback talking (a real
 checklist wrote "a prioritized order for each item: contract.duplicates, contract.placeholders, and
 prose.repetition")."""
+FEEDBACK_ECHO_WORDS = 6
+"""A run of the feedback's words this long in the answer is the feedback talking ("the fact that is missing or
+leave"); shorter runs ("the answer was cut off") are said in passing."""
+_FEEDBACK_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|\([^()\n]*\)|\{\{.*?\}\}")
+"""What a feedback quotes of the answer or the task (titles, text, the placeholder copied): not its own wording."""
+_QUOTE_LEFT_OUT = "zquotedz"
 PERSONA_LINE_WORDS = 6
 """A persona line this long repeated word for word is a copy ("You are a security architect." is five words and
 may be said in passing)."""
@@ -109,7 +115,7 @@ def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
         _answers_check(result),
         _stubs_check(result, MIN_SECTION_WORDS[ctx.contract.deliverable]),
         duplicates_check(result, ctx.task, module=ctx.contract.code_first),
-        _leaks_check(result, ctx.persona),
+        _leaks_check(result, ctx.persona, echoed_feedback(result, ctx)),
         _placeholders_check(result),
         sources_check(result.raw),
         _own_work_check(result, ctx.references),
@@ -187,10 +193,10 @@ def _unclosed_formula(text: str) -> str | None:
     return lines[-1][-80:] if lines else None
 
 
-def _leaks_check(result: SlotResult, persona: str) -> CheckResult:
-    """The answer does not repeat the prompt's own text: its delimiters, the persona's lines, check names."""
+def _leaks_check(result: SlotResult, persona: str, echoed: list[str]) -> CheckResult:
+    """The answer does not repeat the prompt's own text: delimiters, persona lines, check names, its feedback."""
     lowered = result.raw.lower()
-    leaked = [leak for leak in LEAKS if leak in lowered] + _persona_lines(result.raw, persona)
+    leaked = [leak for leak in LEAKS if leak in lowered] + _persona_lines(result.raw, persona) + echoed
     leaked += _CHECK_NAME.findall(without_closed_code(result.raw))
     return CheckResult(
         name="contract.leaks",
@@ -244,6 +250,41 @@ def _persona_lines(text: str, persona: str) -> list[str]:
     said = f" {norm(text)} "
     lines = (norm(line.lstrip("-* ")) for line in persona.splitlines())
     return [line for line in lines if len(line.split()) >= PERSONA_LINE_WORDS and f" {line} " in said]
+
+
+def echoed_feedback(result: SlotResult, ctx: CheckContext) -> list[str]:
+    """Runs of :data:`FEEDBACK_ECHO_WORDS` words of the feedback ``ctx`` gave this draw that the answer's prose repeats.
+
+    The feedback's quotes are left out (a retry names the answer's own titles and text), and so is anything the task
+    or the part's description says too. Seen on a changelog part written again after a completion round: "The
+    changelog entry includes: ... - A name of the fact that is missing, or leave it out - A placeholder for the
+    previous answer to this part", the round's feedback written as the entry's content, every check passing.
+    """
+    if not ctx.feedback:
+        return []
+    own = _shingles(norm(f"{ctx.task} {ctx.asked}").split())
+    told: set[tuple[str, ...]] = set()
+    for text in ctx.feedback:
+        told |= _shingles(norm(_FEEDBACK_QUOTED.sub(f" {_QUOTE_LEFT_OUT} ", text)).split()) - own
+    words = norm(without_closed_code(result.raw)).split()
+    found: list[str] = []
+    last = -2
+    for at in range(len(words) - FEEDBACK_ECHO_WORDS + 1):
+        run = tuple(words[at : at + FEEDBACK_ECHO_WORDS])
+        if run not in told:
+            continue
+        if at == last + 1:  # the same echo, one word longer
+            found[-1] += f" {run[-1]}"
+        else:
+            found.append(" ".join(run))
+        last = at
+    return found
+
+
+def _shingles(words: list[str]) -> set[tuple[str, ...]]:
+    """Every run of :data:`FEEDBACK_ECHO_WORDS` words of ``words`` that no quote left out breaks."""
+    runs = (tuple(words[at : at + FEEDBACK_ECHO_WORDS]) for at in range(len(words) - FEEDBACK_ECHO_WORDS + 1))
+    return {run for run in runs if _QUOTE_LEFT_OUT not in run}
 
 
 def copies_task(title: str, task: str) -> bool:
