@@ -206,14 +206,13 @@ def _submit(spec: SlotSpec, rnd: _Round, shared: _Shared, write: StreamWriter) -
 
 
 def _figures(rnd: _Round, shared: _Shared, write: StreamWriter) -> TaskFigures | None:
-    """The task's figures, computed once before its parts are written, when it has numbers and a numeric expert.
+    """The task's figures, computed once before its parts are written, when it has numbers and a quantity.
 
     The program comes from the biggest installed model (:func:`engine.figures.compute_figures`); a backend error
     leaves the run without figures, said in the ledger.
     """
     state, settings = rnd.state, rnd.state.settings
-    experts = [d.expert for d in state.routing.values()]
-    if not settings.calculate or not wants_figures(state.mission.task, experts):
+    if not settings.calculate or not wants_figures(state.mission.task):
         return None
     bigger = escalation_binding(settings, shared.catalog, None)
     model = bigger.model if bigger is not None else None

@@ -51,10 +51,18 @@ def test_a_part_that_states_a_figure_otherwise_is_found_and_one_that_agrees_is_n
     assert stated_otherwise(code, _figures(), TASK) == []  # code and the task's own numbers are not statements
 
 
-def test_figures_are_wanted_for_a_task_with_numbers_and_a_numeric_expert() -> None:
-    assert wants_figures(TASK, ["python_coder", "finance_analyst"])
-    assert not wants_figures(TASK, ["python_coder", "technical_writer"])
-    assert not wants_figures("Write a memo and a script about our loan", ["finance_analyst"])
+def test_figures_are_wanted_for_a_task_with_numbers_and_a_quantity_whoever_writes_it() -> None:
+    assert wants_figures(TASK)
+    assert not wants_figures("Write a memo and a script about our loan")
+    # multipart_new8: the legal expert's agreement gave no fee, the DevOps runbook 99.9% of 30 days as 41760 minutes
+    assert wants_figures(
+        "Draft a consulting agreement for 12 days of work at 800 a day plus 20% VAT, payable within 30 days of "
+        "invoice, and a plain-language summary of it for the client."
+    )
+    assert wants_figures(
+        "Set a 99.9% availability SLO over 30 days for our checkout API, write the Prometheus alerting rules that "
+        "fire on fast error-budget burn, and write the on-call runbook for those alerts."
+    )
 
 
 PLAN = {
@@ -139,9 +147,9 @@ def test_a_third_program_settles_a_figure_the_first_two_disagree_on(write_script
 
 def test_numbers_without_a_quantity_to_work_out_want_no_figures() -> None:
     task = "Write the design doc and a 2-page summary of our 3 services for the team."
-    assert not wants_figures(task, ["general_reasoning", "technical_writer"])
+    assert not wants_figures(task)
     rise = (
         "Model the effect of raising our plan from 40 to 46 a month for our 1,200 subscribers, assuming 5% of them "
         "cancel because of it, and write the email to the CEO that recommends it with the figures."
     )
-    assert wants_figures(rise, ["finance_analyst", "general_reasoning"])  # on the real models: 40 "subscribers"
+    assert wants_figures(rise)  # on the real models: 40 "subscribers"
