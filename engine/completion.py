@@ -120,7 +120,11 @@ FORMS: tuple[Form, ...] = (
     ),
     Form(
         "a YAML file",
-        re.compile(r"\byaml\b|\bkubernetes manifests?\b|\bcompose file\b|\bgithub actions workflow\b", re.I),
+        re.compile(
+            r"\byaml\b|\bkubernetes manifests?\b|\bcompose file\b|\bgithub actions workflow\b"
+            r"|\bprometheus\b(?:\s+[\w-]+){0,2}?\s+rules\b",
+            re.I,
+        ),
         frozenset({"yaml", "yml"}),
         None,
         "Deliver the file in a ```yaml block.",

@@ -201,6 +201,19 @@ def test_an_answer_that_writes_the_feedback_it_was_given_as_its_content_fails() 
     assert leaks(written, feedback=(quoting,)) is None
 
 
+def test_an_answer_that_is_its_own_prompt_fails() -> None:
+    """bench/results/multipart_new8.json, mp-consulting-contract: the "Assembled contract" part was its prompt."""
+    echoed = (
+        "The overall task (for context only; answer only your part):\nDraft a consulting agreement for 12 days of "
+        "work.\n\nYour part: Assembled contract ready for signature\nCombine the clauses into one consistent "
+        "contract.\n\nYour answer must include:\n- complete contract text\n- signature blocks"
+    )
+    leaked = failed(prose(("Assembled contract", echoed)), TASK)["contract.leaks"]
+    assert "the overall task (for context only; answer only your part):" in leaked
+    own = "The contract text below has one schedule. " + PARAGRAPH_A  # the prompt's words, not its lines
+    assert "contract.leaks" not in failed(prose(("Assembled contract", own)), TASK)
+
+
 def test_a_title_that_copies_the_output_structures_wording_fails() -> None:
     copied = failed(prose(("`## Outline`", PARAGRAPH_A), ("Code block holding the complete code", PARAGRAPH_A)), TASK)
     assert "output structure's own wording ('`## Outline`')" in copied["contract.titles"]

@@ -13,6 +13,7 @@ import copy
 import re
 from dataclasses import dataclass
 
+import engine.prompts as prompts
 from engine.prompts import EXAMPLE_DESCRIPTIONS
 from engine.slots.checks.check_context import CheckContext
 from engine.slots.checks.prose import ending_check
@@ -44,6 +45,20 @@ LEAKS = (
 (quoting the instructions' wording is harmless and common; copying a delimiter means a reference or a
 candidate was pasted in, and the feedback's sentences in an answer are the prompt talking, not the expert: seen
 on the review set, "The outline was (keep it if it is right, fix it if a problem above concerns it):")."""
+PROMPT_LINES = tuple(
+    line.strip().lower()
+    for template in (
+        prompts.SLOT_PROMPT,
+        prompts.TASK_PROMPT,
+        prompts.EXPECTED_OUTPUTS_BLOCK,
+        prompts.CONSTRAINTS_BLOCK,
+        prompts.REFERENCES_BLOCK,
+    )
+    for line in template.splitlines()
+    if "{" not in line and len(line.split()) >= 4
+)
+"""The slot prompt's own lines ("The overall task (for context only; answer only your part):", "Your answer must
+include:"): a real consulting agreement's "Assembled contract" part was its prompt, word for word, and passed."""
 _CHECK_NAME = re.compile(
     r"\b(?:contract\.(?:answers|complete|duplicates|ends|leaks|own_work|placeholders|structure|stubs|titles)"
     r"|prose\.repetition|python\.(?:complete|defines|examples|lint|own_doctests|parses|printed|runs|tests|tests_given"
@@ -196,7 +211,8 @@ def _unclosed_formula(text: str) -> str | None:
 def _leaks_check(result: SlotResult, persona: str, echoed: list[str]) -> CheckResult:
     """The answer does not repeat the prompt's own text: delimiters, persona lines, check names, its feedback."""
     lowered = result.raw.lower()
-    leaked = [leak for leak in LEAKS if leak in lowered] + _persona_lines(result.raw, persona) + echoed
+    leaked = [leak for leak in (*LEAKS, *PROMPT_LINES) if leak in lowered]
+    leaked += _persona_lines(result.raw, persona) + echoed
     leaked += _CHECK_NAME.findall(without_closed_code(result.raw))
     return CheckResult(
         name="contract.leaks",
