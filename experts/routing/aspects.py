@@ -166,6 +166,9 @@ _BARE_REQUEST = re.compile(
     re.I,
 )
 """A request with no object of its own, whose list follows: "Please give me:", "I need:", "Three things:"."""
+_ABOUT_IT = re.compile(r"\b(?:for|of|about|on)\s+(?:it|them)\b", re.I)
+"""A deliverable about the one before it ("a class that scales a recipe, pytest tests for it, ..."): its own part,
+where "a function that takes the orders table and customer list" names data."""
 _INDIRECT = re.compile(r"^(?:me|us|him|her|them)\s+", re.I)
 """The indirect object after a verb ("write me a toast")."""
 _FRONTED = re.compile(r"^(?:using|given|from|based on|with|starting from|taking|for)\s", re.I)
@@ -492,6 +495,7 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
                     or _BETWEEN.search(clause)
                 )
                 and not _DELIVERABLE.match(part)
+                and not (_BARE_DELIVERABLE.match(part) and _ABOUT_IT.search(part))
             )
         ):
             clause = f"{clause} and {part}"  # still the same piece of work

@@ -214,6 +214,29 @@ def test_an_answer_that_is_its_own_prompt_fails() -> None:
     assert "contract.leaks" not in failed(prose(("Assembled contract", own)), TASK)
 
 
+def test_a_part_whose_code_is_a_referenced_parts_copied_fails() -> None:
+    """multipart_new8, mp-recipe-scaler: the tests part the round added wrote the class again, and no test."""
+    scaler = (
+        "```python\nclass RecipeScaler:\n    def __init__(self, recipe, servings):\n        self.recipe = recipe\n"
+        "        self.servings = servings\n```\n"
+    )
+    reference = f"## Outline\n1. Class\n\n## 1. Class\n{scaler}It scales a recipe."
+    copied = f"## Outline\n1. Tests\n\n## 1. Tests\n{scaler}\nUse it as above."
+    contract = contract_of("code", "python")
+
+    def own_work(text: str) -> str:
+        result = parse_output(text, "s", "e", min_items=contract.min_items, max_items=contract.max_items)
+        checks, _ = check_answer(result, CheckContext("Write pytest tests for it.", contract, (reference,)))
+        return next(c.detail for c in checks if c.name == "contract.own_work")
+
+    assert "copied block for block" in own_work(copied)
+    tests = (
+        "```python\nfrom recipes import RecipeScaler\n\ndef test_scale():\n"
+        "    assert RecipeScaler({}, 2).servings == 2\n```\n"
+    )
+    assert own_work(copied.replace("Use it as above.", tests)) == ""  # its own tests beside the copy
+
+
 def test_a_title_that_copies_the_output_structures_wording_fails() -> None:
     copied = failed(prose(("`## Outline`", PARAGRAPH_A), ("Code block holding the complete code", PARAGRAPH_A)), TASK)
     assert "output structure's own wording ('`## Outline`')" in copied["contract.titles"]

@@ -257,6 +257,12 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
         ("I need:\n- it to run offline\n- it to be fast", 0),  # what the deliverable must be: no list of them
         # and what still names several: listed deliverables after a colon, a second deliverable after a preposition
         ("Compute the monthly totals and a report for the board", 2),
+        (  # multipart_new8: the tests were written into the class's part, and no part wrote them
+            "Write a Python class RecipeScaler that scales a recipe to any number of servings, pytest tests for it, "
+            "and a short usage guide for the cooks in our canteen with a worked example.",
+            3,
+        ),
+        ("Write a function that takes the orders table and customer list and returns the totals.", 1),  # data
         ("Write the onboarding pack: a README, a setup guide and a FAQ", 3),
         ("Write tests for the parser and a changelog for the release", 2),
     ],

@@ -21,6 +21,7 @@ from engine.slots.checks.text import (
     FENCE_BLOCK,
     PYTHON_TAGS,
     WORD,
+    code_blocks,
     norm,
     similar,
     split_sentences,
@@ -248,13 +249,31 @@ def sources_check(text: str) -> CheckResult:
 
 
 def _own_work_check(result: SlotResult, references: tuple[str, ...]) -> CheckResult:
-    """At most half of the answer's sentences are copied from the slots it references."""
+    """At most half of the answer's sentences are copied from the slots it references, and not all its code."""
     share = copied_share(result.body_text(), references)
-    return CheckResult(
-        name="contract.own_work",
-        passed=share < 0.5,
-        detail=f"{share:.0%} of its sentences are copied from the slots it references" if share >= 0.5 else "",
-    )
+    if share >= 0.5:
+        detail = f"{share:.0%} of its sentences are copied from the slots it references"
+    elif copies_code(result.raw, references):
+        detail = "its code is a referenced slot's, copied block for block: write this part's own code"
+    else:
+        detail = ""
+    return CheckResult(name="contract.own_work", passed=not detail, detail=detail)
+
+
+def copies_code(text: str, references: tuple[str, ...]) -> bool:
+    """Whether every code block of ``text`` (of three lines or more; one at least) is a referenced slot's.
+
+    A tests part added by a completion round wrote the RecipeScaler class again, block for block, and no test
+    (multipart_new8): its sentences were too few for :func:`copied_share` to judge.
+    """
+    mine = [_code_key(code) for _, code in code_blocks(text) if len(_code_key(code).splitlines()) >= 3]
+    theirs = {_code_key(code) for reference in references for _, code in code_blocks(reference)}
+    return bool(mine) and all(block in theirs for block in mine)
+
+
+def _code_key(code: str) -> str:
+    """A code block as copies are compared: its non-blank lines, trailing spaces dropped."""
+    return "\n".join(line.rstrip() for line in code.splitlines() if line.strip())
 
 
 def _persona_lines(text: str, persona: str) -> list[str]:
