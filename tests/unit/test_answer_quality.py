@@ -123,6 +123,18 @@ def test_a_section_titled_with_the_task_fails() -> None:
     assert "repeats the task as its title" in bad["contract.titles"]
 
 
+def test_a_list_that_stops_on_a_label_after_items_with_bodies_fails() -> None:
+    """multipart_new8, mp-uk-tax: the explanation of the bands stopped on the third band's label."""
+    bands = (
+        "The bands for 2024/25 are:\n\n1. **Band 1: £0 to £12,570**\n   - Tax rate: 0%\n\n"
+        "2. **Band 2: £12,571 to £50,270**\n   - Tax rate: 20%\n\n3. **Band 3: £50,271 to £125,140**"
+    )
+    stopped = failed(prose(("Caching reads", PARAGRAPH_A), ("Bands", bands)), TASK)
+    assert "stops mid-sentence" in stopped["contract.ends"]
+    labels = "Three parts:\n\n1. **Reads**\n2. **Writes**\n3. **Expiry**"  # a list of labels is a list
+    assert "contract.ends" not in failed(prose(("Caching reads", PARAGRAPH_A), ("Parts", labels)), TASK)
+
+
 def test_an_answer_cut_mid_sentence_fails_for_prose() -> None:
     bad = failed(prose(("Caching reads", PARAGRAPH_A), ("Invalidation", PARAGRAPH_B + " Then the service")), TASK)
     assert "stops mid-sentence" in bad["contract.ends"]

@@ -8,7 +8,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.slots.checks.text import WORD, norm, open_code_span, split_sentences, text_lines, without_closed_code
+from engine.slots.checks.text import (
+    WORD,
+    Line,
+    norm,
+    open_code_span,
+    split_sentences,
+    text_lines,
+    without_closed_code,
+)
 from state.quality import CheckResult, Severity
 from state.result import SlotResult
 
@@ -32,6 +40,8 @@ _WHY = {
     "block": "the answer ends inside a code block it never closed",
 }
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
+_LABEL_ITEM = re.compile(r"^(?:\d+[.)]|[-*+])\s+\*\*[^*]+\*\*:?$")
+"""A list item that is only a bold label ("3. **Band 3: £37,501 to £150,000**"): its content comes under it."""
 
 
 def ending_check(raw: str, severity: Severity = "hard") -> CheckResult:
@@ -69,6 +79,8 @@ def _unfinished(raw: str) -> _End | None:
     end = _End("sentence", last[-40:], line.start, len(raw))
     if last.endswith(":"):
         return end
+    if _LABEL_ITEM.match(last) and _items_had_bodies(filled[:-1]):
+        return end  # "3. **Band 3: £37,501 to £150,000**" after two bands with their rates: the list stopped
     if last.startswith(("|", "#", "-", "*", "+", ">")) or re.match(r"^\d+[.)]\s", last):
         return None
     if re.search(r"[.!?:;)\]\"'`*_}>\u2026\u201d\u2019]$", last) or last.endswith("}}"):
@@ -77,6 +89,14 @@ def _unfinished(raw: str) -> _End | None:
     if before.endswith(",") and len(before.split()) <= 4 and len(last.split()) <= 5:
         return None  # a signature under its closing
     return end
+
+
+def _items_had_bodies(lines: list[Line]) -> bool:
+    """Whether a list item of ``lines`` that is only a bold label has lines of its own under it (indented)."""
+    return any(
+        _LABEL_ITEM.match(line.text.strip()) and after.text[:1].isspace() and after.text.strip()
+        for line, after in zip(lines, lines[1:], strict=False)
+    )
 
 
 def cut_unfinished_end(text: str) -> tuple[str, str | None]:
