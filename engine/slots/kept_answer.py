@@ -8,7 +8,8 @@ model only wrote out:
 * :func:`without_unfinished_end`: a code answer's note that breaks off is cut back to its last full sentence.
 * :func:`without_repeated_sections`: a section that repeats an earlier one, the task or a referenced slot, or that
   is another slot's part, goes, and the rest are numbered again; so does a code block that repeats earlier code.
-* :func:`without_unprinted_output`: an output block after Python that the program, run, does not print goes.
+* :func:`without_unprinted_output`: an output block after Python that the program, run, does not print goes, and a
+  ``print(...)  # Output: X`` comment says what the program prints.
 * :func:`computed`: a candidate's arithmetic is computed (:mod:`engine.slots.inline_arithmetic`), in a math
   slot and any whose result a program computes, as each candidate is drawn (before its checks).
 * :func:`without_written_sources`: a source tag or unresolved marker the model wrote itself goes (only the
@@ -31,7 +32,7 @@ from engine.slots.checks import (
     repetition_check,
 )
 from engine.slots.checks.contract import WRITTEN_SOURCE, RepeatedCode, repeated_code, sources_check
-from engine.slots.checks.printed import numbers_only_from, unprinted_outputs
+from engine.slots.checks.printed import numbers_only_from, unprinted_outputs, wrong_print_comments
 from engine.slots.inline_arithmetic import compute, compute_all
 from engine.slots.loop_watch import cut_loops
 from engine.slots.sandbox import SandboxLimits
@@ -189,19 +190,27 @@ def without_unprinted_output(
     ``python.printed`` check, so the document's caveat says so: the mortgage answer's boxed $2,500.
     """
     bodies = [s.body for s in result.sections] if result.sections else [result.raw]
+    wrong = wrong_print_comments(bodies, limits)
+    for comment in wrong:  # "print(tax(30000))  # Output: 300.0" where it prints 5000.0: what it prints
+        bodies[comment.body] = bodies[comment.body].replace(comment.line, comment.fixed, 1)
+        _record(
+            ledger,
+            result,
+            "fix_output_comment",
+            f"a comment said {comment.line.split('#', 1)[0].strip()[:80]} prints {comment.claimed[:40]!r}; "
+            f"it prints {comment.printed[:40]!r}",
+        )
     gone = unprinted_outputs(bodies, limits)
-    if not gone:
+    if not gone and not wrong:
         return result
+    if not gone:
+        return _with_bodies(result, bodies)
     for index in sorted({u.body for u in gone}):
         mine = sorted((u for u in gone if u.body == index), key=lambda u: u.start, reverse=True)
         for cut in mine:
             before, after = bodies[index][: cut.start].rstrip(), bodies[index][cut.end :].lstrip("\n")
             bodies[index] = "\n\n".join(part for part in (before, after) if part.strip())
-    if result.sections:
-        sections = [s.model_copy(update={"body": body}) for s, body in zip(result.sections, bodies, strict=True)]
-        cleaned = result.model_copy(update={"raw": _rendered(result.outline, sections), "sections": sections})
-    else:
-        cleaned = result.model_copy(update={"raw": bodies[0].rstrip() + "\n"})
+    cleaned = _with_bodies(result, bodies)
     cleaned = _rechecked(cleaned, {"contract.ends": lambda c: ending_check(cleaned.raw, c.severity)})
     for u in gone:
         _record(
@@ -218,6 +227,14 @@ def without_unprinted_output(
         checks = [*cleaned.quality.checks, check]
         cleaned = cleaned.model_copy(update={"quality": cleaned.quality.model_copy(update={"checks": checks})})
     return cleaned
+
+
+def _with_bodies(result: SlotResult, bodies: list[str]) -> SlotResult:
+    """``result`` with its sections' bodies (or its whole text, when it has no sections) as given."""
+    if result.sections:
+        sections = [s.model_copy(update={"body": body}) for s, body in zip(result.sections, bodies, strict=True)]
+        return result.model_copy(update={"raw": _rendered(result.outline, sections), "sections": sections})
+    return result.model_copy(update={"raw": bodies[0].rstrip() + "\n"})
 
 
 def without_written_sources(result: SlotResult, ledger: list[LedgerEntry]) -> SlotResult:

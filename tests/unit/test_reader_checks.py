@@ -12,7 +12,7 @@ import pytest
 
 from engine.slots.checks import CheckContext, check_answer, cut_unfinished_end, ending_check
 from engine.slots.checks.contract import duplicates_check, repeated_code
-from engine.slots.checks.printed import unprinted_outputs
+from engine.slots.checks.printed import unprinted_outputs, wrong_print_comments
 from engine.slots.contracts import contract_of
 from engine.slots.job import SlotJob
 from engine.slots.run import run_slot
@@ -295,6 +295,28 @@ def test_a_usage_blocks_output_is_run_after_the_functions_the_answer_defined() -
     wrong = usage.replace("True\nFalse", "True\nTrue")
     [gone] = unprinted_outputs([wrong], SandboxLimits())
     assert gone.printed == "True\nFalse\n" and wrong[gone.start : gone.end] == "# Output\n```text\nTrue\nTrue\n```"
+
+
+TAX_CODE = (
+    "def compute_income_tax(salary):\n    if salary <= 10000:\n        return salary * 0.1\n"
+    "    return 1000 + (salary - 10000) * 0.2\n\n# Usage\n"
+    "print(compute_income_tax(30000))  # Output: 300.0\nprint(compute_income_tax(5000))  # Output: 500.0\n"
+)
+"""multipart_new8, mp-uk-tax: the usage lines' comments say what the function returns, and it returns else."""
+
+
+def test_a_print_comment_that_says_what_its_program_does_not_print_is_set_to_what_it_prints() -> None:
+    task = "Write a Python function that computes income tax for a salary."
+    outcome = run_slot(code_job(task), Scripted([f"## Outline\n1. Tax\n\n## 1. Tax\n```python\n{TAX_CODE}```\n"]),
+                       settings(best_of=1), emit=lambda _: None)  # fmt: skip
+    assert outcome.result is not None
+    assert "print(compute_income_tax(30000))  # Output: 5000.0" in outcome.result.raw
+    assert "print(compute_income_tax(5000))  # Output: 500.0" in outcome.result.raw  # right: as written
+    [fix] = [e for e in outcome.ledger if e.action == "fix_output_comment"]
+    assert fix.outputs_summary == "a comment said print(compute_income_tax(30000)) prints '300.0'; it prints '5000.0'"
+    # output that cannot be told apart per print (a print inside the function) is left as written
+    inside = TAX_CODE.replace("        return salary * 0.1", "        print(salary)\n        return salary * 0.1")
+    assert wrong_print_comments([f"```python\n{inside}```"], SandboxLimits()) == []
 
 
 def test_an_output_block_whose_program_cannot_run_alone_is_removed_without_a_run() -> None:

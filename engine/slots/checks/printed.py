@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from engine.slots.checks.text import FENCE_BLOCK, PYTHON_TAGS, norm, without_closed_code
 from engine.slots.sandbox import SandboxLimits, run_python
 
-__all__ = ["MAX_RUNS", "Unprinted", "numbers_only_from", "unprinted_outputs"]
+__all__ = ["MAX_RUNS", "Unprinted", "WrongComment", "numbers_only_from", "unprinted_outputs", "wrong_print_comments"]
 
 OUTPUT_LANGUAGES = frozenset({"output", "result", "results", "console", "stdout", "out"})
 """Fence languages that say the block is what a program printed."""
@@ -90,6 +90,97 @@ def unprinted_outputs(bodies: list[str], limits: SandboxLimits) -> list[Unprinte
             start = label if label is not None else match.start()
             found.append(Unprinted(index, start, match.end(), _shown(code), printed, why))
     return found
+
+
+@dataclass(frozen=True)
+class WrongComment:
+    """A ``print(...)  # Output: X`` line whose program prints something else: the line, and the line fixed."""
+
+    body: int
+    line: str
+    fixed: str
+    claimed: str
+    printed: str
+
+
+def wrong_print_comments(bodies: list[str], limits: SandboxLimits) -> list[WrongComment]:
+    """Each top-level ``print(...)`` of a Python block whose comment says what it prints, and it prints else.
+
+    The tax function of multipart_new8 ended on ``print(compute_income_tax(30000))  # Output: 300.0`` and two more
+    such lines, every one wrong for its own code (it returns 5000.0). The block runs in the sandbox after the
+    earlier blocks' definitions, only when its output can be matched to its prints: every print call of the
+    program is a statement of the block's top level, one line each, as many lines as prints. At most
+    :data:`MAX_RUNS` runs.
+    """
+    found: list[WrongComment] = []
+    earlier: list[str] = []
+    runs = 0
+    for index, body in enumerate(bodies):
+        for match in FENCE_BLOCK.finditer(body):
+            language, code = match.group(2).lower(), match.group(3)
+            if language not in PYTHON_TAGS:
+                continue
+            claims = _print_claims(code, "\n".join(earlier))
+            earlier.append(_definitions(code))
+            if not claims or runs >= MAX_RUNS:
+                continue
+            runs += 1
+            printed, _ = _run("\n".join([*earlier[:-1], code]), limits)
+            out = printed.rstrip("\n").split("\n") if printed else []
+            if printed is None or len(out) != len(claims):
+                continue
+            for (line, claimed, start, end), actual in zip(claims, out, strict=True):
+                if claimed is None or _same(claimed, actual) or _same_number(claimed, actual):
+                    continue
+                fixed = f"{line[:start]}{actual.strip()}{line[end:]}"
+                found.append(WrongComment(index, line, fixed, claimed, actual.strip()))
+    return found
+
+
+_PRINT_CLAIM = re.compile(
+    r"#\s*(?:outputs?|prints?|printed|result|returns?|expected|->|=>)\s*:?\s*(?P<claim>\S.*?)\s*$", re.I
+)
+"""The comment of a print line that says what it prints: "# Output: 300.0", "# prints 5000", "# -> True"."""
+
+
+def _print_claims(code: str, earlier: str) -> list[tuple[str, str | None, int, int]] | None:
+    """Per print of ``code`` (all at its top level, one line each): its line, what its comment claims, the claim's span.
+
+    None when the program's output cannot be matched to its prints (a print inside a function or over several
+    lines, or no claim at all).
+    """
+    try:
+        tree = ast.parse(code)
+        defined = ast.parse(earlier) if earlier else None
+    except (SyntaxError, ValueError):
+        return None
+    calls = [n for n in ast.walk(tree) if _is_print(n)]
+    if defined is not None and any(_is_print(n) for n in ast.walk(defined)):
+        return None
+    top = [n.value for n in tree.body if isinstance(n, ast.Expr) and _is_print(n.value)]
+    if not calls or len(top) != len(calls) or any(n.lineno != n.end_lineno for n in top):
+        return None
+    lines = code.splitlines()
+    claims: list[tuple[str, str | None, int, int]] = []
+    for call in top:
+        line = lines[call.lineno - 1]
+        claim = _PRINT_CLAIM.search(line, call.end_col_offset or 0)
+        claims.append(
+            (line, claim.group("claim"), claim.start("claim"), claim.end("claim")) if claim else (line, None, 0, 0)
+        )
+    return claims if any(c[1] is not None for c in claims) else None
+
+
+def _is_print(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+
+
+def _same_number(claimed: str, printed: str) -> bool:
+    """Whether a claim and a printed line are the same number (300 and 300.0)."""
+    try:
+        return float(claimed.replace(",", "")) == float(printed.strip().replace(",", ""))
+    except ValueError:
+        return False
 
 
 def numbers_only_from(stated: str, gone: list[Unprinted], sources: str) -> list[str]:
