@@ -88,7 +88,7 @@ FORMS: tuple[Form, ...] = (
     OPENAPI_FORM,
     Form(
         "tests",
-        re.compile(r"\b(?:unit tests?|pytest|test suite|test cases|tests? for)\b", re.I),
+        re.compile(r"\b(?:unit tests?|pytest|test suite|test cases|tests? (?:for|at|of|with|covering|that))\b", re.I),
         PYTHON_TAGS,
         re.compile(r"\bdef test_|\bassert\b|\bunittest\b").search,
         "Deliver the tests as runnable Python in a ```python block.",

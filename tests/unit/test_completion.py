@@ -116,6 +116,9 @@ def test_every_form_an_aspect_asks_for_is_judged() -> None:
     assert [g.kind for g in gaps] == ["form"] and "no part delivers Python code" in gaps[0].detail
     model = "```python\nclass Customer(Base):\n    loyalty_tier = Column(String(255), nullable=True)\n```"
     assert read_gaps(task, [*parts, Part("orm", "Model", _result("orm", model))]) == []
+    # "tests at 30,000, 50,000 and 60,000" asks for tests (mp-uk-tax: none written, and nothing said so)
+    tax = "Write a Python function that computes income tax for a salary, tests at 30,000 and 50,000, and a note."
+    assert [g.detail.rsplit(" ", 1)[-1] for g in read_gaps(tax, parts)] == ["tests", "code"]  # no Python either
     # Prometheus rules are a YAML file (mp-slo-alerts: a pseudo-syntax alert in a bare block, and no rules file)
     slo = "Set a 99.9% SLO, write the Prometheus alerting rules that fire on fast burn, and write the runbook."
     assert [g.detail.rsplit(" ", 3)[-3:] for g in read_gaps(slo, parts)] == [["a", "YAML", "file"]]
