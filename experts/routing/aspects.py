@@ -215,6 +215,10 @@ _DELIVERABLE = re.compile(
 )
 """A part that names a deliverable of its own: a determiner, at most three words and a deliverable noun, no
 preposition between ("the parties to each contract" is what is stored, not a contract to write)."""
+_NOUN_FIRST = re.compile(r"^" + _DELIVERABLE_NOUN + r"\s+(?:for|at|with|covering)\s", re.I)
+"""A part headed by a deliverable noun itself ("tests at 30,000, 50,000 and 60,000"): a deliverable of its own."""
+_FIGURE_ONLY = re.compile(r"^[$€£]?\d[\d\x01.]*\s*(?:%|[a-z]{1,3})?$", re.I)
+"""A listed part that is a figure alone ("tests at 30,000, 50,000 and 60,000"): more of the clause before it."""
 _MORE_NOUNS = re.compile(r"(?:\s+" + _DELIVERABLE_NOUN + r")+", re.I)
 _IT = re.compile(r"\bit\b")
 """The pronoun, lowercase only: "IT" names a department."""
@@ -484,6 +488,7 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
             continue
         elif (
             _PREPOSITION.match(part)
+            or _FIGURE_ONLY.match(part)
             or _BETWEEN_OPEN.search(clause)
             or (_SHARED_HEAD.match(part) and _ONE_WORD_OBJECT.match(clause[len(verb) :].strip()))
             or (_BARE_DELIVERABLE.match(part) and _shares_noun(clause[len(verb) :].strip()))
@@ -496,6 +501,7 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
                 )
                 and not _DELIVERABLE.match(part)
                 and not (_BARE_DELIVERABLE.match(part) and _ABOUT_IT.search(part))
+                and not _NOUN_FIRST.match(part)
             )
         ):
             clause = f"{clause} and {part}"  # still the same piece of work

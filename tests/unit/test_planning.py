@@ -263,6 +263,11 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             3,
         ),
         ("Write a function that takes the orders table and customer list and returns the totals.", 1),  # data
+        (  # multipart_new8: the tests went into the function's part; the figures are what they test
+            "Write a Python function that computes income tax for a salary in England, tests at 30,000, 50,000 and "
+            "60,000, and a plain-English explanation of the bands with the same three examples.",
+            3,
+        ),
         ("Write the onboarding pack: a README, a setup guide and a FAQ", 3),
         ("Write tests for the parser and a changelog for the release", 2),
     ],
