@@ -118,7 +118,7 @@ def test_every_form_an_aspect_asks_for_is_judged() -> None:
     assert read_gaps(task, [*parts, Part("orm", "Model", _result("orm", model))]) == []
     # "tests at 30,000, 50,000 and 60,000" asks for tests (mp-uk-tax: none written, and nothing said so)
     tax = "Write a Python function that computes income tax for a salary, tests at 30,000 and 50,000, and a note."
-    assert [g.detail.rsplit(" ", 1)[-1] for g in read_gaps(tax, parts)] == ["tests", "code"]  # no Python either
+    assert [g.detail.rsplit(" ", 1)[-1] for g in read_gaps(tax, parts)] == ["code", "tests"]  # no Python either
     # Prometheus rules are a YAML file (mp-slo-alerts: a pseudo-syntax alert in a bare block, and no rules file)
     slo = "Set a 99.9% SLO, write the Prometheus alerting rules that fire on fast burn, and write the runbook."
     assert [g.detail.rsplit(" ", 3)[-3:] for g in read_gaps(slo, parts)] == [["a", "YAML", "file"]]
