@@ -67,10 +67,11 @@ def compute_figures(
 
     The first program is greedy, the next sampled at :data:`SAMPLED_TEMPERATURE`: a second always, a third when the
     second leaves one of the first's figures unconfirmed. A figure is given to the parts only when two programs
-    print it (within 1%, under any name). Seen on the real models for a 250,000 loan at 4.5% over 25 years: one
-    greedy program divided the principal by the months (833.33 a month, where it is 1,389.58); another got the
-    payment right and the total interest wrong (simple interest, 281,250); a sampled one used the yearly rate as
-    the monthly one (11,250.02). Any of them alone would have had every part state its figures.
+    print it (within 1%, under any name), and not against the greedy program's value for it. Seen on the real
+    models for a 250,000 loan at 4.5% over 25 years: one greedy program divided the principal by the months (833.33
+    a month, where it is 1,389.58); another got the payment right and the total interest wrong (simple interest,
+    281,250); a sampled one used the yearly rate as the monthly one (11,250.02). Any of them alone would have had
+    every part state its figures. The program shown is one that printed the figures given.
     """
     runs: list[tuple[str, str, list[Figure]]] = []
     notes: list[str] = []
@@ -90,25 +91,46 @@ def compute_figures(
     for figure in (f for _, _, found in runs for f in found):
         if any(_agrees(figure.value, c.value) for c in confirmed + unconfirmed):
             continue  # the same value under another program's name
-        (confirmed if _printed_by_two(figure, runs) else unconfirmed).append(figure)
+        greedy = any(_agrees(figure.value, f.value) for f in runs[0][2])
+        agreed = _printed_by_two(figure, runs) and (greedy or not _contradicted(figure, runs))
+        (confirmed if agreed else unconfirmed).append(figure)
     notes.insert(0, f"{len(runs)} program(s) ran; {len(confirmed)} figure(s) printed by two")
     if unconfirmed:
-        notes.append("printed by one only (not given to the parts): " + ", ".join(_named(f) for f in unconfirmed))
-    program, output, _ = runs[0]
+        listed = ", ".join(map(_named, unconfirmed))
+        notes.append(f"printed by one only, or outvoting the greedy program (not given to the parts): {listed}")
+    # the program shown is one that printed the figures the parts get (the greedy one, unless it was outvoted)
+    shown = max(runs, key=lambda r: sum(any(_agrees(c.value, f.value) for f in r[2]) for c in confirmed))
+    others = [r for r in runs if r is not shown]
     return TaskFigures(
         model=model,
         note="; ".join(notes),
-        program=program,
-        output=output,
+        program=shown[0],
+        output=shown[1],
         figures=confirmed[:MAX_FIGURES],
-        more_programs=[r[0] for r in runs[1:]],
-        more_outputs=[r[1] for r in runs[1:]],
+        more_programs=[r[0] for r in others],
+        more_outputs=[r[1] for r in others],
         unconfirmed=unconfirmed[:MAX_FIGURES],
     )
 
 
 def _printed_by_two(figure: Figure, runs: list[tuple[str, str, list[Figure]]]) -> bool:
     return sum(any(_agrees(figure.value, f.value) for f in found) for _, _, found in runs) >= 2
+
+
+def _contradicted(figure: Figure, runs: list[tuple[str, str, list[Figure]]]) -> bool:
+    """Whether a program printed another value under ``figure``'s name.
+
+    Two sampled programs against the greedy one are no agreement (multipart_new8, the bakery: the greedy program
+    printed the right break-even, 1,200 loaves (3,000 / 2.50); two sampled ones printed 2,000 (3,000 / 1.50), and
+    every part was told 2,000). The greedy program and a third against a sampled second are (the loan: a sampled
+    program on the yearly rate, outvoted).
+    """
+    name = _name_key(figure.name)
+    return any(_name_key(f.name) == name and not _agrees(figure.value, f.value) for _, _, found in runs for f in found)
+
+
+def _name_key(name: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", name.lower()))
 
 
 def _named(figure: Figure) -> str:

@@ -145,6 +145,33 @@ def test_a_third_program_settles_a_figure_the_first_two_disagree_on(write_script
     assert len(state.figures.more_programs) == 2 and state.figures.note.startswith("3 program(s) ran; 3 figure(s)")
 
 
+def test_two_sampled_programs_do_not_outvote_the_greedy_one_and_the_program_shown_printed_what_is_given(
+    write_script: Any,
+) -> None:
+    """multipart_new8, the bakery: greedy 1,200 loaves (right), two sampled programs 2,000 (3,000 / 1.50)."""
+    task = "Our bakery's fixed costs are 3,000 a month, a loaf sells for 4.00 and costs 1.50: compute the break-even."
+
+    def program(loaves: str, margin: str) -> str:
+        return f'```python\nprint("break-even loaves: {loaves}")\nprint("contribution per loaf: {margin}")\n```'
+
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "@figures", "text": program("1200", "2.5")},
+                {"slot": "@figures-2", "text": program("2000", "2.5")},
+                {"slot": "@figures-3", "text": program("2000", "2.5")},
+            ]
+        }
+    )
+    state = run_plan(script, task, PLAN)
+    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+        ("contribution per loaf", 2.5)
+    ]
+    assert sorted(f.value for f in state.figures.unconfirmed) == [1200.0, 2000.0]
+    assert "outvoting the greedy program" in state.figures.note
+    # the loan's pattern stands: the greedy program and a third outvote a sampled second (the test above)
+
+
 def test_numbers_without_a_quantity_to_work_out_want_no_figures() -> None:
     task = "Write the design doc and a 2-page summary of our 3 services for the team."
     assert not wants_figures(task)
