@@ -211,6 +211,10 @@ def test_an_answer_that_writes_the_feedback_it_was_given_as_its_content_fails() 
     quoting = "An outline item 'Backfill the loyalty_tier column from total spend' has no section; write it."
     written = prose(("Backfill the loyalty_tier column from total spend", PARAGRAPH_A))
     assert leaks(written, feedback=(quoting,)) is None
+    # nor the outline a retry gives back to keep (multipart_set2_first, mp2-password-rules: five draws failed it)
+    title = "Backfill the loyalty tier from each customer's spend in the last year"
+    kept = f"Your outline was (keep it if it is right, fix it if a problem above concerns it):\n1. {title}"
+    assert leaks(prose((title, PARAGRAPH_A)), (kept,)) is None
 
 
 def test_an_answer_that_is_its_own_prompt_fails() -> None:

@@ -74,6 +74,9 @@ leave"); shorter runs ("the answer was cut off") are said in passing."""
 _FEEDBACK_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|\([^()\n]*\)|\{\{.*?\}\}")
 """What a feedback quotes of the answer or the task (titles, text, the placeholder copied): not its own wording."""
 _QUOTE_LEFT_OUT = "zquotedz"
+_FEEDBACK_OUTLINE = re.compile(r"(?m)^\s*\d+(?:\.\d+)*[.)]?\s.*$")
+"""The outline a retry's feedback gives back to keep ("1. Pytest tests for the Python function ..."): the
+answer's own titles, not the feedback's wording (a real tests part failed five draws for keeping it)."""
 PERSONA_LINE_WORDS = 6
 """A persona line this long repeated word for word is a copy ("You are a security architect." is five words and
 may be said in passing)."""
@@ -300,7 +303,8 @@ def echoed_feedback(result: SlotResult, ctx: CheckContext) -> list[str]:
     own = _shingles(norm(f"{ctx.task} {ctx.asked}").split())
     told: set[tuple[str, ...]] = set()
     for text in ctx.feedback:
-        told |= _shingles(norm(_FEEDBACK_QUOTED.sub(f" {_QUOTE_LEFT_OUT} ", text)).split()) - own
+        wording = _FEEDBACK_OUTLINE.sub(f" {_QUOTE_LEFT_OUT} ", _FEEDBACK_QUOTED.sub(f" {_QUOTE_LEFT_OUT} ", text))
+        told |= _shingles(norm(wording).split()) - own
     words = norm(without_closed_code(result.raw)).split()
     found: list[str] = []
     last = -2
