@@ -135,6 +135,17 @@ def test_a_list_that_stops_on_a_label_after_items_with_bodies_fails() -> None:
     assert "contract.ends" not in failed(prose(("Caching reads", PARAGRAPH_A), ("Parts", labels)), TASK)
 
 
+def test_a_python_block_that_breaks_off_fails_whatever_the_answer_delivers() -> None:
+    """multipart_set2_first, mp2-gym-bookings: the schema part's usage script stopped inside its query string."""
+    schema = "```sql\nCREATE TABLE classes (class_id INTEGER PRIMARY KEY, capacity INTEGER NOT NULL);\n```"
+    usage = 'This script prints the occupancy.\n\n```python\nquery = """\n    SELECT c.class_name\n    ORDER BY\n```'
+    text = f"## Outline\n1. Tables\n2. Usage\n\n## 1. Tables\n{schema}\n\n## 2. Usage\n{usage}\n"
+    bad = failed(text, "Give me the tables for a gym in SQLite.", "code", "sql")
+    assert "a Python block breaks off (unterminated triple-quoted string literal" in bad["contract.ends"]
+    whole = usage.replace("    ORDER BY\n", '    ORDER BY 1\n"""\n')
+    assert "contract.ends" not in failed(text.replace(usage, whole), "Give me the tables.", "code", "sql")
+
+
 def test_an_answer_cut_mid_sentence_fails_for_prose() -> None:
     bad = failed(prose(("Caching reads", PARAGRAPH_A), ("Invalidation", PARAGRAPH_B + " Then the service")), TASK)
     assert "stops mid-sentence" in bad["contract.ends"]

@@ -46,6 +46,8 @@ LEAKS = (
 (quoting the instructions' wording is harmless and common; copying a delimiter means a reference or a
 candidate was pasted in, and the feedback's sentences in an answer are the prompt talking, not the expert: seen
 on the review set, "The outline was (keep it if it is right, fix it if a problem above concerns it):")."""
+_RUNS_OUT = ("was never closed", "unterminated", "unexpected EOF", "expected an indented block")
+"""Python's words for code that stops before it is complete."""
 PROMPT_LINES = tuple(
     line.strip().lower()
     for template in (
@@ -129,7 +131,7 @@ def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
             passed=not ctx.truncated,
             detail="the answer was cut off at its token limit" if ctx.truncated else "",
         ),
-        ending_check(result.raw, ending),
+        _ends_check(result.raw, ending),
         _titles_check(result, ctx.task),
         _answers_check(result),
         _stubs_check(result, MIN_SECTION_WORDS[ctx.contract.deliverable]),
@@ -139,6 +141,41 @@ def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
         sources_check(result.raw),
         _own_work_check(result, ctx.references),
     ]
+
+
+def _ends_check(raw: str, severity: Severity) -> CheckResult:
+    """``contract.ends``: the text ends properly (:func:`ending_check`), and no Python block of it breaks off.
+
+    A broken-off block fails hard whatever the answer delivers: a reader who runs the usage script gets a syntax
+    error, where a code answer's cut-off note after its module is a blemish.
+    """
+    ending = ending_check(raw, severity)
+    cut = cut_python_block(raw) if ending.passed else None
+    if cut is None:
+        return ending
+    return CheckResult(name="contract.ends", passed=False, detail=f"a Python block breaks off ({cut})")
+
+
+def cut_python_block(text: str) -> str | None:
+    """Why a Python block of ``text`` breaks off (its code never closes a bracket or a string), or None.
+
+    multipart_set2_first, mp2-gym-bookings: the schema part's usage script stopped inside its query string, its
+    fence closed after ``ORDER BY``, and every check passed (the part's module is its SQL). Only a block that runs
+    out before it is complete counts; other syntax errors are the code's own checks' to find.
+    """
+    for match in FENCE_BLOCK.finditer(text):
+        language, code = match.group(2).lower(), match.group(3)
+        if language not in PYTHON_TAGS or ">>> " in code:
+            continue
+        try:
+            ast.parse(code)
+        except SyntaxError as exc:
+            message = str(exc.msg)
+            if any(words in message for words in _RUNS_OUT):
+                return f"{message}, line {exc.lineno}"
+        except ValueError:
+            continue
+    return None
 
 
 def _titles_check(result: SlotResult, task: str) -> CheckResult:
