@@ -356,7 +356,7 @@ def named_deliverables(task: str) -> list[Aspect]:
         head, *tail = _COLON.split(sentence, maxsplit=1)
         listed = _sentence_aspects(tail[0]) if tail else []
         if tail and not listed:
-            listed = _listed_objects(head, tail[0])
+            listed = _listed_objects(head, tail[0]) or _requested_items(head, tail[0])
         if len(listed) >= 2:
             # "Secure the backend: add X, Y and Z": the words before the colon name the goal the list serves.
             aspects += [Aspect(a.text, a.verb, head) for a in listed]
@@ -539,6 +539,22 @@ def _listed_requests(block: re.Match[str]) -> str:
         lines.append(f"{verb} {first.rstrip('.')}.")
         lines += item[1:]
     return "\n".join(lines) + "\n"
+
+
+def _requested_items(head: str, listing: str) -> list[Aspect]:
+    """The items listed after a request with no object, when each is a noun phrase; else none.
+
+    "I need: the depreciation schedule, the journal entry for year one, and a short note to the owner" names three
+    (multipart_set2_first: it was planned as one slot, and the one answer got every figure wrong).
+    """
+    request = _BARE_REQUEST.match(_LEAD.sub("", head.strip()))
+    if request is None:
+        return []
+    verb = request.group(0) if request.group("verb") else "deliver"
+    parts = [p.strip() for p in _PARTS.split(listing) if p.strip()]
+    if len(parts) < 2 or not all(_NOUN_PHRASE.match(p) or _BARE_DELIVERABLE.match(p) for p in parts):
+        return []
+    return [Aspect(f"{verb} {part}", verb) for part in parts]
 
 
 def _request_inside(sentence: str) -> list[Aspect]:

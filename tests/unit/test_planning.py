@@ -255,6 +255,12 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             2,
         ),
         ("I need:\n- it to run offline\n- it to be fast", 0),  # what the deliverable must be: no list of them
+        (  # the same list on one line (multipart_set2_first, mp2-van-depreciation: planned as one slot)
+            "Delivery van bought for 28,000, residual value 4,000 after 4 years. I need: the depreciation schedule, "
+            "the journal entry for year one, and a short note to the owner.",
+            3,
+        ),
+        ("I need: fast, offline and secure.", 0),  # what it must be
         # and what still names several: listed deliverables after a colon, a second deliverable after a preposition
         ("Compute the monthly totals and a report for the board", 2),
         (  # multipart_new8: the tests were written into the class's part, and no part wrote them
