@@ -464,7 +464,7 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     aspects: list[Aspect] = []
     verb = ""
     clause = ""  # the current aspect's text
-    for part in (p.strip() for p in _PARTS.split(text)):
+    for part in (_AND.sub("", p.strip()) for p in _PARTS.split(text)):  # "..., plus the appointment letter"
         if not part:
             continue
         bare = _LEAD.sub("", part)  # without "please", "then", "and" ...

@@ -311,6 +311,15 @@ def test_a_task_headed_by_one_deliverable(task: str, expected: str | None) -> No
     assert headline_deliverable(task) == expected
 
 
+def test_a_listed_part_after_plus_is_titled_by_its_deliverable() -> None:
+    """multipart_set2_first, mp2-ogtt-leaflet: a part titled "Plus the appointment letter ..."."""
+    task = "Write a patient leaflet on the glucose test, plus the appointment letter for a patient booked at 08:30."
+    assert texts(task) == [
+        "Write a patient leaflet on the glucose test",
+        "write the appointment letter for a patient booked at 08:30",
+    ]
+
+
 def test_a_task_without_an_instruction_is_one_aspect_the_whole_task() -> None:
     task = "What are the side effects of metformin, and when should a patient call a doctor?"
     assert named_deliverables(task) == []
