@@ -74,9 +74,9 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
             parts.append(f"> **Missing:** this part failed: {st.error or 'unknown error'}")
         else:
             parts.append(f"> **Missing:** this part did not run (status: {st.status.value}).")
-    if state.figures is not None and state.figures.figures:
+    if state.figures is not None and (state.figures.figures or state.figures.unconfirmed):
         parts.append(f"## {FIGURES_TITLE}")
-        parts.append(_figures_section(state.figures))
+        parts.append(_figures_section(state.figures) if state.figures.figures else _unconfirmed_section(state.figures))
     warnings = [(f"[{n.slot_id}] " if n.slot_id else "") + f"{n.level}: {n.message}" for n in state.notices]
     missing = state.completion.missing if state.completion is not None else []
     if missing:  # what the completion round could not give the document (its notices are not repeated below)
@@ -131,13 +131,34 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
     }
 
 
-def _figures_section(figures: TaskFigures) -> str:
-    """The task's computed figures, the program that printed them and its output (long output cut, said so)."""
-    listed = "\n".join(f"- {f.name}: **{f.value:,.2f}**" for f in figures.figures)
+def _unconfirmed_section(figures: TaskFigures) -> str:
+    """The figures' section when programs ran and none of their figures was confirmed: the reader is told.
+
+    The parts were given no figure and state their own; without this a document whose programs disagreed (the
+    bakery's 1,200 against 2,000 loaves) said nothing of it.
+    """
+    listed = ", ".join(f"{f.name} ({f.value:,.2f})" for f in figures.unconfirmed)
+    return (
+        f"No figure could be confirmed: the programs {figures.model} wrote for the task printed {listed}, and no two "
+        "of them agreed on one (or only one printed it), so the parts were given none. Check every number in the "
+        f"parts above before relying on it. The first program:\n\n```python\n{figures.program.strip()}\n```\n\n"
+        f"Output:\n\n```text\n{_output_shown(figures)}\n```"
+    )
+
+
+def _output_shown(figures: TaskFigures) -> str:
+    """The program's output, long output cut (said so)."""
     lines = figures.output.strip().splitlines()
     shown = "\n".join(lines[:FIGURES_OUTPUT_LINES])
     if len(lines) > FIGURES_OUTPUT_LINES:
         shown += f"\n... ({len(lines) - FIGURES_OUTPUT_LINES} more lines)"
+    return shown
+
+
+def _figures_section(figures: TaskFigures) -> str:
+    """The task's computed figures, the program that printed them and its output (long output cut, said so)."""
+    listed = "\n".join(f"- {f.name}: **{f.value:,.2f}**" for f in figures.figures)
+    shown = _output_shown(figures)
     unconfirmed = (
         "\n\nNot given to the parts, because only one program printed them: "
         + ", ".join(f"{f.name} ({f.value:,.2f})" for f in figures.unconfirmed)

@@ -172,6 +172,25 @@ def test_two_sampled_programs_do_not_outvote_the_greedy_one_and_the_program_show
     # the loan's pattern stands: the greedy program and a third outvote a sampled second (the test above)
 
 
+def test_a_document_whose_programs_confirmed_no_figure_says_so(write_script: Any) -> None:
+    """multipart_set2_first: lease and lesson documents with figures computed and none agreed said nothing of it."""
+    task = "Our bakery's fixed costs are 3,000 a month, a loaf sells for 4.00 and costs 1.50: compute the break-even."
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "@figures", "text": '```python\nprint("break-even loaves: 1200")\n```'},
+                {"slot": "@figures-2", "text": '```python\nprint("break-even loaves: 2000")\n```'},
+                {"slot": "@figures-3", "text": '```python\nprint("break-even loaves: 2000")\n```'},
+            ]
+        }
+    )
+    state = run_plan(script, task, PLAN)
+    assert state.figures is not None and state.figures.figures == []
+    doc = state.document or ""
+    assert "## Computed figures" in doc and "No figure could be confirmed" in doc
+    assert "break-even loaves (1,200.00), break-even loaves (2,000.00)" in doc and "Check every number" in doc
+
+
 def test_numbers_without_a_quantity_to_work_out_want_no_figures() -> None:
     task = "Write the design doc and a 2-page summary of our 3 services for the team."
     assert not wants_figures(task)
