@@ -220,6 +220,25 @@ def test_a_test_module_imports_the_implementation_slots_module_by_the_slots_name
     assert alone["python.examples"].severity == "soft"
 
 
+def test_a_module_the_task_names_as_a_file_is_there_under_that_name() -> None:
+    """multipart_set2_first, mp2-webhook-signing: the tests imported webhooks, which the run delivered as
+    write_a_python_function: "Not fully checked (webhooks is not installed in the sandbox)"."""
+    verify = "import hmac\n\n\ndef verify_signature(secret, body, header):\n    return True\n"
+    implementation = parse_output(answer(verify), "write_a_python_function", "python_coder", min_items=1, max_items=2)
+    implementation = implementation.model_copy(update={"quality": SlotQuality(deliverable="code", language="python")})
+    task = "Write a Python function verify_signature(secret, body, header) in webhooks.py; pytest tests for it."
+    modules = python_modules({"write_a_python_function": implementation}, task)
+    assert list(modules) == ["write_a_python_function", "webhooks"] and "def verify_signature" in modules["webhooks"]
+    tests = (
+        "from webhooks import verify_signature\n\n\ndef test_bad():\n    assert not verify_signature('k', 'b', 'x')\n"
+    )
+    checks = checks_of(answer(tests, title="Tests"), task, modules=modules, module="tests")
+    assert "python.packages" not in checks and checks["python.runs"].passed  # the import ran the implementation
+    # a file the task names that no referenced module defines a name for stays unknown
+    other = python_modules({"a": implementation, "b": implementation}, "Write parse() in parser.py")
+    assert list(other) == ["a", "b"]
+
+
 # --- a slot's draws -----------------------------------------------------------------------------------------
 
 

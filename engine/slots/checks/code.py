@@ -512,8 +512,13 @@ def module_name(slot_id: str) -> str:
     return re.sub(r"\W+", "_", slot_id).strip("_").lower() or "module"
 
 
-def python_modules(references: Mapping[str, SlotResult]) -> dict[str, str]:
-    """The Python modules of referenced code slots, by the name each is delivered under (:func:`module_name`)."""
+def python_modules(references: Mapping[str, SlotResult], task: str = "") -> dict[str, str]:
+    """The Python modules of referenced code slots, by the name each is delivered under (:func:`module_name`).
+
+    A module the task names as a file ("a Python function verify_signature(...) in webhooks.py") is there under
+    that name too, when one referenced module defines a name the task gives (or only one is referenced): the
+    tests part imported ``from webhooks import verify_signature``, and ran against nothing (multipart_set2_first).
+    """
     modules: dict[str, str] = {}
     for slot_id, result in references.items():
         quality = result.quality
@@ -522,7 +527,27 @@ def python_modules(references: Mapping[str, SlotResult]) -> dict[str, str]:
         code, _ = module_code(result)
         if code is not None:
             modules[module_name(slot_id)] = code
+    named = [m for m in dict.fromkeys(_TASK_FILE.findall(task)) if m not in modules]
+    for name in named if modules else []:
+        defining = [code for code in modules.values() if _defines_a_name_of(code, task)]
+        chosen = defining if len(defining) == 1 else list(modules.values()) if len(modules) == 1 else []
+        if chosen:
+            modules[name] = chosen[0]
     return modules
+
+
+_TASK_FILE = re.compile(r"\b([A-Za-z_]\w*)\.py\b")
+"""A Python file the task names ("in webhooks.py")."""
+
+
+def _defines_a_name_of(code: str, task: str) -> bool:
+    """Whether ``code`` defines, at its top level, a function or class whose name the task says."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return any(isinstance(n, kinds) and re.search(rf"\b{re.escape(n.name)}\b", task) for n in tree.body)
 
 
 def _report(stdout: str) -> dict[str, Any] | None:
