@@ -81,7 +81,7 @@ OPENAPI_FORM = Form(
     openapi_document,
     "Deliver it as one OpenAPI 3 document in a ```yaml block (openapi, info, paths, components).",
 )
-_AND = re.compile(r"\s+and\s+|,\s*", re.I)
+_COORDINATES = re.compile(r"\s+and\s+|,\s*", re.I)
 """Where the aspect pass joined the coordinates of one deliverable ("... from total spend and the matching ...")."""
 
 FORMS: tuple[Form, ...] = (
@@ -157,7 +157,7 @@ def asked_forms(aspect: Aspect) -> tuple[Form, ...]:
     forms = [form for form in FORMS if form.asked.search(aspect.text)]
     if not forms:
         return ()
-    coordinates = _AND.split(aspect.text)
+    coordinates = _COORDINATES.split(aspect.text)
     others = [c for c in coordinates if not forms[0].asked.search(c)]
     second = [f for f in forms[1:] if any(f.asked.search(c) for c in others)]
     return tuple(f for f in [forms[0], *second] if not (f.name == "a YAML file" and forms[0] is OPENAPI_FORM))

@@ -16,7 +16,7 @@ import re
 import threading
 
 import engine.prompts as prompts
-from engine.slots.checks.text import without_code
+from engine.slots.checks.text import norm, without_code
 from engine.slots.program_of_thought import (
     PROGRAM_TOKENS,
     RELATIVE_TOLERANCE,
@@ -125,12 +125,8 @@ def _contradicted(figure: Figure, runs: list[tuple[str, str, list[Figure]]]) -> 
     every part was told 2,000). The greedy program and a third against a sampled second are (the loan: a sampled
     program on the yearly rate, outvoted).
     """
-    name = _name_key(figure.name)
-    return any(_name_key(f.name) == name and not _agrees(figure.value, f.value) for _, _, found in runs for f in found)
-
-
-def _name_key(name: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", name.lower()))
+    name = norm(figure.name)
+    return any(norm(f.name) == name and not _agrees(figure.value, f.value) for _, _, found in runs for f in found)
 
 
 def _named(figure: Figure) -> str:

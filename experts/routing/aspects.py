@@ -145,13 +145,13 @@ _CLAUSE = re.compile(
 """A listed part with its own subject and verb ("the code stays valid for an hour", "scanning is faster"): what
 the deliverable says or what the input is, not a thing to make."""
 _RELATIVE = re.compile(r"\b(?:that|which|who|whose|where|when|so that|to|for|with|from|by|on|about|of)\s", re.I)
+_LIST_ITEM = r"[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]+"
 _REQUIREMENTS = re.compile(
     r"\b(?:it|this|they|these|each|the \w+)\s+(?:must|should|shall|needs? to|has to|have to)(?: also)?:[ \t]*\n"
-    r"(?P<items>(?:[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]+.*(?:\n|$))+)",
+    r"(?P<items>(?:" + _LIST_ITEM + r".*(?:\n|$))+)",
     re.I,
 )
 """A list introduced as what the deliverable must do ("It must:" and the lines under it): requirements."""
-_LIST_ITEM = r"[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]+"
 _LIST_UNDER_REQUEST = re.compile(
     r"(?P<head>[^\n.!?:]*):[ \t]*\n(?P<items>(?:"
     + _LIST_ITEM
@@ -217,8 +217,6 @@ _DELIVERABLE = re.compile(
 preposition between ("the parties to each contract" is what is stored, not a contract to write)."""
 _NOUN_FIRST = re.compile(r"^" + _DELIVERABLE_NOUN + r"\s+(?:for|at|with|covering)\s", re.I)
 """A part headed by a deliverable noun itself ("tests at 30,000, 50,000 and 60,000"): a deliverable of its own."""
-_FIGURE_ONLY = re.compile(r"^[$€£]?\d[\d\x01.]*\s*(?:%|[a-z]{1,3})?$", re.I)
-"""A listed part that is a figure alone ("tests at 30,000, 50,000 and 60,000"): more of the clause before it."""
 _MORE_NOUNS = re.compile(r"(?:\s+" + _DELIVERABLE_NOUN + r")+", re.I)
 _IT = re.compile(r"\bit\b")
 """The pronoun, lowercase only: "IT" names a department."""
@@ -257,6 +255,9 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLACEHOLDER = "\x00"
 _COMMA = "\x01"
 _SEMI = "\x02"
+_FIGURE_ONLY = re.compile(r"^[$€£]?\d[\d" + _COMMA + r".]*\s*(?:%|[a-z]{1,3})?$", re.I)
+"""A listed part that is a figure alone ("tests at 30,000, 50,000 and 60,000"): more of the clause before it (its
+thousands separators shielded as :data:`_COMMA`)."""
 
 
 @dataclass(frozen=True)
@@ -520,11 +521,9 @@ def _listed_requests(block: re.Match[str]) -> str:
     me a runbook ...", one sentence each; a list whose lines are not noun phrases (a determiner, or a deliverable
     noun) stays as written. Continuation lines (indented, such as pasted code) stay under their item.
     """
-    head = block.group("head")
-    request = _BARE_REQUEST.match(_LEAD.sub("", head.strip()))
-    if request is None:
+    verb = _request_verb(block.group("head"))
+    if verb is None:
         return block.group(0)
-    verb = request.group(0) if request.group("verb") else "deliver"
     items: list[list[str]] = []
     for line in block.group("items").splitlines():
         if re.match(_LIST_ITEM, line):
@@ -532,7 +531,7 @@ def _listed_requests(block: re.Match[str]) -> str:
         elif items:
             items[-1].append(line)
     firsts = [_AND.sub("", item[0]) for item in items]
-    if len(items) < 2 or not all(_NOUN_PHRASE.match(f) or _BARE_DELIVERABLE.match(f) for f in firsts):
+    if not _noun_phrases(firsts):
         return block.group(0)  # "I need:\n- it to be fast\n- ...": what the deliverable must be
     lines = [""]  # the request itself says nothing the lines do not
     for first, item in zip(firsts, items, strict=True):
@@ -547,14 +546,24 @@ def _requested_items(head: str, listing: str) -> list[Aspect]:
     "I need: the depreciation schedule, the journal entry for year one, and a short note to the owner" names three
     (multipart_set2_first: it was planned as one slot, and the one answer got every figure wrong).
     """
-    request = _BARE_REQUEST.match(_LEAD.sub("", head.strip()))
-    if request is None:
-        return []
-    verb = request.group(0) if request.group("verb") else "deliver"
+    verb = _request_verb(head)
     parts = [p.strip() for p in _PARTS.split(listing) if p.strip()]
-    if len(parts) < 2 or not all(_NOUN_PHRASE.match(p) or _BARE_DELIVERABLE.match(p) for p in parts):
+    if verb is None or not _noun_phrases(parts):
         return []
     return [Aspect(f"{verb} {part}", verb) for part in parts]
+
+
+def _request_verb(head: str) -> str | None:
+    """The verb of a request with no object of its own (:data:`_BARE_REQUEST`; "deliver" for "I need:"), or None."""
+    request = _BARE_REQUEST.match(_LEAD.sub("", head.strip()))
+    if request is None:
+        return None
+    return request.group(0) if request.group("verb") else "deliver"
+
+
+def _noun_phrases(items: list[str]) -> bool:
+    """Whether ``items`` are two or more, each a noun phrase (a determiner first, or a deliverable noun)."""
+    return len(items) >= 2 and all(_NOUN_PHRASE.match(i) or _BARE_DELIVERABLE.match(i) for i in items)
 
 
 def _request_inside(sentence: str) -> list[Aspect]:

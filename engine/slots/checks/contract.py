@@ -163,8 +163,7 @@ def cut_python_block(text: str) -> str | None:
     fence closed after ``ORDER BY``, and every check passed (the part's module is its SQL). Only a block that runs
     out before it is complete counts; other syntax errors are the code's own checks' to find.
     """
-    for match in FENCE_BLOCK.finditer(text):
-        language, code = match.group(2).lower(), match.group(3)
+    for language, code in code_blocks(text):
         if language not in PYTHON_TAGS or ">>> " in code:
             continue
         try:

@@ -17,7 +17,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from engine.slots.checks.text import FENCE_BLOCK, PYTHON_TAGS, norm, without_closed_code
+from engine.slots.checks.text import FENCE_BLOCK, PYTHON_TAGS, code_blocks, norm, without_closed_code
 from engine.slots.sandbox import SandboxLimits, run_python
 
 __all__ = ["MAX_RUNS", "Unprinted", "WrongComment", "numbers_only_from", "unprinted_outputs", "wrong_print_comments"]
@@ -116,8 +116,7 @@ def wrong_print_comments(bodies: list[str], limits: SandboxLimits) -> list[Wrong
     earlier: list[str] = []
     runs = 0
     for index, body in enumerate(bodies):
-        for match in FENCE_BLOCK.finditer(body):
-            language, code = match.group(2).lower(), match.group(3)
+        for language, code in code_blocks(body):
             if language not in PYTHON_TAGS:
                 continue
             claims = _print_claims(code, "\n".join(earlier))
