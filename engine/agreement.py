@@ -28,17 +28,28 @@ What is compared (docs/answers.md, "Parts that agree"):
 * Query rows: a part whose Python code reads keys from the rows it loops over (``row["email"]``) that the one
   ``SELECT`` another part wrote does not select (the same script read ``email``, the query selected
   ``patient_name``).
+* Imports: a part whose Python imports, from a module of the document (another part's, by the name the run
+  delivers it under or the file name the task gives it), a name that module does not define; or imports, from a
+  module no part delivers and the sandbox's Python does not have, a name like one another part defines
+  (mp-uk-tax: the tests imported ``calculate_income_tax`` from ``tax_calculator``; the function part defined
+  ``compute_income_tax``, and the tests ran against a stand-in).
+* Tests: a part whose tests (its module's test functions, each parametrised case) fail when run against the other
+  parts' modules they import, in the sandbox (not for a package the sandbox lacks).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.figures import figures_constraint, stated_otherwise
+from engine.slots.checks import module_code, module_name, python_modules, tests_against
 from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, without_closed_code
+from engine.slots.sandbox import SandboxLimits
 from state.figures import TaskFigures
 from state.result import SlotResult
 
@@ -69,7 +80,8 @@ class Disagreement:
     definitions of one name differ), ``http.endpoints`` (another API's paths), ``config.keys`` (keys the config
     file lacks), ``figures`` (a computed figure stated otherwise; ``source_id`` "figures"),
     ``template.placeholders`` (placeholders filled that the template lacks, or left unfilled), ``sql.rows`` (row
-    keys the query does not select)."""
+    keys the query does not select), ``python.imports`` (a name imported from a part's module that it lacks, or
+    from a module no part delivers), ``python.tests`` (a part's tests fail against the module they import)."""
     detail: str
     """What does not fit, in one line."""
     facts: str
@@ -89,6 +101,8 @@ def disagreements(parts: Sequence[Part], figures: TaskFigures | None = None, tas
         + _config_disagreements(parts)
         + _template_disagreements(parts)
         + _row_disagreements(parts)
+        + _import_disagreements(parts, task)
+        + _test_disagreements(parts, task)
     )
     if figures is not None and figures.figures:
         found += _figure_disagreements(parts, figures, task)
@@ -541,6 +555,184 @@ def _row_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
         )
 
     return _against(query_part, parts, judge)
+
+
+# ---------------------------------------------------------------- imports between parts
+
+
+def _modules_beside(part: Part, parts: Sequence[Part], task: str) -> tuple[dict[str, str], dict[str, Part]]:
+    """The other parts' Python modules, by the names the run delivers them under, and the part of each."""
+    others = [p for p in parts if p.slot_id != part.slot_id]
+    modules = python_modules({p.slot_id: p.result for p in others}, task)
+    return modules, {name: _owner(others, code) for name, code in modules.items()}
+
+
+def _import_disagreements(parts: Sequence[Part], task: str) -> list[Disagreement]:
+    """A part that imports what the document's modules do not define, or a like name from a module no part has."""
+    out = []
+    for part in parts:
+        modules, owners = _modules_beside(part, parts, task)
+        if not modules:
+            continue
+        defined = {name: _top_level_names(code) for name, code in modules.items()}
+        blocks = [code for language, code in code_blocks(part.result.raw) if language in PYTHON_TAGS]
+        own = {name for code in blocks for name in _top_level_names(code, imported=False)}
+        for module, names in _imports_from(blocks).items():
+            if module in modules:
+                lacking = [n for n in names if n not in defined[module] and n != "*"]
+                if lacking:
+                    out.append(_lacks(part, owners[module], module, lacking, defined[module]))
+            elif _foreign(module):
+                like = [
+                    (n, module_of, d)
+                    for n in names
+                    if n not in own
+                    for module_of, found in defined.items()
+                    for d in found
+                    if n == d or _alike(n, d)
+                ]
+                if like:
+                    out.append(_misplaced(part, module, like, owners))
+    return _once(out)
+
+
+def _test_disagreements(parts: Sequence[Part], task: str) -> list[Disagreement]:
+    """A code part whose tests, run against the other parts' modules it imports, fail (not for a missing package)."""
+    out = []
+    for part in parts:
+        quality = part.result.quality
+        if quality is None or quality.deliverable != "code" or (quality.language or "").lower() not in PYTHON_TAGS:
+            continue
+        modules, owners = _modules_beside(part, parts, task)
+        blocks = [code for language, code in code_blocks(part.result.raw) if language in PYTHON_TAGS]
+        used = [m for m in _imported_modules(blocks) if m in modules]
+        if not used:
+            continue
+        ran = tests_against(part.result, modules, module_name(part.slot_id), SandboxLimits())
+        if ran.passed or "not installed in the sandbox" in ran.detail:
+            continue
+        owner = owners[used[0]]
+        out.append(
+            Disagreement(
+                slot_id=part.slot_id,
+                source_id=owner.slot_id,
+                kind="python.tests",
+                detail=f"its tests fail against the part {owner.title!r}: {ran.detail}",
+                facts=f"These tests were run against the part {owner.title!r} (the module {used[0]}) and failed: "
+                f"{ran.detail}. Its code:\n```python\n{modules[used[0]].strip()}\n```\nWork out each expected "
+                "value from the task itself, not from this code: expect what the code returns where that is right, "
+                "and keep the right value where the code returns another.",
+            )
+        )
+    return out
+
+
+def _imported_modules(blocks: Sequence[str]) -> list[str]:
+    """The top-level modules the blocks import (``import m`` and ``from m import ...``), in order."""
+    found: dict[str, None] = dict.fromkeys(_imports_from(blocks))
+    for code in blocks:
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue
+        imports = [a for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        found.update({a.name.partition(".")[0]: None for a in imports})
+    return list(found)
+
+
+def _owner(parts: Sequence[Part], code: str) -> Part:
+    """The part whose delivered module is ``code``."""
+    return next(p for p in parts if module_code(p.result)[0] == code)
+
+
+def _top_level_names(code: str, imported: bool = True) -> dict[str, str]:
+    """The names a module defines at its top level, each with its signature line.
+
+    Functions, classes and assignments; with ``imported``, the names it imports too.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found[node.name] = f"def {node.name}({ast.unparse(node.args)})"
+        elif isinstance(node, ast.ClassDef):
+            found[node.name] = f"class {node.name}"
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.update({t.id: t.id for t in targets if isinstance(t, ast.Name)})
+        elif imported and isinstance(node, ast.Import | ast.ImportFrom):
+            found.update({(a.asname or a.name).partition(".")[0]: a.name for a in node.names})
+    return found
+
+
+def _imports_from(blocks: Sequence[str]) -> dict[str, list[str]]:
+    """The names the ``from module import ...`` of the blocks take, by top-level module (relative ones left out)."""
+    found: dict[str, list[str]] = {}
+    for code in blocks:
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue  # the slot's own check (python.parses) answers for it
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = found.setdefault(node.module.partition(".")[0], [])
+                names.extend(a.name for a in node.names if a.name not in names)
+    return found
+
+
+def _foreign(module: str) -> bool:
+    """A module neither the standard library nor installed where the checks run (the sandbox's Python)."""
+    if module in sys.stdlib_module_names:
+        return False
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def _words(name: str) -> set[str]:
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return {w for w in spaced.lower().split("_") if w}
+
+
+def _alike(imported: str, defined: str) -> bool:
+    """Two names that share two words or more, at least half of the longer's words.
+
+    ``calculate_income_tax`` and ``compute_income_tax`` are alike; one word alone (``Flask``) is never enough.
+    """
+    a, b = _words(imported), _words(defined)
+    shared = a & b
+    return len(shared) >= 2 and 2 * len(shared) >= max(len(a), len(b))
+
+
+def _lacks(part: Part, owner: Part, module: str, lacking: list[str], defined: Mapping[str, str]) -> Disagreement:
+    listed = [s for n, s in defined.items() if not n.startswith("_")]
+    return Disagreement(
+        slot_id=part.slot_id,
+        source_id=owner.slot_id,
+        kind="python.imports",
+        detail=f"imports {', '.join(lacking)} from {module}, the part {owner.title!r}, which does not define "
+        f"{'it' if len(lacking) == 1 else 'them'}",
+        facts=f"The part {owner.title!r} is the module {module}; it defines only these names, so import and use "
+        f"these:\n```python\n" + "\n".join(listed) + "\n```",
+    )
+
+
+def _misplaced(part: Part, module: str, like: list[tuple[str, str, str]], owners: Mapping[str, Part]) -> Disagreement:
+    imported, module_of, name = like[0]
+    owner = owners[module_of]
+    said = f"{name} from {module_of}" if name == imported else f"{name} (not {imported}) from {module_of}"
+    return Disagreement(
+        slot_id=part.slot_id,
+        source_id=owner.slot_id,
+        kind="python.imports",
+        detail=f"imports {imported} from {module}, which no part delivers; the part {owner.title!r} defines {name}",
+        facts=f"The part {owner.title!r} is the module {module_of} of this document; it is not {module}. Import "
+        f"{said}: `from {module_of} import {name}`, and use it by that name.",
+    )
 
 
 # ---------------------------------------------------------------- figures

@@ -264,3 +264,100 @@ def test_a_template_and_script_that_agree_with_the_query_pass() -> None:
     formatted = "```python\nfor row in cursor.fetchall():\n    print(TEMPLATE.format(name=row['name']))\n```"
     found = disagreements(_sms("Hello {name}, see you soon.", "```sql\nSELECT * FROM appointments;\n```", formatted))
     assert found == []
+
+
+# mp-uk-tax (multipart_recheck_tax): the function part and the tests part, as the 1.5B wrote them.
+TAX_FUNCTION = """## Outline
+1. Python function that computes income tax
+2. Usage
+
+## 1. Python function that computes income tax
+```python
+def compute_income_tax(salary):
+    if salary <= 10000:
+        tax = salary * 0.1
+    else:
+        tax = 1000 + (salary - 10000) * 0.2
+    return tax
+```
+
+## 2. Usage
+```python
+print(compute_income_tax(30000))  # Output: 5000.0
+```
+"""
+TAX_TESTS = """## Outline
+1. Tests at 30,000 and 50,000 and 60,000
+2. Usage
+
+## 1. Tests at 30,000 and 50,000 and 60,000
+```python
+import pytest
+from tax_calculator import calculate_income_tax
+
+@pytest.mark.parametrize("salary, expected_tax", [
+    (30000, 1000),  # 10% tax on the first £30,000
+    (50000, 2000),  # 20% tax on the first £50,000
+])
+def test_calculate_income_tax(salary, expected_tax):
+    assert calculate_income_tax(salary) == expected_tax
+```
+
+## 2. Usage
+```python
+from tax_calculator import calculate_income_tax
+
+print(calculate_income_tax(30000))  # Output: 1000
+```
+"""
+TAX_TASK = (
+    "Write a Python function that computes income tax for a salary in England for the 2024/25 tax year, tests at "
+    "30,000, 50,000 and 60,000, and a plain-English explanation of the bands with the same three examples."
+)
+
+
+def _code_part(slot_id: str, text: str) -> Part:
+    from state.outline import parse_output
+    from state.quality import SlotQuality
+
+    result = parse_output(text, slot_id, "python_coder", min_items=1, max_items=3)
+    quality = SlotQuality(deliverable="code", language="python")
+    return Part(slot_id, slot_id.replace("_", " "), result.model_copy(update={"quality": quality}))
+
+
+def test_tests_that_import_a_like_name_from_a_module_no_part_delivers_are_sent_back_with_the_real_name() -> None:
+    parts = [_code_part("income_tax_function", TAX_FUNCTION), _code_part("tests", TAX_TESTS)]
+    [found] = disagreements(parts, task=TAX_TASK)
+    assert (found.slot_id, found.source_id, found.kind) == ("tests", "income_tax_function", "python.imports")
+    assert "calculate_income_tax from tax_calculator" in found.detail and "compute_income_tax" in found.detail
+    assert "`from income_tax_function import compute_income_tax`" in found.facts
+    # written again as told, the tests run against the function: they fail where they expect what it does not return
+    fixed = TAX_TESTS.replace(
+        "from tax_calculator import calculate_income_tax", "from income_tax_function import compute_income_tax"
+    ).replace("calculate_income_tax(", "compute_income_tax(")
+    [found] = disagreements([parts[0], _code_part("tests", fixed)], task=TAX_TASK)
+    assert (found.slot_id, found.source_id, found.kind) == ("tests", "income_tax_function", "python.tests")
+    assert found.detail.endswith(
+        "test_compute_income_tax(salary=30000, expected_tax=1000): assert compute_income_tax(salary) == "
+        "expected_tax (compute_income_tax(salary) is 5000.0)"
+    )
+    assert "def compute_income_tax(salary):" in found.facts and "from the task itself" in found.facts
+    agreeing = fixed.replace("(30000, 1000)", "(30000, 5000)").replace("(50000, 2000)", "(50000, 9000)")
+    assert disagreements([parts[0], _code_part("tests", agreeing)], task=TAX_TASK) == []
+    # an import of a package that is not the document's is not judged
+    flask = TAX_TESTS.replace("from tax_calculator import calculate_income_tax", "from flask import Flask")
+    assert disagreements([parts[0], _code_part("tests", flask)], task=TAX_TASK) == []
+
+
+def test_a_name_imported_from_a_parts_module_that_it_does_not_define_is_sent_back_with_its_names() -> None:
+    wrong = TAX_TESTS.replace(
+        "from tax_calculator import calculate_income_tax", "from income_tax_function import income_tax"
+    )
+    [found] = disagreements([_code_part("income_tax_function", TAX_FUNCTION), _code_part("tests", wrong)])
+    assert found.kind == "python.imports" and found.detail.startswith("imports income_tax from income_tax_function")
+    assert "def compute_income_tax(salary)" in found.facts
+    # the task's file name is the module too (engine.slots.checks.python_modules)
+    task = TAX_TASK.replace("Write a Python function", "Write a Python function compute_income_tax in tax.py")
+    named = TAX_TESTS.replace("from tax_calculator import calculate_income_tax", "from tax import tax_due")
+    [found] = disagreements([_code_part("income_tax_function", TAX_FUNCTION), _code_part("tests", named)], task=task)
+    assert found.detail.startswith("imports tax_due from tax")

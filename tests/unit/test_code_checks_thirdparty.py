@@ -280,3 +280,29 @@ def test_a_slot_whose_own_code_is_wrong_still_draws_again() -> None:
     outcome = run_slot(job(), backend, settings, emit=lambda _: None)
     assert outcome.result is not None and outcome.result.quality is not None
     assert len(backend.requests) == 2 and outcome.result.quality.chosen == "c2"
+
+
+def test_a_tests_modules_own_tests_run_against_the_implementation_each_parametrised_case() -> None:
+    """multipart_recheck_tax, mp-uk-tax: the tests part was one pytest module whose parametrised test never ran."""
+    tax = "def compute_income_tax(salary):\n    return max(0, salary - 12570) * 0.2\n"
+    text = answer(tax, title="Income tax")
+    implementation = parse_output(text, "income_tax", "python_coder", min_items=1, max_items=2)
+    implementation = implementation.model_copy(update={"quality": SlotQuality(deliverable="code", language="python")})
+    modules = python_modules({"income_tax": implementation})
+    tests = (
+        "import pytest\nfrom income_tax import compute_income_tax\n\n\n"
+        '@pytest.mark.parametrize("salary, expected_tax", [\n    (30000, 3486),\n    pytest.param(50000, 2000),\n])\n'
+        "def test_compute_income_tax(salary, expected_tax):\n"
+        "    assert compute_income_tax(salary) == pytest.approx(expected_tax)\n\n\n"
+        "def test_uses_a_fixture(tmp_path):\n    assert False\n"
+    )
+    task = "Write pytest tests for compute_income_tax at 30,000 and 50,000."
+    checks = checks_of(answer(tests, title="Tests"), task, modules=modules, module="tests")
+    ran = checks["python.tests"]
+    assert not ran.passed and ran.severity == "soft"
+    assert ran.detail == (
+        "test_compute_income_tax(salary=50000, expected_tax=2000): assert compute_income_tax(salary) == "
+        "pytest.approx(expected_tax) (compute_income_tax(salary) is 7486.0)"
+    )
+    right = tests.replace("pytest.param(50000, 2000)", "pytest.param(50000, 7486)")
+    assert checks_of(answer(right, title="Tests"), task, modules=modules, module="tests")["python.tests"].passed

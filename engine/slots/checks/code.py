@@ -37,7 +37,8 @@ from engine.slots.checks.check_context import CheckContext
 from engine.slots.checks.contract import STUB
 from engine.slots.checks.examples import Examples, extract_examples
 from engine.slots.checks.text import PYTHON_TAGS, code_blocks
-from engine.slots.sandbox import run_python
+from engine.slots.contracts import contract_of
+from engine.slots.sandbox import SandboxLimits, run_python
 from state.quality import PACKAGES_CHECK, CheckResult
 from state.result import SlotResult
 
@@ -79,7 +80,7 @@ ASKS_FOR_TESTS = re.compile(
 
 
 _PY_RUNNER = r"""
-import contextlib, doctest, inspect, io, json, linecache, sys
+import ast, contextlib, doctest, inspect, io, json, linecache, sys
 
 try:  # written by the sandbox when the code imports packages this Python may not have
     import _coe_stubs
@@ -178,20 +179,76 @@ if own:
     out["own_doctests"] = {
         "failed": failed, "stub_failed": stub_failed, "total": total, "detail": " ".join(details)[:300]
     }
-if spec["tests"]:
-    namespace = dict(module_globals)
+def cases(test):
+    # the arguments of each case of a test: its pytest.mark.parametrize rows (every combination of its marks);
+    # a test that needs an argument no row gives (a fixture: tmp_path, capsys) is not run: no case
+    combos = [{}]
+    for mark in getattr(test, "pytestmark", []):
+        if getattr(mark, "name", "") != "parametrize" or len(mark.args) < 2:
+            continue
+        names = mark.args[0]
+        names = [n.strip() for n in names.split(",") if n.strip()] if isinstance(names, str) else list(names)
+        rows = []
+        for row in mark.args[1]:
+            values = row.values if hasattr(row, "values") and hasattr(row, "marks") else row  # pytest.param
+            rows.append(dict(zip(names, values if len(names) > 1 or values is not row else (values,))))
+        combos = [{**combo, **row} for combo in combos for row in rows]
+    try:
+        needs = [p.name for p in inspect.signature(test).parameters.values() if p.default is p.empty]
+    except (TypeError, ValueError):
+        needs = []
+    return [combo for combo in combos if all(n in combo for n in needs)]
+
+def explain(name, case, exc):
+    # what failed: the test and its case, the assert's line and what its left side was
+    shown = "%s(%s)" % (name, ", ".join("%s=%r" % item for item in case.items()))
+    if not isinstance(exc, AssertionError) or str(exc):
+        return "%s: %s" % (shown, short(exc))
+    tb, at = exc.__traceback__, None
+    while tb is not None:
+        at = tb if tb.tb_frame.f_code.co_name == name else at
+        tb = tb.tb_next
+    if at is None:
+        return "%s: AssertionError" % shown
+    frame = at.tb_frame
+    line = linecache.getline(frame.f_code.co_filename, at.tb_lineno).strip()
+    try:
+        check = ast.parse(line).body[0]
+        compared = check.test if isinstance(check, ast.Assert) else None
+        if isinstance(compared, ast.Compare) and not isinstance(compared.left, ast.Constant):
+            left = ast.unparse(compared.left)
+            with contextlib.redirect_stdout(io.StringIO()):
+                line += " (%s is %r)" % (left, eval(left, frame.f_globals, frame.f_locals))
+    except BaseException:
+        pass
+    return ("%s: %s" % (shown, line))[:300]
+
+def run_tests(namespace, skip):
+    # every test function of namespace but those in skip, each case, to the first failure: the cases run,
+    # what failed (None: nothing) and whether the failure touched a stand-in
+    ran = 0
+    for name, value in list(namespace.items()):
+        if name.startswith("test_") and callable(value) and name not in skip:
+            for case in cases(value):
+                try:
+                    value(**case)
+                except BaseException as exc:
+                    return ran, explain(name, case, exc), involved(exc)
+                ran += 1
+    return ran, None, False
+
+if spec["tests"] or spec["module_tests"]:
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(source("tests.py", spec["tests"]), namespace)
-            for name, value in list(namespace.items()):
-                if name.startswith("test_") and callable(value) and name not in module_globals:
-                    try:
-                        needs = [p for p in inspect.signature(value).parameters.values() if p.default is p.empty]
-                    except (TypeError, ValueError):
-                        needs = []
-                    if not needs:  # a parametrised test needs pytest to fill its arguments; it is not run
-                        value()
-        out["tests"] = "ok"
+            ran, failed, stub = run_tests(module_globals, ()) if spec["module_tests"] else (0, None, False)
+            if spec["tests"] and failed is None:
+                namespace = dict(module_globals)
+                exec(source("tests.py", spec["tests"]), namespace)
+                more, failed, stub = run_tests(namespace, module_globals)
+                ran += more
+        out["tests"] = failed or "ok"
+        out["tests_stub"] = stub
+        out["tests_run"] = ran
     except BaseException as exc:
         out["tests"] = short(exc)
         out["tests_stub"] = involved(exc)
@@ -369,10 +426,12 @@ def _sandbox_checks(code: str, tests: str | None, ctx: CheckContext, examples: E
     """
     siblings = _siblings(ctx)
     aliases = [ctx.module] if ctx.module and ctx.module not in siblings and _importable(ctx.module) else []
+    module_tests = _defines_tests(code)
     spec = {
         "doctests": list(examples.doctests),
         "asserts": [list(pair) for pair in examples.asserts],
         "tests": tests or "",
+        "module_tests": module_tests,
         "files": ["solution.py", "tests.py", *(f"{name}.py" for name in siblings)],
         "aliases": aliases,
     }
@@ -394,7 +453,7 @@ def _sandbox_checks(code: str, tests: str | None, ctx: CheckContext, examples: E
         checks.append(_examples_check(report["examples"], missing))
     if report["own_doctests"]:
         checks.append(_own_doctests_check(report["own_doctests"], missing))
-    if tests is not None:
+    if (tests is not None or module_tests) and report["tests"] is not None:  # None: the module did not import
         ok = report["tests"] == "ok"
         lacking = f"{missing} {_is_are(ran.stubbed)} not installed in the sandbox: " if report["tests_stub"] else ""
         checks.append(
@@ -403,6 +462,26 @@ def _sandbox_checks(code: str, tests: str | None, ctx: CheckContext, examples: E
     if missing:
         checks.append(_lacking(ran.stubbed))
     return checks
+
+
+def _defines_tests(code: str) -> bool:
+    """Whether a module defines test functions at its top level (a tests part's module: its tests are run too)."""
+    return bool(re.search(r"^(?:async\s+)?def test_\w+", code, re.M))
+
+
+def tests_against(result: SlotResult, modules: Mapping[str, str], module: str, limits: SandboxLimits) -> CheckResult:
+    """The tests of an answer's module (its own test functions and its tests section) run beside ``modules``.
+
+    ``check_parts`` runs a tests part against the document's other modules with this, whether or not its slot
+    referenced them (:mod:`engine.agreement`). ``python.tests`` passes when every case ran and held.
+    """
+    code, tests = module_code(result)
+    if code is None:
+        return CheckResult(name="python.tests", severity="soft", passed=True, detail="no code")
+    ctx = CheckContext(task="", contract=contract_of("code", "python"), limits=limits, modules=modules, module=module)
+    checks = _sandbox_checks(code, tests, ctx, Examples())
+    found = next((c for c in checks if c.name == "python.tests"), None)
+    return found or CheckResult(name="python.tests", severity="soft", passed=True, detail="no tests")
 
 
 def _own_doctests_check(own: dict[str, Any], missing: str) -> CheckResult:
