@@ -274,6 +274,7 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
         expert=expert,
         persona=scope.persona,
         references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
+        beside=_finished_beside(state, spec.id),
         others=tuple(s.title for s in fw.slots if s.id != spec.id and s.title != spec.title),
         max_tokens=max_tokens,
         temperature=temperature,
@@ -289,6 +290,12 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
         facts=shared.facts,
         lessons=shared.lessons,
     )
+
+
+def _finished_beside(state: PlannedPassport, slot_id: str) -> dict[str, SlotResult]:
+    """The other slots finished so far: their modules are there for this slot's checks (``SlotJob.beside``)."""
+    done = {sid for sid, st in state.slot_states.items() if st.status == SlotStatus.DONE}
+    return {sid: result for sid, result in state.results.items() if sid != slot_id and sid in done}
 
 
 def _figure_facts(rnd: _Round) -> tuple[str, ...]:

@@ -59,6 +59,9 @@ class SlotJob:
     feedback: tuple[str, ...] = ()
     """What a completion round told this part about its earlier answer (also among ``constraints``): its wording
     is the harness's, never the answer's content (``contract.leaks``)."""
+    beside: Mapping[str, SlotResult] = field(default_factory=dict)
+    """The run's other finished slots, by id: their Python modules are written beside this slot's code in the
+    sandbox, so its tests may import a part it does not reference (checks only: never in the prompt)."""
     memory: Mapping[str, tuple[str, SlotResult]] = field(default_factory=dict)
     """The thread's previous turn (a follow-up run): reference id -> (title, result), shown to every slot like a
     referenced slot (read-only data; cut to its outline, then left out, like any reference that does not fit)."""

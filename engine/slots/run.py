@@ -159,7 +159,9 @@ def _prepare(job: SlotJob, settings: Settings) -> _Slot:
         contract=job.slot_contract,
         limits=SandboxLimits(timeout_s=settings.check_timeout_s),
         references=tuple(result.body_text() for _, result in job.references.values()),
-        modules=python_modules({ref: result for ref, (_, result) in job.references.items()}, job.task),
+        modules=python_modules(
+            {**job.beside, **{ref: result for ref, (_, result) in job.references.items()}}, job.task
+        ),
         first_title=first_title,
     )
 

@@ -361,3 +361,75 @@ def test_a_name_imported_from_a_parts_module_that_it_does_not_define_is_sent_bac
     named = TAX_TESTS.replace("from tax_calculator import calculate_income_tax", "from tax import tax_due")
     [found] = disagreements([_code_part("income_tax_function", TAX_FUNCTION), _code_part("tests", named)], task=task)
     assert found.detail.startswith("imports tax_due from tax")
+
+
+# multipart_recheck_tax2: the tests part as written again after the send-back (the import now right), module-level
+# asserts that no function returns: 1500 for what the function computes as 5000.0.
+TAX_TESTS_AGAIN = """## Outline
+1. Tests at 30,000 and 50,000 and 60,000
+2. Usage
+
+## 1. Tests at 30,000 and 50,000 and 60,000
+```python
+from income_tax_function import compute_income_tax
+
+# Test 1: Income tax for a salary of 30,000
+assert compute_income_tax(30000) == 1500  # 30,000 * 15% = 4500
+
+# Test 2: Income tax for a salary of 50,000
+assert compute_income_tax(50000) == 3000  # 50,000 * 30% = 15000
+```
+
+## 2. Usage
+```python
+from income_tax_function import compute_income_tax
+
+tax = compute_income_tax(30000)
+print(f"The income tax for a salary of 30,000 is {tax}.")
+```
+"""
+
+
+def test_tests_written_as_top_level_asserts_are_run_against_the_part_they_import() -> None:
+    parts = [_code_part("income_tax_function", TAX_FUNCTION), _code_part("tests", TAX_TESTS_AGAIN)]
+    [found] = disagreements(parts, task=TAX_TASK)
+    assert found.kind == "python.tests"
+    assert found.detail.endswith(
+        "AssertionError: assert compute_income_tax(30000) == 1500  # 30,000 * 15% = 4500 "
+        "(compute_income_tax(30000) is 5000.0)"
+    )
+
+
+def test_a_slot_checks_its_tests_against_a_finished_part_it_does_not_reference() -> None:
+    """The tests part of mp-uk-tax referenced no part: its import was stood in for ("write_a_python_function_that is
+    not installed in the sandbox"), though the run had delivered that module."""
+    from engine.slots.job import SlotJob
+    from engine.slots.run import run_slot
+    from state.context import resolve_settings
+    from state.framework import SlotSpec
+    from tests.unit.scripted import Scripted
+
+    right = TAX_TESTS_AGAIN.replace("== 1500", "== 5000.0").replace("== 3000", "== 9000.0")
+    spec = SlotSpec(id="tests", title="Tests", description="Tests at 30,000 and 50,000", deliverable="code")
+    settings = resolve_settings({"backend": "fake", "best_of": 2}, env={})
+
+    def kept(beside: dict[str, SlotResult]) -> Any:
+        job = SlotJob(
+            spec=spec,
+            task=TAX_TASK,
+            constraints=(),
+            expert="python_coder",
+            persona="You write Python.",
+            references={},
+            max_tokens=600,
+            temperature=0.0,
+            beside=beside,
+        )
+        outcome = run_slot(job, Scripted([right] * 2), settings, emit=lambda _: None)
+        assert outcome.result is not None and outcome.result.quality is not None
+        return outcome.result.quality
+
+    alone = kept({})
+    assert alone.caveat is not None and "income_tax_function is not installed in the sandbox" in alone.caveat
+    beside = kept({"income_tax_function": _code_part("income_tax_function", TAX_FUNCTION).result})
+    assert beside.passed and beside.caveat is None

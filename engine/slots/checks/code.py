@@ -96,6 +96,29 @@ def involved(exc):
 def holds(value):
     return _coe_stubs is not None and _coe_stubs.holds(value)
 
+def failed_assert(exc, code_name):
+    # a bare assert that failed in the deepest frame running code_name: its line and what its left side was
+    if not isinstance(exc, AssertionError) or str(exc):
+        return None
+    tb, at = exc.__traceback__, None
+    while tb is not None:
+        at = tb if tb.tb_frame.f_code.co_name == code_name else at
+        tb = tb.tb_next
+    if at is None:
+        return None
+    frame = at.tb_frame
+    line = linecache.getline(frame.f_code.co_filename, at.tb_lineno).strip()
+    try:
+        check = ast.parse(line).body[0]
+        compared = check.test if isinstance(check, ast.Assert) else None
+        if isinstance(compared, ast.Compare) and not isinstance(compared.left, ast.Constant):
+            left = ast.unparse(compared.left)
+            with contextlib.redirect_stdout(io.StringIO()):
+                line += " (%s is %r)" % (left, eval(left, frame.f_globals, frame.f_locals))
+    except BaseException:
+        pass
+    return line
+
 def source(name, text):  # tracebacks and the stand-in check read the line that failed
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     return compile(text, name, "eval" if name.startswith("<example") else "exec")
@@ -107,7 +130,8 @@ try:
         import solution
 except BaseException as exc:
     line = getattr(exc, "lineno", None)
-    out["import"] = short(exc) + (" (line %s)" % line if line else "")
+    said = failed_assert(exc, "<module>")
+    out["import"] = ("AssertionError: " + said) if said else short(exc) + (" (line %s)" % line if line else "")
     out["import_stub"] = involved(exc)
     print("COE-CHECKS " + json.dumps(out))
     sys.exit(0)
@@ -202,26 +226,7 @@ def cases(test):
 def explain(name, case, exc):
     # what failed: the test and its case, the assert's line and what its left side was
     shown = "%s(%s)" % (name, ", ".join("%s=%r" % item for item in case.items()))
-    if not isinstance(exc, AssertionError) or str(exc):
-        return "%s: %s" % (shown, short(exc))
-    tb, at = exc.__traceback__, None
-    while tb is not None:
-        at = tb if tb.tb_frame.f_code.co_name == name else at
-        tb = tb.tb_next
-    if at is None:
-        return "%s: AssertionError" % shown
-    frame = at.tb_frame
-    line = linecache.getline(frame.f_code.co_filename, at.tb_lineno).strip()
-    try:
-        check = ast.parse(line).body[0]
-        compared = check.test if isinstance(check, ast.Assert) else None
-        if isinstance(compared, ast.Compare) and not isinstance(compared.left, ast.Constant):
-            left = ast.unparse(compared.left)
-            with contextlib.redirect_stdout(io.StringIO()):
-                line += " (%s is %r)" % (left, eval(left, frame.f_globals, frame.f_locals))
-    except BaseException:
-        pass
-    return ("%s: %s" % (shown, line))[:300]
+    return ("%s: %s" % (shown, failed_assert(exc, name) or short(exc)))[:300]
 
 def run_tests(namespace, skip):
     # every test function of namespace but those in skip, each case, to the first failure: the cases run,
@@ -479,9 +484,11 @@ def tests_against(result: SlotResult, modules: Mapping[str, str], module: str, l
     if code is None:
         return CheckResult(name="python.tests", severity="soft", passed=True, detail="no code")
     ctx = CheckContext(task="", contract=contract_of("code", "python"), limits=limits, modules=modules, module=module)
-    checks = _sandbox_checks(code, tests, ctx, Examples())
-    found = next((c for c in checks if c.name == "python.tests"), None)
-    return found or CheckResult(name="python.tests", severity="soft", passed=True, detail="no tests")
+    checks = {c.name: c for c in _sandbox_checks(code, tests, ctx, Examples())}
+    runs = checks.get("python.runs")
+    if runs is not None and runs.detail.startswith("AssertionError: "):  # its top-level asserts ran on import
+        return CheckResult(name="python.tests", severity="soft", passed=False, detail=runs.detail)
+    return checks.get("python.tests") or CheckResult(name="python.tests", severity="soft", passed=True, detail="")
 
 
 def _own_doctests_check(own: dict[str, Any], missing: str) -> CheckResult:
