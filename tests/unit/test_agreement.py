@@ -433,3 +433,54 @@ def test_a_slot_checks_its_tests_against_a_finished_part_it_does_not_reference()
     assert alone.caveat is not None and "income_tax_function is not installed in the sandbox" in alone.caveat
     beside = kept({"income_tax_function": _code_part("income_tax_function", TAX_FUNCTION).result})
     assert beside.passed and beside.caveat is None
+
+
+TAX_PLAN = {
+    "id": "tax",
+    "title": "Income tax",
+    "slots": [
+        {
+            "id": "income_tax_function",
+            "title": "Income tax function",
+            "description": "Write the function compute_income_tax(salary) in Python.",
+            "expert": "python_coder",
+            "deliverable": "code",
+            "language": "python",
+        },
+        {
+            "id": "tests",
+            "title": "Tests",
+            "description": "Write tests for it at 30,000 and 50,000.",
+            "expert": "python_coder",
+            "deliverable": "code",
+            "language": "python",
+        },
+    ],
+}
+
+
+def test_a_second_writing_whose_only_failure_is_its_asserts_against_the_parts_is_kept(write_script: Any) -> None:
+    """multipart_recheck_tax3: sent back for importing a module no part delivers, the tests came back importing the
+    function, with asserts it does not meet; the first writing, which had only run against a stand-in, was given
+    back, and the document said nothing of the tests' values."""
+    from tests.unit.plan_runs import run_plan
+
+    body = lambda text: text.partition("```python\n")[2].partition("```")[0]  # noqa: E731
+    function = answer("Income tax function", f"```python\n{body(TAX_FUNCTION)}```")
+    first = answer("Tests", f"```python\n{body(TAX_TESTS)}```")
+    again = answer("Tests", f"```python\n{body(TAX_TESTS_AGAIN)}```")
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "income_tax_function", "text": function},
+                {"slot": "tests", "first_calls": [{"text": first}], "text": again},
+            ]
+        }
+    )
+    state = run_plan(script, TAX_TASK, TAX_PLAN)
+    actions = [(e.action, e.slot_id) for e in state.ledger if e.action in ("send_back", "keep_first_writing")]
+    assert actions == [("send_back", "tests")]
+    doc = state.document or ""
+    assert "from income_tax_function import compute_income_tax" in doc and "tax_calculator" not in doc
+    warnings = doc.partition("## Warnings")[2]
+    assert "parts disagree (python.tests)" in warnings and "(compute_income_tax(30000) is 5000.0)" in warnings
