@@ -25,6 +25,6 @@ def test_a_set_loads_with_its_numbers(path: Path) -> None:
 
 
 def test_the_second_set_is_read_with_set() -> None:
-    assert [p.name for p in SETS] == ["multipart_tasks.yaml", "multipart_tasks2.yaml"]
+    assert [p.name for p in SETS] == ["multipart_tasks.yaml", "multipart_tasks2.yaml", "multipart_tasks3.yaml"]
     items = bench_multipart.load_items(SETS[1])
     assert items[0].id.startswith("mp2-") and "22:30" not in str(items)  # the times stay the reader's
