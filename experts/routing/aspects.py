@@ -44,7 +44,7 @@ VERBS = frozenset(
     make map measure merge migrate model monitor name normalise normalize optimise optimize outline parse plan
     predict prepare present prioritise project prioritize produce profile propose protect prove provide publish
     put rank reconstruct recommend reconcile reduce refactor remove rename reply report research resolve
-    restructure review revise rewrite run threat-model
+    restructure review revise rewrite run threat-model do
     schedule score scrape secure select send set show simplify sketch solve sort specify split state store
     structure suggest
     summarise summarize support test train transform translate troubleshoot tune update upgrade validate verify
@@ -76,7 +76,7 @@ WORK_VERBS = frozenset(
 """Verbs of a request for work (a part of the document), not for a fact: an expert assist that starts with one
 ("write the query that ...", "review the flow for threats") is work for a part of its own (``nodes.complete``)."""
 
-COMPOSITE_NOUNS = frozenset("plan suite pipeline workflow workflows".split())
+COMPOSITE_NOUNS = frozenset("plan suite pipeline workflow workflows lesson lessons".split())
 """Deliverable nouns whose listed parts after a colon are deliverables of their own ("the plan: how the schemas
 map, the scripts that move the data, and the steps"), where a file's, a letter's or a leaflet's are its content."""
 
@@ -117,7 +117,7 @@ BINOMIALS = (
 """Fixed pairs joined by "and" that name one thing; they are never split."""
 
 _LEAD = re.compile(
-    r"^(?:(?:please|kindly|also|now|finally|first|next|lastly|then|and)\s*,?\s+"
+    r"^(?:(?:please|kindly|also|now|finally|first|next|lastly|then|and|separately)\s*,?\s+"
     r"|(?:can|could|would|will) you(?: please)?\s+"
     r"|(?:i|we) (?:need|want|would like|'d like) (?:you )?to\s+"
     r"|help (?:me|us)(?: to)?\s+"
@@ -129,7 +129,19 @@ _OWN_GOAL = re.compile(r"^(?:i|we) (?:need|want|would like|'d like|plan|are plan
 """A sentence that says what the person means to do ("We want to split ..."), not what they ask for."""
 _SUBJECT = re.compile(r"^(?:it|they|we|he|she|this|these|which|there)\s+\w+", re.I)
 """A clause with its own subject ("it adds shared lists"): the material of a deliverable, not a list of them."""
-_REQUEST = re.compile(r"^(?:i|we)(?: (?:need|want|would like)| ?'d like)\s+(?=(?:a|an|the|some|two|three)\b)", re.I)
+_REQUEST = re.compile(
+    r"^(?:i|we)(?: (?:need|want|would like|would love|love)| ?'d (?:like|love))\s+(?=(?:\(?[a-h1-9]\)\s+)?"
+    r"(?:a|an|the|some|two|three)\b)",
+    re.I,
+)
+_SEE = re.compile(r"^(?:i|we)(?: would| ?'d) (?:like|love) to (?:see|know) (?=what|how|whether|which)", re.I)
+"""A request to be shown a result ("I'd like to see what the rent would be ..."): an instruction to show it."""
+_QUESTION_DO = re.compile(r"^do(?:es)?\s+(?:i|we|you|they|it|he|she|this|these|that|my|our)\b", re.I)
+"""A question ("Do I need ...?"), not the verb of an instruction ("do a security review")."""
+_ASIDE = re.compile(r"^\([^()\n]*\)\s*")
+"""A bracketed aside before the request of a sentence."""
+_ENUMERATOR = re.compile(r"^\(?(?:[a-h]|[1-9])\)\s+", re.I)
+"""An inline enumerator before a listed request: "(1) do a review ..., (2) rewrite it ...", "(a) a query"."""
 _CONSTRAINT = re.compile(
     r"^(?:make sure|be sure|ensure|remember to|don't forget to|do not forget to|note that|keep in mind)\b", re.I
 )
@@ -174,7 +186,8 @@ _INDIRECT = re.compile(r"^(?:me|us|him|her|them)\s+", re.I)
 _FRONTED = re.compile(r"^(?:using|given|from|based on|with|starting from|taking|for)\s", re.I)
 """A sentence that opens on its input or setting ("Using sales.xlsx ...,", "Given these figures,"): the request
 may follow its comma."""
-_INNER_COMMA = re.compile(r",\s*")
+_INNER_COMMA = re.compile(r",\s*|\s[\u2014\u2013-]{1,2}\s+")
+"""Where a request may start mid-sentence: after a comma, or after the dash that closes an aside."""
 _INNER_REQUEST = re.compile(r"^(?:so|and|but)?\s*(?=(?:can|could|would|will) you\b|please\b)", re.I)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _SEMICOLON = re.compile(r";\s*")
@@ -203,7 +216,10 @@ _DELIVERABLE_NOUN = (
     r"announcement|instructions|workflow|workflows|note|notes|suite|fixture|fixtures|route|routes|rule|rules|"
     r"command|invitation|article|solver|leaflet|brochure|flyer|poster|newsletter|handbook|manual|sheet|factsheet|changelog|description|schema|"
     r"playbook|explanation|explainer|requirements|commentary|toast|ddl|essay|agenda|itinerary|worksheet|nda|"
-    r"overview|walkthrough|write-up|writeup|scene)\b"
+    r"overview|walkthrough|write-up|writeup|scene|one-liner|oneliner|snippet|regex|sonnet|haiku|limerick|ode|lyrics|"
+    r"eulogy|obituary|tagline|slogan|synopsis|blurb|caption|captions|monologue|fable|assessment|appraisal|rubric|"
+    r"scorecard|questionnaire|survey|cheatsheet|cheat-sheet|primer|tutorial|lesson|syllabus|screenplay|storyboard|"
+    r"wireframe|mockup|spec|specification|postmortem|post-mortem|retrospective|flowchart|flow)\b"
 )
 _DETERMINER = r"(?:a|an|the|one|two|three|four|five|some)\s"
 _DELIVERABLE = re.compile(
@@ -248,9 +264,14 @@ _INFINITIVE = re.compile(r"\bto\s+([A-Za-z'-]+)")
 """An infinitive inside a clause: its coordinated verbs ("to set up X, install Y and run Z") are one purpose."""
 _ONE_WORD_OBJECT = re.compile(r"^(?:(?:the|a|an|our|its|their|your|my)\s+)?[\w'-]+$", re.I)
 _CODE = re.compile(r"```.*?```", re.S)
-_QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|'[^'\n]{3,400}'")
-_BRACKETED = re.compile(r"\([^()\n]{0,400}\)|\[[^\[\]\n]{0,400}\]")
-"""A parenthesised or bracketed span ("customers(id, name)"): its commas and "and"s are not the task's."""
+_QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|(?<!\w)'[^'\n]{3,400}'(?!\w)")
+"""A quoted span; a single quote opens one only where no letter is before it ("I'd ... next year's" is none)."""
+_BRACKETED = re.compile(
+    r"\([^()\n]{0,400}\)|\[[^\[\]\n]{0,400}\]"
+    r"|(?<=\s)[\u2014\u2013-]{1,2}\s[^\u2014\u2013\n]{1,400}?\s[\u2014\u2013-]{1,2}(?=\s)"
+)
+"""A parenthesised or bracketed span ("customers(id, name)"), or an aside between dashes (" — a Members tab (...), a
+Sessions tab ... — "): its commas and "and"s are not the task's."""
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLACEHOLDER = "\x00"
 _COMMA = "\x01"
@@ -365,6 +386,12 @@ def named_deliverables(task: str) -> list[Aspect]:
             aspects += found
         elif found := _request_inside(sentence):
             aspects += found  # "Using sales.xlsx and fx_rates.csv, write a pandas script that ..."
+        elif found := _headline_list(sentence):
+            aspects += found  # "k8s CronJob manifest to run ... + the python report script itself"
+        elif aspects and (more := _follow_up(sentence)):
+            aspects.append(Aspect(f"{aspects[-1].verb} {more}", aspects[-1].verb))  # "And maybe three toasts ..."
+        elif tail and (found := _terse_list(tail[0])):
+            aspects += [Aspect(a.text, a.verb, head) for a in found]  # "Loan ...: monthly payment, Python script ..."
         elif sentence:
             context.append(sentence)  # "Our report query takes 3 minutes."
     given = _clip(". ".join(context))
@@ -407,12 +434,73 @@ def headline_deliverable(task: str) -> str | None:
     listed = [_BULLET.sub("", part) for line in rest for part in _PARTS.split(line)]
     if any(_HEADLINE.match(part.strip()) for part in listed):
         return None  # "SQL: claims filed last month. Python script mailing that list ...": two deliverables
-    after = first[found.end() :]
+    after = _PLUS.sub(" and ", first[found.end() :])
     if any(_DELIVERABLE.match(_AND.sub("", part.strip())) for part in _PARTS.split(_shielded(after))):
         # "Flask /healthz endpoint that checks the DB, a Dockerfile for the app, and ...": a list; where "Security
         # requirements for the portal: password rules, MFA, ..." lists what the one deliverable covers
         return None
     return found.group(0).strip()
+
+
+_PLUS = re.compile(r"\s\+\s(?=(?:a|an|the|its|our|my)\s)", re.I)
+"""A "+" that joins two noun phrases ("... at 02:00 UTC + the python report script"), not figures ("CPI + 1%")."""
+
+
+def _headline_list(sentence: str) -> list[Aspect]:
+    """The deliverables of a sentence with no instruction that lists them: each a headline or a determined one.
+
+    "k8s CronJob manifest to run our nightly report at 02:00 UTC + the python report script itself (...)": the
+    first part is headed by a deliverable noun, a later coordinated part names another ("the ... script"); each
+    is delivered. A sentence headed by one deliverable whose later parts name none is no list (none here: the
+    scope reads it as that deliverable, :func:`headline_deliverable`).
+    """
+    parts = [p.strip() for p in _PARTS.split(_PLUS.sub(" and ", sentence)) if p.strip()]
+    if not parts or not _HEADLINE.match(parts[0]):
+        return []
+    items: list[str] = []
+    for part in parts:
+        bare = _AND.sub("", part)
+        if not items or _DELIVERABLE.match(bare):
+            items.append(bare)
+        else:
+            items[-1] = f"{items[-1]} and {bare}"
+    return [Aspect(f"deliver {item}", "deliver") for item in items] if len(items) >= 2 else []
+
+
+_FOLLOW_UP = re.compile(
+    r"^(?:and|also|plus)\b(?:\s*,?\s*(?:then|also|maybe|perhaps|possibly|ideally|if [^,]{1,60},))*\s*,?\s*", re.I
+)
+
+
+def _follow_up(sentence: str) -> str | None:
+    """The deliverable a sentence adds to the request before it, without a verb of its own, or None.
+
+    "Could you write me a short story ...? ... And then, if it's not too much, some discussion questions and a
+    vocab list I can use with it?": "some discussion questions and a vocab list ..." is made as the story is.
+    """
+    lead = _FOLLOW_UP.match(sentence)
+    rest = sentence[lead.end() :] if lead else ""
+    return rest if lead and (_DELIVERABLE.match(rest) or _NOUN_FIRST.match(rest)) else None
+
+
+def _terse_list(listing: str) -> list[Aspect]:
+    """The parts after a colon of a sentence with no instruction, when two or more are deliverables without a verb.
+
+    "Loan 250,000 at 4.5% over 25 yrs: monthly payment, Python script printing the amortisation table, letter
+    explaining it to the borrower": each listed part is delivered; "Dockerfile: multi-stage build, non-root user"
+    lists what the one deliverable is like, "...: a plain explanation of X, what they should weigh up, and what to
+    ask" what it covers, and "Question: shared schema, schema per tenant, or database per tenant?" a choice.
+    """
+    parts = [_AND.sub("", p.strip()) for p in _PARTS.split(listing) if p.strip()]
+    named = [p for p in parts if _DELIVERABLE.match(p) or _BARE_DELIVERABLE.match(p) or _NOUN.match(p)]
+    if (
+        len(named) < 2
+        or listing.rstrip().endswith("?")
+        or re.search(r"\bor\b", listing)
+        or any(_PREPOSITION.match(p) or _TOPIC.match(p) or _first_word(p) in VERBS for p in parts)
+    ):
+        return []  # a choice ("shared schema, schema per tenant, or database per tenant?"), or what one covers
+    return [Aspect(f"deliver {p}", "deliver") for p in parts]
 
 
 def _resolve_it(aspect: Aspect, first: Aspect) -> str:
@@ -425,6 +513,8 @@ def _resolve_it(aspect: Aspect, first: Aspect) -> str:
     SQL).
     """
     pronoun = _IT.search(aspect.text, len(aspect.verb))
+    if _IT.search(first.text, len(first.verb)):
+        return aspect.text  # "do a security review of it, rewrite it in Python": both name the same outside thing
     phrase = _object_phrase(first)
     named = _DELIVERABLE.match(phrase)
     if pronoun is None or named is None:
@@ -454,11 +544,18 @@ def _clip(text: str, limit: int = 300) -> str:
 
 
 def _sentence_aspects(sentence: str) -> list[Aspect]:
-    text = _LEAD.sub("", sentence).strip()
+    text = _LEAD.sub("", _ASIDE.sub("", _LEAD.sub("", sentence).strip()))  # "Also (bear with me, ...) I need a ..."
+    text = _ENUMERATOR.sub("", _SEE.sub("show ", text))
     request = _REQUEST.match(text)
     if request is not None:
-        text = "deliver " + text[request.end() :]
-    if not text or _first_word(text) not in VERBS or text.split()[0].isupper() or _CONSTRAINT.match(text):
+        text = "deliver " + _ENUMERATOR.sub("", text[request.end() :])
+    if (
+        not text
+        or _first_word(text) not in VERBS
+        or text.split()[0].isupper()
+        or _CONSTRAINT.match(text)
+        or _QUESTION_DO.match(text)
+    ):
         return []  # context, a question, a condition on the deliverable, or code ("SELECT * FROM ...")
     for pair in BINOMIALS:
         text = re.sub(re.escape(pair), pair.replace(" and ", f" {_PLACEHOLDER} "), text, flags=re.I)
@@ -468,10 +565,13 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     for part in (_AND.sub("", p.strip()) for p in _PARTS.split(text)):  # "..., plus the appointment letter"
         if not part:
             continue
+        part = _ENUMERATOR.sub("", part)  # "(2) rewrite it ..."
         bare = _LEAD.sub("", part)  # without "please", "then", "and" ...
         head = _first_word(bare)
         if clause and _OWN_EXPLANATION.match(bare):
             clause = f"{clause} and {part}"  # "... and explain why": the explanation of what the clause makes
+        elif clause and _shapes(bare, head) and deliverable_noun(Aspect(clause, verb)) is not None:
+            clause = f"{clause} and {part}"  # "write a short story ... and set it in 1953 and end it on ...": how
         elif (
             clause
             and head in VERBS
@@ -512,6 +612,40 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     if clause:
         aspects.append(Aspect(clause, verb))
     return aspects
+
+
+OWN_WORK_ON_IT = frozenset(
+    """
+    test document review audit deploy translate summarise summarize containerise containerize benchmark profile
+    publish diagram visualise visualize present threat-model schedule automate monitor package explain
+    """.split()
+)
+"""Verbs whose work on the deliverable before them is a deliverable of its own ("... and test it", "and schedule
+it nightly"), where "set it in 1953" or "end it on the night ..." say how that one thing is made."""
+SHAPING_VERBS = frozenset("set keep end start begin base name title limit cap format style address aim target".split())
+"""Instruction verbs that, on "it", say how the deliverable before them is made ("set it in 1953")."""
+_BACK = re.compile(r"^[\w'-]+\s+(?:it|them)\b(?!\s+(?:up|out)\b)", re.I)
+
+
+def _shapes(part: str, head: str) -> bool:
+    """Whether a coordinated ``part`` says how the deliverable before it is made, not what else to make.
+
+    After a clause that names a deliverable ("Write a short story about a lighthouse keeper", "design our
+    password reset flow"): a verb on "it" or "them" that shapes it ("set it in 1953", "expire them after 15
+    minutes"; not "rewrite it in Python", not "test it"), a condition ("make sure ..."), "make" with no
+    deliverable ("make the tokens single-use"), or a part that is no instruction and names no deliverable ("tell
+    it only through his logbook entries", "rate-limit requests per account"). A deliverable named in the part
+    ("and a README") is always its own.
+    """
+    if _DELIVERABLE.match(part) or _ABOUT_IT.search(part) or _NOUN_FIRST.match(part):
+        return False
+    if _CONSTRAINT.match(part):
+        return True  # "and make sure it never reveals whether an email is registered"
+    if _BACK.match(part):
+        return head in SHAPING_VERBS or (head not in VERBS and head not in OWN_WORK_ON_IT)
+    if head == "make":
+        return not _NOUN.search(part[len(head) :])
+    return head not in VERBS and not re.match(_DETERMINER, part, re.I) and not _NOUN.search(part)
 
 
 def _listed_requests(block: re.Match[str]) -> str:
