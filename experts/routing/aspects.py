@@ -138,6 +138,8 @@ _SEE = re.compile(r"^(?:i|we)(?: would| ?'d) (?:like|love) to (?:see|know) (?=wh
 """A request to be shown a result ("I'd like to see what the rent would be ..."): an instruction to show it."""
 _QUESTION_DO = re.compile(r"^do(?:es)?\s+(?:i|we|you|they|it|he|she|this|these|that|my|our)\b", re.I)
 """A question ("Do I need ...?"), not the verb of an instruction ("do a security review")."""
+_LABEL = re.compile(r"^[A-Z][a-z]+$")
+"""One capitalised word before a colon ("Format:", "Context:", "Note:"): a label of what follows."""
 _ASIDE = re.compile(r"^\([^()\n]*\)\s*")
 """A bracketed aside before the request of a sentence."""
 _ENUMERATOR = re.compile(r"^\(?(?:[a-h]|[1-9])\)\s+", re.I)
@@ -376,6 +378,8 @@ def named_deliverables(task: str) -> list[Aspect]:
         sentences = [s for s in sentences if s not in goals]
     for sentence in sentences:
         head, *tail = _COLON.split(sentence, maxsplit=1)
+        if tail and _LABEL.match(head):
+            head, tail = tail[0], []  # "Format: h, m and s parts ...": a label, not the verb "format"
         listed = _sentence_aspects(tail[0]) if tail else []
         if tail and not listed:
             listed = _listed_objects(head, tail[0]) or _requested_items(head, tail[0])
@@ -771,5 +775,5 @@ def _listed_objects(head: str, listing: str) -> list[Aspect]:
 
 
 def _first_word(text: str) -> str:
-    match = re.match(r"[A-Za-z'-]+", text)
+    match = re.match(r"[A-Za-z'-]+(?![\w(])", text)  # "parse_duration(text) -> int" starts with no verb
     return match.group(0).lower() if match else ""

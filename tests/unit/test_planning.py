@@ -729,3 +729,14 @@ def test_requests_in_other_words_asides_and_apostrophes() -> None:
     app = "Also (bear with me, I'm building her a little app) I need a Django model that stores stories."
     assert texts(app) == ["deliver a Django model that stores stories"]
     assert named_deliverables("Do I need a migration for this?") == []
+
+
+def test_a_label_before_a_colon_and_an_identifier_are_not_verbs() -> None:
+    """multipart_set3_first, mp3-duration-parser: "Format: h, m and s parts ..." was read as the verb "format" with
+    five objects, and "parse_duration(text) -> int" as the verb "parse": six slots for one function and its tests."""
+    task = (
+        "parse_duration(text) -> int seconds, in durations.py. Format: h, m and s parts in that order, each "
+        "optional, at least one present, e.g. '1h30m', '45m'. Function plus pytest tests please."
+    )
+    assert named_deliverables(task) == []
+    assert texts("Format the dates as ISO strings")[0] == "Format the dates as ISO strings"  # the verb still is one
