@@ -26,6 +26,9 @@ degenerate text); a soft one means it could be better (lint, hedges)."""
 
 _BRACES = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 
+TESTS_CHECK = "python.tests"
+"""The soft check that runs the answer's own tests against its code: a small model's tests are often wrong where its
+code is right, so it ranks candidates and rejects none, and the caveat says when the tests delivered fail."""
 PACKAGES_CHECK = "python.packages"
 """The soft check that says which packages the code imports that the sandbox does not have (what could not be
 checked): it fails nothing, and the caveat names them."""
@@ -108,15 +111,23 @@ class SlotQuality(BaseModel):
     def caveat(self) -> str | None:
         """One line for the document when the kept answer fails a hard check or could not be fully checked.
 
-        Not fully checked: the sandbox lacks a package the code imports (:data:`PACKAGES_CHECK`). None when the
-        answer passes and was checked.
+        Not fully checked: the sandbox lacks a package the code imports (:data:`PACKAGES_CHECK`). Its tests fail: the
+        tests it delivers fail against its code (:data:`TESTS_CHECK`; multipart_set3_first's car park fee: "assert
+        parking_fee(31) == 2.50", where its code returned 0, delivered with no word). None when the answer passes
+        and was checked.
         """
         failed = self.failed_checks
         lacking = [c.detail for c in self.checks if c.name == PACKAGES_CHECK and c.detail]
-        if not failed and not lacking:
+        tests = [
+            c.detail
+            for c in self.checks
+            if c.name == TESTS_CHECK and c.severity == "soft" and not c.passed and "not installed" not in c.detail
+        ]
+        if not failed and not lacking and not tests:
             return None
         listed = "; ".join(f"{c.name}: {c.detail}" if c.detail else c.name for c in failed[:3])
         said = [f"This part did not pass its checks ({listed}); review it before use."] if failed else []
+        said += [f"Its tests fail against its code ({tests[0]}): the code or the tests are wrong."] if tests else []
         said += [f"Not fully checked ({lacking[0]})."] if lacking else []
         # a placeholder a detail quotes ("it repeats the prompt's own text ('{{ASSIST:user:the detail}}')") is
         # shown without its braces: the document's placeholders are all resolved or listed, and this is neither

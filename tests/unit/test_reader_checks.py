@@ -398,3 +398,56 @@ def test_a_source_tag_the_model_wrote_fails_and_a_kept_one_is_cut_with_its_marke
     assert cut.outputs_summary.startswith("removed 2 source tag(s) the model wrote: '[source: consulted expert")
     assert {c.name: c.passed for c in result.quality.checks}["contract.sources"]
     assert checks_of(CLEAN)["contract.sources"] == (True, "")
+
+
+# --- tests that fail against the code they are delivered with -------------------------------------------------
+
+PARKING_TASK = (
+    "Our car park tariff: the first 30 minutes are free; after that it's 2.50 per started hour of the whole stay "
+    "(61 minutes counts as two hours), capped at 18.00. I want parking_fee(minutes) in tariff.py returning the fee, "
+    "pytest tests that cover the edges, and the wording for the tariff sign at the entrance."
+)
+PARKING = """## Outline
+1. Implement the `parking_fee` function in `tariff.py`.
+2. Write pytest tests to cover the edges of the function.
+
+## 1. Implement the `parking_fee` function in `tariff.py`.
+```python
+def parking_fee(minutes):
+    if minutes < 0 or minutes > 1440:
+        raise ValueError("Number of minutes must be between 0 and 1440.")
+    if minutes <= 30:
+        return 0
+    else:
+        hours = minutes // 60
+        if hours > 2:
+            hours = 2
+        return 2.50 * hours
+```
+
+## 2. Write pytest tests to cover the edges of the function.
+```python
+import pytest
+
+def test_parking_fee():
+    assert parking_fee(0) == 0
+    assert parking_fee(30) == 0
+    assert parking_fee(31) == 2.50
+```
+"""
+"""multipart_set3_first, mp3-parking-tariff (one slot, the 1.5B): the fee floors the hours and caps them at two, its
+own test expects 2.50 for 31 minutes, where the code returns 0; delivered with no caveat."""
+
+
+def test_an_answers_tests_that_fail_against_its_code_are_said_in_its_caveat() -> None:
+    outcome = run_slot(code_job(PARKING_TASK), Scripted([PARKING]), settings(best_of=1), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    quality = outcome.result.quality
+    assert quality.passed  # the code runs; which of the two is wrong the checks cannot say
+    assert quality.caveat == (
+        "Its tests fail against its code (test_parking_fee(): assert parking_fee(31) == 2.50 (parking_fee(31) is "
+        "0.0)): the code or the tests are wrong."
+    )
+    right = PARKING.replace("parking_fee(31) == 2.50", "parking_fee(31) == 0")
+    again = run_slot(code_job(PARKING_TASK), Scripted([right]), settings(best_of=1), emit=lambda _: None)
+    assert again.result is not None and again.result.quality is not None and again.result.quality.caveat is None

@@ -39,7 +39,7 @@ from engine.slots.checks.examples import Examples, extract_examples
 from engine.slots.checks.text import PYTHON_TAGS, code_blocks
 from engine.slots.contracts import contract_of
 from engine.slots.sandbox import SandboxLimits, run_python
-from state.quality import PACKAGES_CHECK, CheckResult
+from state.quality import PACKAGES_CHECK, TESTS_CHECK, CheckResult
 from state.result import SlotResult
 
 _DIALECTS = (
@@ -462,7 +462,7 @@ def _sandbox_checks(code: str, tests: str | None, ctx: CheckContext, examples: E
         ok = report["tests"] == "ok"
         lacking = f"{missing} {_is_are(ran.stubbed)} not installed in the sandbox: " if report["tests_stub"] else ""
         checks.append(
-            CheckResult(name="python.tests", severity="soft", passed=ok, detail="" if ok else lacking + report["tests"])
+            CheckResult(name=TESTS_CHECK, severity="soft", passed=ok, detail="" if ok else lacking + report["tests"])
         )
     if missing:
         checks.append(_lacking(ran.stubbed))
@@ -482,13 +482,13 @@ def tests_against(result: SlotResult, modules: Mapping[str, str], module: str, l
     """
     code, tests = module_code(result)
     if code is None:
-        return CheckResult(name="python.tests", severity="soft", passed=True, detail="no code")
+        return CheckResult(name=TESTS_CHECK, severity="soft", passed=True, detail="no code")
     ctx = CheckContext(task="", contract=contract_of("code", "python"), limits=limits, modules=modules, module=module)
     checks = {c.name: c for c in _sandbox_checks(code, tests, ctx, Examples())}
     runs = checks.get("python.runs")
     if runs is not None and runs.detail.startswith("AssertionError: "):  # its top-level asserts ran on import
-        return CheckResult(name="python.tests", severity="soft", passed=False, detail=runs.detail)
-    return checks.get("python.tests") or CheckResult(name="python.tests", severity="soft", passed=True, detail="")
+        return CheckResult(name=TESTS_CHECK, severity="soft", passed=False, detail=runs.detail)
+    return checks.get("python.tests") or CheckResult(name=TESTS_CHECK, severity="soft", passed=True, detail="")
 
 
 def _own_doctests_check(own: dict[str, Any], missing: str) -> CheckResult:
