@@ -130,7 +130,8 @@ _OWN_GOAL = re.compile(r"^(?:i|we) (?:need|want|would like|'d like|plan|are plan
 _SUBJECT = re.compile(r"^(?:it|they|we|he|she|this|these|which|there)\s+\w+", re.I)
 """A clause with its own subject ("it adds shared lists"): the material of a deliverable, not a list of them."""
 _REQUEST = re.compile(
-    r"^(?:i|we)(?: (?:need|want|would like|would love|love)| ?'d (?:like|love))\s+(?=(?:\(?[a-h1-9]\)\s+)?"
+    r"^(?:i|we)(?: (?:also )?(?:need|want|would like|would love|love)| ?'d (?:also )?(?:like|love))\s+"
+    r"(?=(?:\(?[a-h1-9]\)\s+)?"
     r"(?:a|an|the|some|two|three)\b)",
     re.I,
 )
@@ -484,7 +485,8 @@ def _follow_up(sentence: str) -> str | None:
     """
     lead = _FOLLOW_UP.match(sentence)
     rest = sentence[lead.end() :] if lead else ""
-    return rest if lead and (_DELIVERABLE.match(rest) or _NOUN_FIRST.match(rest)) else None
+    named = _DELIVERABLE.match(rest) or _NOUN_FIRST.match(rest) or _BARE_DELIVERABLE.match(rest)
+    return rest if lead and named else None
 
 
 def _terse_list(listing: str) -> list[Aspect]:

@@ -451,3 +451,23 @@ def test_an_answers_tests_that_fail_against_its_code_are_said_in_its_caveat() ->
     right = PARKING.replace("parking_fee(31) == 2.50", "parking_fee(31) == 0")
     again = run_slot(code_job(PARKING_TASK), Scripted([right]), settings(best_of=1), emit=lambda _: None)
     assert again.result is not None and again.result.quality is not None and again.result.quality.caveat is None
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "could you write me a little convert_length(value, from_unit, to_unit)? I'd also like pytest tests (pytest."
+        "approx is fine) and a tiny table for the wall chart.",
+        "Need cart_total(lines, code=None) in cart.py.\nPlus pytest tests and a short FAQ answer for customers.",
+        "parse_duration(text) -> int seconds, in durations.py. Function plus pytest tests please.",
+    ],
+)
+def test_a_task_that_asks_for_tests_in_other_words_gets_tests(task: str) -> None:
+    """multipart_set3_first: three of its eight code-and-tests tasks were delivered without tests, no word said."""
+    contract = contract_of("code", "python")
+    checks, _ = check_answer(parsed(CLEAN), CheckContext(task, contract))
+    [given] = [c for c in checks if c.name == "python.tests_given"]
+    assert not given.passed and given.severity == "hard"
+    assert "python.tests_given" not in {
+        c.name for c in check_answer(parsed(CLEAN), CheckContext(DEMO_TASK, contract))[0]
+    }

@@ -72,11 +72,14 @@ def module_code(result: SlotResult) -> tuple[str | None, str | None]:
 
 
 ASKS_FOR_TESTS = re.compile(
-    r"\b(?:write|add|include|create|generate|with)\b[^.\n]{0,40}\b(?:pytest|unit ?tests?|tests)\b"
-    r"(?!\s+(?:whether|if|that)\b)",
+    r"\b(?:write|add|include|create|generate|with|plus|like|want|need|then)\b[^.\n]{0,40}"
+    r"\b(?:pytest|unit ?tests?|tests)\b(?!\s+(?:whether|if|that)\b)"
+    r"|\bpytest tests\b",
     re.I,
 )
-"""A task that asks for tests ("now add pytest tests for it"); "a function that tests whether" does not."""
+"""A task that asks for tests ("now add pytest tests for it", "I'd also like pytest tests", "Plus pytest tests and
+a short FAQ", "Function plus pytest tests please"); "a function that tests whether" does not. multipart_set3_first:
+three of eight code-and-tests tasks, written by a helper, were delivered without tests and nothing said so."""
 
 
 _PY_RUNNER = r"""
