@@ -242,10 +242,7 @@ def _definitions(code: str) -> list[_Definition]:
             init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
             if init is not None:
                 fields += [a.arg for a in init.args.args[1:] + init.args.kwonlyargs]
-            if fields:
-                out.append(
-                    _Definition(node.name, tuple(dict.fromkeys(fields)), ast.get_source_segment(code, node) or "")
-                )
+            out.append(_Definition(node.name, tuple(dict.fromkeys(fields)), ast.get_source_segment(code, node) or ""))
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name not in _ENTRY_POINTS:
             params = tuple(a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs)
             out.append(_Definition(node.name, params, ast.get_source_segment(code, node) or ""))
@@ -270,7 +267,39 @@ def _python_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
                     defined[definition.name] = (part, definition)
                 elif first[0].slot_id != part.slot_id and set(first[1].shape) != set(definition.shape):
                     out.append(_python_differs(part, first[0], first[1], definition))
+                elif first[0].slot_id != part.slot_id and _body(first[1].source) != _body(definition.source):
+                    out.append(_python_again(part, first[0], first[1]))
     return _once(out)
+
+
+def _body(source: str) -> str:
+    """A definition's code without its comments, docstrings and layout (two copies of one class compare equal)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return " ".join(source.split())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
+            node.body = body[1:] or [ast.Pass()]  # its docstring
+    return ast.dump(tree)
+
+
+def _python_again(part: Part, owner: Part, first: _Definition) -> Disagreement:
+    """A part that defines another part's class or function again, with the same shape and other code."""
+    return Disagreement(
+        slot_id=part.slot_id,
+        source_id=owner.slot_id,
+        kind="python.names",
+        detail=f"defines {first.name} again, with other code than the part {owner.title!r}",
+        facts=f"The part {owner.title!r} defines {first.name}; do not define it again: use it as defined there "
+        f"(do your own part with it):\n```python\n{first.source}\n```",
+    )
 
 
 def _python_differs(part: Part, owner: Part, first: _Definition, second: _Definition) -> Disagreement:

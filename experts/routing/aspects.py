@@ -473,7 +473,8 @@ def _headline_list(sentence: str) -> list[Aspect]:
 
 
 _FOLLOW_UP = re.compile(
-    r"^(?:and|also|plus)\b(?:\s*,?\s*(?:then|also|maybe|perhaps|possibly|ideally|if [^,]{1,60},))*\s*,?\s*", re.I
+    r"^(?:and|also|plus|then)\b(?:\s*,?\s*(?:then|also|maybe|perhaps|possibly|ideally|if [^,]{1,60},))*\s*,?\s*",
+    re.I,
 )
 
 

@@ -484,3 +484,20 @@ def test_a_second_writing_whose_only_failure_is_its_asserts_against_the_parts_is
     assert "from income_tax_function import compute_income_tax" in doc and "tax_calculator" not in doc
     warnings = doc.partition("## Warnings")[2]
     assert "parts disagree (python.tests)" in warnings and "(compute_income_tax(30000) is 5000.0)" in warnings
+
+
+def test_a_class_another_part_defines_written_again_with_other_code_is_sent_back() -> None:
+    """multipart_set3_first, mp3-inventory-class: four parts (its method names read as verbs), each its own Inventory,
+    one on a dict, three on pandas; no fields, so nothing compared them."""
+    first = "```python\nclass Inventory:\n    def __init__(self):\n        self.stock = {}\n```"
+    again = (
+        "```python\nimport pandas as pd\n\nclass Inventory:\n    def __init__(self):\n"
+        "        self.stock = pd.DataFrame(columns=['sku', 'qty'])\n```"
+    )
+    [found] = disagreements([_part("inventory", first), _part("remove", again)])
+    assert (found.slot_id, found.kind) == ("remove", "python.names")
+    assert found.detail == "defines Inventory again, with other code than the part 'Inventory'"
+    assert "do not define it again" in found.facts and "self.stock = {}" in found.facts
+    # the same class again (a docstring and layout apart) is one definition
+    same = '```python\nclass Inventory:\n    """Stock."""\n\n    def __init__(self):\n        self.stock = {}\n```'
+    assert disagreements([_part("inventory", first), _part("tests", same)]) == []
