@@ -471,3 +471,29 @@ def test_a_task_that_asks_for_tests_in_other_words_gets_tests(task: str) -> None
     assert "python.tests_given" not in {
         c.name for c in check_answer(parsed(CLEAN), CheckContext(DEMO_TASK, contract))[0]
     }
+
+
+SHIPPING_PARAGRAPH = """Shipping rates are calculated based on the total weight of the items being shipped and the rules
+provided. The formula is as follows:
+
+- First kilogram: $4.50
+- Every extra kilogram or part of one adds $1.20
+
+The shipping-rates paragraph includes a description of how to use the shipping rates calculator, as well as examples
+of how to calculate and display shipping rates for different scenarios.
+
+This paragraph is designed to be clear and concise, with all necessary information included in its first sentence.
+The examples are provided at the end of the paragraph. The paragraph also includes a section on error handling.
+"""
+"""multipart_set3_first, mp3-shipping-tiers: the checkout page's paragraph, about itself, with no worked example."""
+
+
+def test_a_text_that_describes_itself_instead_of_being_written_fails() -> None:
+    answer = f"## Outline\n1. Shipping rates\n\n## 1. Shipping rates\n{SHIPPING_PARAGRAPH}"
+    checks = checks_of(answer, "prose")
+    passed, detail = checks["prose.about_itself"]
+    assert not passed and detail.startswith("it describes itself ('The shipping-rates paragraph includes")
+    opening = "This section provides an overview of the loan. The payment is 1,798.65 a month, for 360 months."
+    assert checks_of(f"## Outline\n1. Loan\n\n## 1. Loan\n{opening} The rate is 6%.\n", "prose")[
+        "prose.about_itself"
+    ] == (True, "")

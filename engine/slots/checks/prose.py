@@ -189,6 +189,37 @@ def speaks_as_ai_check(text: str) -> CheckResult:
     )
 
 
+ABOUT_ITSELF = re.compile(
+    r"^(?:this|the)\s+(?:[\w'-]+\s+){0,2}?(?:paragraph|section|answer|response|outline|document|text|note|part|"
+    r"explanation|summary|guide|email|letter|message)\s+(?:also\s+)?(?:is designed|is intended|is meant|aims|includes|"
+    r"provides|describes|outlines|explains|will|contains|covers|has been|is written|should|offers|gives)\b",
+    re.I,
+)
+"""A sentence about the text it stands in ("This paragraph is designed to be clear and concise", "The appointment
+letter should clearly state ..."), not the text itself."""
+
+
+def about_itself_check(text: str) -> CheckResult:
+    """``prose.about_itself``: the answer describes what it would say instead of saying it.
+
+    Three such sentences, or half the answer's sentences: multipart_set3_first's checkout paragraph was three
+    sentences about "the shipping-rates paragraph" ("This paragraph is designed to be clear and concise, with all
+    necessary information included in its first sentence") and no rate; an added OpenAPI part said what "the
+    OpenAPI document should include". One opening sentence ("This section provides an overview of ...") or two in
+    a part with content (a contract's "This summary provides ...") are not enough.
+    """
+    sentences = [s for s in split_sentences(text) if len(s.split()) >= 4]
+    about = [s for s in sentences if ABOUT_ITSELF.match(s)]
+    found = len(about) >= 3 or (len(sentences) >= 2 and 2 * len(about) >= len(sentences))
+    return CheckResult(
+        name="prose.about_itself",
+        passed=not found,
+        detail=f"it describes itself ({about[0][:80]!r}) instead of being written: write the text itself"
+        if found
+        else "",
+    )
+
+
 def table_check(result: SlotResult) -> CheckResult:
     """``table.present``: the answer holds a Markdown table."""
     lines = result.body_text().splitlines()
