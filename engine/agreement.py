@@ -279,14 +279,11 @@ def _body(source: str) -> str:
     except SyntaxError:
         return " ".join(source.split())
     for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-        ):
-            node.body = body[1:] or [ast.Pass()]  # its docstring
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        first = node.body[0] if node.body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            node.body = node.body[1:] or [ast.Pass()]  # its docstring
     return ast.dump(tree)
 
 
