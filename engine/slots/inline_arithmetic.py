@@ -25,7 +25,7 @@ import ast
 import operator
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 __all__ = ["compute", "compute_all", "evaluate", "latex_value"]
 
@@ -98,11 +98,25 @@ def _show(value: float) -> str:
 
 
 def _same(written: str, value: float) -> bool:
+    """The written result is the value, or the value rounded to the digits it shows (762.05 for 762.048).
+
+    A model writes money to the cent; "= 30.6" for 30.48 is still wrong (30.5 to its one decimal), and a whole
+    number must be the value itself.
+    """
     try:
         number = float(written.replace(",", ""))
     except ValueError:
         return False
-    return abs(number - value) <= max(1e-9, abs(value) * 1e-6) or _show(number) == _show(value)
+    if abs(number - value) <= max(1e-9, abs(value) * 1e-6) or _show(number) == _show(value):
+        return True
+    if "." not in written:
+        return False  # "3 * 2.5 = 8" is not 7.5 rounded: a whole number claims to be the value
+    try:
+        shown = Decimal(written.replace(",", ""))
+        step = Decimal(1).scaleb(-_decimals(written))
+        return Decimal(repr(value)).quantize(step, ROUND_HALF_UP) == shown
+    except (InvalidOperation, ValueError):
+        return False
 
 
 def latex_value(expression: str) -> float | None:
@@ -124,6 +138,10 @@ _OPERATOR_BEFORE = re.compile(r"(?:[\d)}]\s*[-+*/×÷^]|\\times|\\cdot|[{^])\s*$
 name ("a_1 + 5"); a bullet's dash ("- 12 * 2.54 = 30.6") is neither."""
 _CONTINUES = re.compile(r"\s*(?:[-+*/×÷^]\s*[\d(\\]|\\times|\\cdot|\\frac)")
 """Text after a step's result that makes the result the start of the next expression ("= 189.99 \\times 0.80")."""
+
+
+_UNIT_THEN_RESULT = re.compile(r"\s+[A-Za-z%°$€£][\w/%°]*\.?\s*(?:=|≈|is\b)")
+"""A unit word and then the result of the expression before it ("43200 minutes = 43156.8")."""
 
 
 def _inside_longer(text: str, m: re.Match[str]) -> bool:
@@ -179,7 +197,10 @@ def compute_all(texts: list[str]) -> tuple[list[str], list[str]]:
         changes.append(f"corrected {m.group(0)} to {wrong[m.group(0)]} where the answer states it again")
         return wrong[m.group(0)]
 
-    return [pattern.sub(restated, text) for text in steps], changes
+    again = [pattern.sub(restated, text) for text in steps]
+    # a step that used a corrected result ("3,528,000 - 2,721,600 = -14,112" once both were corrected) is computed
+    # once more; what it corrects is not carried further
+    return [_steps(text, changes, {}) for text in again], changes
 
 
 def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
@@ -205,6 +226,8 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
 
     def without_result(m: re.Match[str]) -> str:
         expression = m.group(1)
+        if _UNIT_THEN_RESULT.match(m.string, m.end()):
+            return expression  # "0.999 * 43200 minutes = 43156.8 minutes": its result follows its unit
         operators = set(re.findall(rf"(?<=[\d)\s]){_OP}(?=[\s(\d-])", expression))
         if not operators or operators == {"-"}:
             return expression  # "3-5 days", "2023 - 2024", "3.11 - 2": ranges and versions, not calculations

@@ -59,6 +59,9 @@ class SlotJob:
     feedback: tuple[str, ...] = ()
     """What a completion round told this part about its earlier answer (also among ``constraints``): its wording
     is the harness's, never the answer's content (``contract.leaks``)."""
+    figures_task: bool = False
+    """The run computes the task's figures (:func:`engine.figures.wants_figures`): the slot's arithmetic is computed
+    as a math slot's is (:mod:`engine.slots.inline_arithmetic`)."""
     beside: Mapping[str, SlotResult] = field(default_factory=dict)
     """The run's other finished slots, by id: their Python modules are written beside this slot's code in the
     sandbox, so its tests may import a part it does not reference (checks only: never in the prompt)."""

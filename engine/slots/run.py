@@ -436,10 +436,11 @@ class _Slot:
     def corrects_arithmetic(self) -> bool:
         r"""Whether the harness computes the answer's arithmetic (:mod:`engine.slots.inline_arithmetic`).
 
-        A math expert's, and any whose task's result a program computes: a finance answer's
-        ``\frac{25000}{1.47746} \approx 17039.13`` (numeric_heldout2).
+        A math expert's, any whose task's result a program computes (a finance answer's
+        ``\frac{25000}{1.47746} \approx 17039.13``, numeric_heldout2), and any part of a task whose figures are
+        computed (multipart_set3_first: a server-room memo's ``14 \times 350 \times 720 = 70,560``).
         """
-        return self.job.expert in ARITHMETIC_EXPERTS or self.calculation is not None
+        return self.job.expert in ARITHMETIC_EXPERTS or self.calculation is not None or self.job.figures_task
 
     def _report_cuts(self, prompt: Prompt) -> None:
         """What had to be cut for the prompt to fit, each cut once in the ledger."""

@@ -993,3 +993,20 @@ def test_an_assert_after_the_words_of_a_line_is_an_example() -> None:
         ("heap_queue_largest( [25, 35, 22, 85, 14, 65, 75, 22, 58],3)", "[85, 75, 65]"),
     )
     assert not extract_examples("We assert that f(x) is fine. And f(2) is 4.").asserts
+
+
+def test_a_result_rounded_to_its_digits_a_unit_before_the_result_and_a_step_on_corrected_results() -> None:
+    # money to the cent is right: 2721.6 x 0.28 is 762.048 (it was "corrected" to 762.048)
+    assert compute("after: 2721.6 × 0.28 = 762.05.") == ("after: 2721.6 × 0.28 = 762.05.", [])
+    assert compute("3 * 2.5 = 8")[0] == "3 * 2.5 = 7.5"  # a whole number claims to be the value itself
+    # multipart_new8's runbook: "0.999 * 43200 minutes = 43156.8 minutes" had "= 43156.8" put in after 43200
+    budget = "The error budget is 0.999 * 43200 minutes = 43156.8 minutes of uptime."
+    assert compute(budget) == (budget, [])
+    # multipart_set3_first, mp3-server-consolidation: both products wrong, then their difference from the wrong ones
+    memo = "\\[ 14 \\times 350 \\times 720 = 70,560 \\] and 9 × 420 × 720 = 84,672. So 70,560 - 84,672 = -14,112 Wh."
+    text, changes = compute(memo)
+    assert text == (
+        "\\[ 14 \\times 350 \\times 720 = 3,528,000 \\] and 9 × 420 × 720 = 2,721,600. So 3,528,000 - 2,721,600 = "
+        "806,400 Wh."
+    )
+    assert changes[-1] == "corrected 3,528,000 - 2,721,600 = -14,112 to 806,400"

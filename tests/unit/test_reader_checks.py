@@ -497,3 +497,22 @@ def test_a_text_that_describes_itself_instead_of_being_written_fails() -> None:
     assert checks_of(f"## Outline\n1. Loan\n\n## 1. Loan\n{opening} The rate is 6%.\n", "prose")[
         "prose.about_itself"
     ] == (True, "")
+
+
+def test_a_part_of_a_task_whose_figures_are_computed_has_its_arithmetic_computed() -> None:
+    """multipart_set3_first, mp3-server-consolidation: a finance part's "14 \\times 350 \\times 720 = 70,560" stood."""
+    task = "14 machines at 350 W each, 720 hours a month, 0.28 per kWh: work out the monthly energy and cost."
+    spec = SlotSpec(id="energy", title="Energy", description=task, deliverable="prose")
+    text = "## Outline\n1. Energy\n\n## 1. Energy\nThe energy is 14 × 350 × 720 = 70,560 Wh a month.\n"
+
+    def kept(figures_task: bool) -> str:
+        job = SlotJob(
+            spec=spec, task=task, constraints=(), expert="finance_analyst", persona="You compute.", references={},
+            max_tokens=600, temperature=0.0, figures_task=figures_task,
+        )  # fmt: skip
+        outcome = run_slot(job, Scripted([text]), settings(best_of=1, calculate=False), emit=lambda _: None)
+        assert outcome.result is not None
+        return outcome.result.raw
+
+    assert "14 × 350 × 720 = 3,528,000 Wh" in kept(True)
+    assert "= 70,560 Wh" in kept(False)  # a finance part of a task with no computed figures: as written
