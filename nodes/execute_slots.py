@@ -276,6 +276,7 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
         references={r: (fw.slot(r).title, state.results[r]) for r in spec.can_reference if r in state.results},
         beside=_finished_beside(state, spec.id),
         figures_task=settings.calculate and wants_figures(state.mission.task),
+        task_figures=tuple(figures.figures) if (figures := rnd.figures or state.figures) is not None else (),
         others=tuple(s.title for s in fw.slots if s.id != spec.id and s.title != spec.title),
         max_tokens=max_tokens,
         temperature=temperature,

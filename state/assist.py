@@ -187,11 +187,14 @@ def unresolved_markers(text: str) -> list[str]:
 
 
 class AssistSource(BaseModel):
-    """Where a resolved value came from: a knowledge-base passage, a consulted expert, or the person."""
+    """Where a resolved value came from: a passage, a consulted expert, the person, a fact, the task's figures.
+
+    ``program``: the task's figures, which programs computed before the parts were written.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["document", "expert", "user", "memory"]
+    kind: Literal["document", "expert", "user", "memory", "program"]
     file: str | None = None
     """The document's path (``document`` sources)."""
     page: int | None = Field(default=None, ge=1)
@@ -242,6 +245,8 @@ class AssistSource(BaseModel):
             text = f"consulted expert {self.expert}"
         elif self.kind == "memory":
             text = str(self.memory)
+        elif self.kind == "program":
+            text = "the task's computed figures"
         else:
             text = "the person who asked"
         return text + (f"; score {self.score:.2f}" if self.score is not None else "")

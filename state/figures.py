@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -31,3 +34,25 @@ class TaskFigures(BaseModel):
     more_outputs: list[str] = Field(default_factory=list)
     unconfirmed: list[Figure] = Field(default_factory=list)
     """Figures only one program printed (within 1%): not given to the parts."""
+
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])-?\d+(?:\.\d+)?")
+
+
+def computed_figure(request: str, figures: Sequence[Figure]) -> Figure | None:
+    """The figure an assist's request names, or None when it names none or more than one.
+
+    By its value (within 0.5%, three digits or more), else by every word of its name ("the service charge"): a
+    model given the task's figures still asked for them ("{{ASSIST:lookup:2762.50}}" for the food cost).
+    """
+    numbers = [float(n.replace(",", "")) for n in _NUMBER.findall(request)]
+    by_value = [
+        f
+        for f in figures
+        if any(len(str(abs(round(n))).lstrip("0")) >= 3 and abs(n - f.value) <= 0.005 * abs(f.value) for n in numbers)
+    ]
+    if by_value:
+        return by_value[0] if len({f.value for f in by_value}) == 1 else None
+    words = set(re.findall(r"[a-z]+", request.lower()))
+    by_name = [f for f in figures if (named := set(re.findall(r"[a-z]+", f.name.lower()))) and named <= words]
+    return by_name[0] if len(by_name) == 1 and not numbers else None

@@ -37,6 +37,7 @@ from state.assist import (
 from state.completion import WORK_REASON
 from state.enums import Mode
 from state.errors import CoeError
+from state.figures import Figure, computed_figure
 from state.passport import LedgerEntry, Notice
 from state.paths import kb_dir
 from state.result import SlotResult
@@ -183,6 +184,8 @@ class AssistResolver:
     """The person's remembered facts (:mod:`memory.store`), searched before the knowledge base."""
     lessons: tuple[Lesson, ...] = ()
     """The person's kept routing lessons (``coe feedback --route-to``): consulted experts are routed with them."""
+    figures: tuple[Figure, ...] = ()
+    """The task's computed figures (:attr:`engine.slots.job.SlotJob.task_figures`), searched before memory."""
 
     def resolve(self, result: SlotResult, slot_title: str = "") -> Resolution:
         """Resolve every placeholder in ``result`` and return the result with values and markers in place."""
@@ -299,7 +302,12 @@ class AssistResolver:
         return out
 
     def _lookup(self, query: str, outcome: _Outcome) -> _Outcome:
-        """Fill from memory or the knowledge base, or leave ``outcome`` unresolved with the reason (kept if set)."""
+        """Fill from the task's figures, memory or the knowledge base, or leave ``outcome`` unresolved.
+
+        The reason stays the one already set, if any.
+        """
+        if self._computed(query, outcome):
+            return outcome
         if self.facts is not None and self._remembered(query, outcome):
             return outcome
         try:
@@ -335,6 +343,23 @@ class AssistResolver:
         outcome.sources.append(source)
         outcome.reason = None
         return outcome
+
+    def _computed(self, query: str, outcome: _Outcome) -> bool:
+        """Fill from the task's computed figures when the request names one, by its value or all its words.
+
+        multipart_set3_first's catering quote: "{{ASSIST:lookup:2762.50}}" for the food it had been given as a
+        figure, left "{{UNRESOLVED:lookup:2762.50 - the knowledge base is empty}}" in the quote.
+        """
+        figure = computed_figure(query, self.figures)
+        if figure is None:
+            return False
+        shown = f"{figure.value:,.2f}" if not float(figure.value).is_integer() else f"{figure.value:,.0f}"
+        source = AssistSource(kind="program", excerpt=f"{figure.name}: {shown}")
+        outcome.trail.append(f"computed figure: {figure.name} = {shown}")
+        outcome.value = f"{shown} [source: {source.cite()}]"
+        outcome.sources.append(source)
+        outcome.reason = None
+        return True
 
     def _remembered(self, query: str, outcome: _Outcome) -> bool:
         """Fill from the best remembered fact when it reaches the lookup line; say why not in the trail."""

@@ -12,6 +12,7 @@ from experts.backends import ExpertBackend
 from experts.routing.lesson_check import Lesson
 from memory.store import FactMemory
 from state.enums import Mode
+from state.figures import Figure
 from state.framework import SlotSpec
 from state.result import SlotResult
 
@@ -59,6 +60,9 @@ class SlotJob:
     feedback: tuple[str, ...] = ()
     """What a completion round told this part about its earlier answer (also among ``constraints``): its wording
     is the harness's, never the answer's content (``contract.leaks``)."""
+    task_figures: tuple[Figure, ...] = ()
+    """The task's figures two programs confirmed (:mod:`engine.figures`): a lookup assist that asks for one of
+    them is filled from them (the catering quote asked the empty knowledge base for the 2,762.50 it was given)."""
     figures_task: bool = False
     """The run computes the task's figures (:func:`engine.figures.wants_figures`): the slot's arithmetic is computed
     as a math slot's is (:mod:`engine.slots.inline_arithmetic`)."""

@@ -719,7 +719,15 @@ def _caveats(result: SlotResult, quality: SlotQuality, slot: _Slot, chosen: _Dra
 
 def _resolver(job: SlotJob, settings: Settings, emit: ProgressSink) -> AssistResolver:
     """The assist resolver of the run's settings and mode (a lookup searches the person's facts first)."""
-    return AssistResolver(settings, job.mode, emit=emit, cancel=job.cancel, facts=job.facts, lessons=job.lessons)
+    return AssistResolver(
+        settings,
+        job.mode,
+        emit=emit,
+        cancel=job.cancel,
+        facts=job.facts,
+        lessons=job.lessons,
+        figures=job.task_figures,
+    )
 
 
 def _done(

@@ -270,3 +270,23 @@ def test_an_answer_that_only_repeats_the_question_is_no_answer() -> None:
     assert echoes_question("Billing database person on call", "billing_database_person_on_call")
     assert echoes_question("The billing database person on call.", "billing database person on call")
     assert not echoes_question("Dana Reyes is on call this week.", "billing database person on call")
+
+
+def test_a_lookup_for_a_figure_the_task_computed_is_filled_from_the_figures() -> None:
+    """multipart_set3_first, mp3-catering-quote: given its figures, the quote asked the empty knowledge base for them,
+    and showed "{{UNRESOLVED:lookup:2762.50 - the knowledge base is empty}}" for the food."""
+    from state.figures import Figure
+
+    figures = (Figure(name="food", value=2762.5), Figure(name="service charge", value=331.5))
+    resolver, _ = _resolver(None, figures=figures)
+    body = "- **Food**: {{ASSIST:lookup:2762.50}}\n- **Service Charge**: {{ASSIST:lookup:the service charge}}"
+    res = resolver.resolve(_result(body))
+    assert [r.status for r in res.records] == ["resolved", "resolved"]
+    assert res.result.sections[0].body == (
+        "- **Food**: 2,762.50 [source: the task's computed figures]\n"
+        "- **Service Charge**: 331.50 [source: the task's computed figures]"
+    )
+    assert res.records[0].sources[0].kind == "program" and res.records[0].sources[0].excerpt == "food: 2,762.50"
+    # a request that names no figure still goes to the knowledge base (empty here: unresolved, said so)
+    (other,) = resolver.resolve(_result("VAT: {{ASSIST:lookup:the VAT rate in Germany}}")).records
+    assert other.status == "unresolved" and "knowledge base is empty" in (other.reason or "")
