@@ -267,7 +267,11 @@ def _python_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
                     defined[definition.name] = (part, definition)
                 elif first[0].slot_id != part.slot_id and set(first[1].shape) != set(definition.shape):
                     out.append(_python_differs(part, first[0], first[1], definition))
-                elif first[0].slot_id != part.slot_id and _body(first[1].source) != _body(definition.source):
+                elif (
+                    first[0].slot_id != part.slot_id
+                    and _body(first[1].source) != _body(definition.source)
+                    and 2 * _statements_in(first[1].source) > _statements_in(definition.source)
+                ):  # a fuller writing of an earlier sketch (a design part's "return item") is that sketch's code
                     out.append(_python_again(part, first[0], first[1]))
     return _once(out)
 
@@ -285,6 +289,14 @@ def _body(source: str) -> str:
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
             node.body = node.body[1:] or [ast.Pass()]  # its docstring
     return ast.dump(tree)
+
+
+def _statements_in(source: str) -> int:
+    """How many statements a definition holds (its size, to tell a sketch from its implementation)."""
+    try:
+        return sum(isinstance(n, ast.stmt) for n in ast.walk(ast.parse(source)))
+    except SyntaxError:
+        return len(source.splitlines())
 
 
 def _python_again(part: Part, owner: Part, first: _Definition) -> Disagreement:

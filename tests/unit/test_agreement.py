@@ -501,3 +501,14 @@ def test_a_class_another_part_defines_written_again_with_other_code_is_sent_back
     # the same class again (a docstring and layout apart) is one definition
     same = '```python\nclass Inventory:\n    """Stock."""\n\n    def __init__(self):\n        self.stock = {}\n```'
     assert disagreements([_part("inventory", first), _part("tests", same)]) == []
+
+
+def test_a_fuller_writing_of_an_earlier_parts_sketch_is_not_a_second_definition() -> None:
+    """mp-todo-api (multipart_completion): the design part sketched ``create_item`` as ``return item``; the
+    implementation part wrote it; telling the implementation to use the sketch would make the document worse."""
+    sketch = "```python\n@app.post('/items')\ndef create_item(item):\n    return item\n```"
+    full = (
+        "```python\nitems = []\n\n@app.post('/items')\ndef create_item(item):\n    item.id = len(items) + 1\n"
+        "    items.append(item)\n    return item\n```"
+    )
+    assert disagreements([_part("design", sketch), _part("implementation", full)]) == []
