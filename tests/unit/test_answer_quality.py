@@ -622,8 +622,11 @@ def test_only_the_unfinished_end_of_the_last_line_of_text_goes() -> None:
         "| a | b |",
         "- a list item",
         "Thanks.\n\nBest regards,\nSam Lee",
+        "We look forward to serving you at your retirement party!\n\nBest regards,",  # mp3-catering-quote's email
+        "Thanks.\n\nYours sincerely,",
     ):
         assert cut_unfinished_end(kept) == (kept, None)  # finished, in an unclosed code block, not prose, a signature
+    assert cut_unfinished_end("Thanks.\nBest regards, and then the") == ("Thanks.\n", "Best regards, and then the")
     assert cut_unfinished_end("Thanks.\nI will fix it, and then the tap") == (
         "Thanks.\n",
         "I will fix it, and then the tap",

@@ -61,7 +61,8 @@ def _unfinished(raw: str) -> _End | None:
     A text left inside a fenced block or an inline code span (the last paragraph opens one with a backtick and
     stops before any sentence end: "If they are equal, the function `") breaks off, whatever its last character.
     Code blocks, tables, list items and headings may end without punctuation; a line of prose may not, except a
-    letter's signature (a name of a few words under a closing that ends with a comma: "Best regards,"). A last
+    letter's closing ("Best regards,", the last line of mp3-catering-quote's email) and the signature under it (a
+    name of a few words). A last
     line of any kind that ends with a colon announces what never came ("... with the following data:").
     """
     lines, open_fence = text_lines(raw)
@@ -85,10 +86,20 @@ def _unfinished(raw: str) -> _End | None:
         return None
     if re.search(r"[.!?:;)\]\"'`*_}>\u2026\u201d\u2019]$", last) or last.endswith("}}"):
         return None
+    if _CLOSING.match(last):
+        return None  # a letter that ends on its closing ("Best regards,"): the name is the sender's to put
     before = filled[-2].text.strip() if len(filled) > 1 and not filled[-2].code else ""
     if before.endswith(",") and len(before.split()) <= 4 and len(last.split()) <= 5:
         return None  # a signature under its closing
     return end
+
+
+_CLOSING = re.compile(
+    r"^(?:(?:best|kind|kindest|warm|warmest|with|many)\s+)?(?:regards|wishes|sincerely|thanks|thank you|cheers|"
+    r"best|all the best|respectfully|yours(?:\s+(?:sincerely|faithfully|truly))?)\s*,$",
+    re.I,
+)
+"""A letter's closing on its own line ("Best regards,", "Yours sincerely,", "Thanks,")."""
 
 
 def _items_had_bodies(lines: list[Line]) -> bool:
