@@ -666,16 +666,27 @@ def _test_disagreements(parts: Sequence[Part], task: str) -> list[Disagreement]:
 
 
 def _imported_modules(blocks: Sequence[str]) -> list[str]:
-    """The top-level modules the blocks import (``import m`` and ``from m import ...``), in order."""
-    found: dict[str, None] = dict.fromkeys(_imports_from(blocks))
+    """The top-level modules the blocks import: those of ``from m import ...`` first, then of ``import m``."""
+    taken: dict[str, None] = {}
+    plain: dict[str, None] = {}
+    for tree in _trees(blocks):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                taken[node.module.partition(".")[0]] = None
+            elif isinstance(node, ast.Import):
+                plain.update({a.name.partition(".")[0]: None for a in node.names})
+    return list({**taken, **plain})
+
+
+def _trees(blocks: Sequence[str]) -> list[ast.Module]:
+    """The blocks that parse, parsed (the slot's own check, ``python.parses``, answers for the others)."""
+    trees = []
     for code in blocks:
         try:
-            tree = ast.parse(code)
+            trees.append(ast.parse(code))
         except SyntaxError:
             continue
-        imports = [a for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        found.update({a.name.partition(".")[0]: None for a in imports})
-    return list(found)
+    return trees
 
 
 def _owner(parts: Sequence[Part], code: str) -> Part:
@@ -709,11 +720,7 @@ def _top_level_names(code: str, imported: bool = True) -> dict[str, str]:
 def _imports_from(blocks: Sequence[str]) -> dict[str, list[str]]:
     """The names the ``from module import ...`` of the blocks take, by top-level module (relative ones left out)."""
     found: dict[str, list[str]] = {}
-    for code in blocks:
-        try:
-            tree = ast.parse(code)
-        except SyntaxError:
-            continue  # the slot's own check (python.parses) answers for it
+    for tree in _trees(blocks):
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names = found.setdefault(node.module.partition(".")[0], [])

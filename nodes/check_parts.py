@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.agreement import Disagreement, Part, disagreements
+from engine.slots.checks import own_asserts_failed
 from state.enums import SlotStatus
 from state.framework import topological_order
 from state.passport import RESET, FirstWriting, LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
-from state.quality import CheckResult
 from state.result import SlotResult
 
 NODE = "check_parts"
@@ -108,14 +108,9 @@ def _first_writings_back(state: PlannedPassport) -> dict[str, FirstWriting]:
         now = state.results.get(sid)
         first_passed = first.result.quality is not None and first.result.quality.passed
         failed = now.quality.failed_checks if now is not None and now.quality is not None else None
-        if first_passed and (failed is None or any(not _its_asserts(c) for c in failed)):
+        if first_passed and (failed is None or any(not own_asserts_failed(c) for c in failed)):
             back[sid] = first
     return back
-
-
-def _its_asserts(check: CheckResult) -> bool:
-    """A failed check that is the answer's own top-level asserts failing (``python.runs: AssertionError: ...``)."""
-    return check.name == "python.runs" and check.detail.startswith("AssertionError: ")
 
 
 def _why(slot_id: str) -> str:

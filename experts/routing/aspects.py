@@ -621,14 +621,10 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     return aspects
 
 
-OWN_WORK_ON_IT = frozenset(
-    """
-    test document review audit deploy translate summarise summarize containerise containerize benchmark profile
-    publish diagram visualise visualize present threat-model schedule automate monitor package explain
-    """.split()
-)
-"""Verbs whose work on the deliverable before them is a deliverable of its own ("... and test it", "and schedule
-it nightly"), where "set it in 1953" or "end it on the night ..." say how that one thing is made."""
+OWN_WORK_ON_IT = frozenset("diagram package".split())
+"""Words outside :data:`VERBS` whose work on the deliverable before them is a deliverable of its own ("... and
+package it"); an instruction verb on "it" ("and test it", "and schedule it nightly") is one unless it is in
+:data:`SHAPING_VERBS` ("set it in 1953")."""
 SHAPING_VERBS = frozenset("set keep end start begin base name title limit cap format style address aim target".split())
 """Instruction verbs that, on "it", say how the deliverable before them is made ("set it in 1953")."""
 _BACK = re.compile(r"^[\w'-]+\s+(?:it|them)\b(?!\s+(?:up|out)\b)", re.I)
@@ -649,7 +645,7 @@ def _shapes(part: str, head: str) -> bool:
     if _CONSTRAINT.match(part):
         return True  # "and make sure it never reveals whether an email is registered"
     if _BACK.match(part):
-        return head in SHAPING_VERBS or (head not in VERBS and head not in OWN_WORK_ON_IT)
+        return head in SHAPING_VERBS or head not in VERBS | OWN_WORK_ON_IT
     if head == "make":
         return not _NOUN.search(part[len(head) :])
     return head not in VERBS and not re.match(_DETERMINER, part, re.I) and not _NOUN.search(part)

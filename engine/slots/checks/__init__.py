@@ -27,7 +27,14 @@ measured signals; :mod:`engine.slots.selection` turns them into a score.
 
 from engine.slots.checks.answer import check_answer, signals_of
 from engine.slots.checks.check_context import CheckContext
-from engine.slots.checks.code import module_code, module_name, python_modules, tests_against, third_party_imports
+from engine.slots.checks.code import (
+    module_code,
+    module_name,
+    own_asserts_failed,
+    python_modules,
+    tests_against,
+    third_party_imports,
+)
 from engine.slots.checks.contract import STUB, copies_task, duplicates_check, repeated_sections
 from engine.slots.checks.examples import Examples, extract_examples
 from engine.slots.checks.prose import (
@@ -59,6 +66,7 @@ __all__ = [
     "repetition_found",
     "sentence_key",
     "signals_of",
+    "own_asserts_failed",
     "tests_against",
     "third_party_imports",
     "without_code",

@@ -489,9 +489,17 @@ def tests_against(result: SlotResult, modules: Mapping[str, str], module: str, l
     ctx = CheckContext(task="", contract=contract_of("code", "python"), limits=limits, modules=modules, module=module)
     checks = {c.name: c for c in _sandbox_checks(code, tests, ctx, Examples())}
     runs = checks.get("python.runs")
-    if runs is not None and runs.detail.startswith("AssertionError: "):  # its top-level asserts ran on import
+    if runs is not None and own_asserts_failed(runs):  # its top-level asserts ran on import
         return CheckResult(name=TESTS_CHECK, severity="soft", passed=False, detail=runs.detail)
     return checks.get("python.tests") or CheckResult(name=TESTS_CHECK, severity="soft", passed=True, detail="")
+
+
+def own_asserts_failed(check: CheckResult) -> bool:
+    """Whether a failed ``python.runs`` is the module's own top-level asserts failing on import.
+
+    The runner writes ``AssertionError: <the assert's line> (<its left side> is <value>)`` for them.
+    """
+    return check.name == "python.runs" and not check.passed and check.detail.startswith("AssertionError: ")
 
 
 def _own_doctests_check(own: dict[str, Any], missing: str) -> CheckResult:
