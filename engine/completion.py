@@ -8,6 +8,11 @@ make them. What counts as a gap (docs/answers.md, "The completion round"):
   (an OpenAPI document must load as one: :func:`engine.slots.checks.code.openapi_document`).
   The aspect is covered by a slot's words when the plan is made; this reads what the parts wrote. A part is added
   for it.
+* **piece**: an aspect that names a piece of prose a reader looks for by its name or its shape (an FAQ, a table, a
+  sign's wording, an email: :data:`PIECES`), where no part is titled for it and no part's prose holds a heading or
+  label that names it, or its shape (a table's rows, a question and its answer, a letter's greeting). A part is
+  added for it. A code task planned as one part asks for them beside the code ("pytest tests ... and the wording
+  for the tariff sign at the entrance"), and the one part wrote the code alone.
 * **failed**: in a document of several parts, a part that failed (no answer) or whose kept answer failed its checks
   (its caveat). It is written again with the failed checks as feedback. A one-part answer is not: its own draws
   already had that feedback.
@@ -29,12 +34,12 @@ from statistics import median
 
 from engine.agreement import Part
 from engine.slots.checks.code import OPENAPI_ASKED, openapi_document
-from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm
-from experts.routing.aspects import MAKING_VERBS, Aspect, task_aspects
+from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm, prose_unfenced, without_code
+from experts.routing.aspects import MAKING_VERBS, Aspect, deliverable_noun, task_aspects
 from state.assist import AssistRecord
 from state.completion import WORK_REASON, CompletionGap
 
-__all__ = ["FORMS", "Form", "asked_forms", "read_gaps", "round_seconds"]
+__all__ = ["FORMS", "PIECES", "Form", "asked_forms", "asked_piece", "read_gaps", "round_seconds"]
 
 RESTATE_SHARE = 0.6
 """A part this much of whose word triples an earlier part already has only restates it."""
@@ -163,6 +168,62 @@ def asked_forms(aspect: Aspect) -> tuple[Form, ...]:
     return tuple(f for f in [forms[0], *second] if not (f.name == "a YAML file" and forms[0] is OPENAPI_FORM))
 
 
+_LETTER = re.compile(r"(?mi)^[ \t>*]*(?:dear|hi|hello|subject\s*:|to\s*:|re\s*:)\b")
+PIECES: Mapping[str, tuple[tuple[str, ...], re.Pattern[str] | None]] = {
+    "faq": (
+        ("faq", "frequently asked", "questions", "q&a"),
+        re.compile(r"(?mi)^[ \t>*#\d.)-]*(?:\*\*)?(?:q\s*[:.]|question\s*\d*\s*:)|^[ \t]*(?:#{1,6}|\*\*|\d+\.).*\?"),
+    ),
+    "table": (("table",), re.compile(r"(?m)^[ \t]*\|.*\|[ \t]*\n[ \t]*\|?[ \t]*:?-{3,}")),
+    "wording": (("wording", "sign", "notice", "text"), re.compile(r"(?m)^[ \t]*>")),
+    "notice": (("notice", "sign", "wording"), re.compile(r"(?m)^[ \t]*>")),
+    "email": (("email", "e-mail", "message"), _LETTER),
+    "letter": (("letter",), _LETTER),
+    "memo": (("memo", "memorandum"), _LETTER),
+    "note": (("note",), _LETTER),
+    "invitation": (("invitation", "invite"), _LETTER),
+    "announcement": (("announcement",), _LETTER),
+    "readme": (("readme",), None),
+    "changelog": (("changelog", "change log", "release notes"), None),
+    "glossary": (("glossary",), None),
+    "checklist": (("checklist",), re.compile(r"(?m)^[ \t]*[-*][ \t]+\[[ xX]\]")),
+    "leaflet": (("leaflet",), None),
+    "handout": (("handout",), None),
+    "worksheet": (("worksheet",), None),
+    "quiz": (("quiz",), None),
+    "runbook": (("runbook",), None),
+}
+"""The pieces of prose the round looks for (:func:`asked_piece`): each deliverable noun with the words a heading or
+label for it holds, and the shape its text has where it has no heading (or None)."""
+_LABELS = re.compile(r"(?m)^[ \t]*(?:#{1,6}[ \t]+.*|\*\*[^*\n]+\*\*.*|__[^_\n]+__.*|[A-Z][\w '&/-]{0,50}:[ \t]*$)")
+"""A heading, a bold lead or a label line ("Sign wording:"): where a reader looks for a piece by its name."""
+
+
+def asked_piece(aspect: Aspect) -> str | None:
+    """The piece of :data:`PIECES` that ``aspect`` asks for (its deliverable noun), or None.
+
+    Only an aspect that makes something (its verb one of :data:`MAKING_VERBS` or "deliver"), and asks for no form
+    (a form is judged by its blocks).
+    """
+    verb = aspect.verb.lower().split()[0] if aspect.verb.strip() else ""
+    if verb not in MAKING_VERBS | {"deliver", "put"} or asked_forms(aspect):
+        return None
+    noun = deliverable_noun(aspect)
+    return noun if noun in PIECES else None
+
+
+def _holds_piece(noun: str, part: Part) -> bool:
+    """Whether ``part`` holds the piece ``noun``: titled for it, a heading or label naming it, or its shape."""
+    names, shape = PIECES[noun]
+    if any(name in part.title.lower() for name in names):
+        return True
+    prose = without_code(prose_unfenced(part.result.raw))
+    labels = " ".join(m.group(0) for m in _LABELS.finditer(prose)).lower()
+    if any(re.search(rf"\b{re.escape(name)}", labels) for name in names):
+        return True
+    return shape is not None and shape.search(prose) is not None
+
+
 def read_gaps(
     task: str,
     parts: Sequence[Part],
@@ -181,7 +242,8 @@ def read_gaps(
         several: Whether the plan has several parts (a failed or restating part is a gap only then).
     """
     failed = failed or {}
-    gaps = _form_gaps(task, parts, failed.values()) + _work_gaps(assists or {})
+    gaps = _form_gaps(task, parts, failed.values()) + _piece_gaps(task, parts, failed.values())
+    gaps += _work_gaps(assists or {})
     if several:
         gaps += _failed_gaps(parts, failed) + _restating_gaps(parts)
     return gaps
@@ -202,6 +264,27 @@ def _form_gaps(task: str, parts: Sequence[Part], failed: Iterable[tuple[str, str
                 aspect=aspect.text,
                 detail=f"the task asks to {aspect.text}, and no part delivers {form.name}",
                 feedback=form.instruction,
+            )
+        )
+    return gaps
+
+
+def _piece_gaps(task: str, parts: Sequence[Part], failed: Iterable[tuple[str, str]]) -> list[CompletionGap]:
+    """An aspect whose piece no part holds (a failed part titled for it is retried instead)."""
+    gaps = []
+    retried = " ".join(text.split("\n", 1)[0] for text, _ in failed).lower()
+    for aspect in task_aspects(task):
+        noun = asked_piece(aspect)
+        if noun is None or not parts or any(_holds_piece(noun, p) for p in parts):
+            continue
+        if any(name in retried for name in PIECES[noun][0]):
+            continue
+        gaps.append(
+            CompletionGap(
+                kind="piece",
+                aspect=aspect.text,
+                detail=f"the task asks to {aspect.text}, and no part holds the {noun}",
+                feedback=f"Deliver the {noun} itself, under a heading that names it; the other parts are written.",
             )
         )
     return gaps

@@ -40,7 +40,7 @@ from state.result import SlotResult
 NODE = "complete"
 MAX_ACTIONS = 4
 """Actions in one round at most: a run that lacks more than this is not finished by one more round."""
-PRIORITY = {"expert_work": 0, "form": 1, "failed": 2, "restates": 3}
+PRIORITY = {"expert_work": 0, "form": 1, "piece": 1, "failed": 2, "restates": 3}
 """What the round does first when the budget does not hold every action: missing work before rewriting."""
 REFERENCED_PARTS = 2
 """An added part reads at most this many written parts (the nearest to its aspect by shared words)."""
@@ -129,7 +129,7 @@ def _fit(state: PlannedPassport, gaps: list[CompletionGap], budget: float) -> tu
     room = MAX_SLOTS - len(state.framework.slots)
     chosen: list[CompletionGap] = []
     for gap in ordered:
-        adds = gap.kind in ("form", "expert_work")
+        adds = gap.adds
         if len(chosen) >= MAX_ACTIONS or (adds and room <= 0):
             continue
         if any(c.slot_id == gap.slot_id and c.kind in ("failed", "restates") for c in chosen) and not adds:
@@ -191,7 +191,7 @@ def _start(
     states: dict[str, SlotState] = {}
     catalog = load_catalog()
     for index, gap in enumerate(planned):
-        if gap.kind in ("form", "expert_work"):
+        if gap.adds:
             spec = _added_slot(state, gap, len(slots) + 1, taken, set(catalog.ids))
             slots.append(spec)
             added[spec.id] = index

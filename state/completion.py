@@ -10,10 +10,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-GapKind = Literal["form", "failed", "restates", "expert_work"]
-"""``form``: the task asks for a deliverable of a form no part has (an OpenAPI document, SQL, tests); ``failed``:
+GapKind = Literal["form", "piece", "failed", "restates", "expert_work"]
+"""``form``: the task asks for a deliverable of a form no part has (an OpenAPI document, SQL, tests); ``piece``: the
+task names a piece of prose a reader would look for (an FAQ, a table, a sign's wording, an email) that no part
+holds; ``failed``:
 a part failed or failed its checks; ``restates``: a part mostly repeats an earlier one; ``expert_work``: a part
 asked, through an expert assist, for work outside its expert's scope (a query, a review), not for a fact."""
+
+ADDING_KINDS = frozenset({"form", "piece", "expert_work"})
+"""The gaps the round answers with a part of its own (the others: a part written again)."""
 
 WORK_REASON = "asks for work, not a fact: the completion round writes it as a part of its own"
 """The reason an expert assist that asks for work is left unresolved by the slot (``nodes.complete`` reads it)."""
@@ -26,7 +31,8 @@ class CompletionGap(BaseModel):
 
     kind: GapKind
     slot_id: str | None = None
-    """The part written again (failed, restates) or the part that asked (expert_work); None for a missing form."""
+    """The part written again (failed, restates) or the part that asked (expert_work); None for a missing form or
+    piece."""
     aspect: str
     """What was asked for: the task's aspect, the part's title or the assist's description."""
     detail: str
@@ -38,8 +44,13 @@ class CompletionGap(BaseModel):
     assist_id: str | None = None
     """For expert work: the assist record whose marker the added part replaces."""
 
+    @property
+    def adds(self) -> bool:
+        """Whether the round answers this gap with a part of its own."""
+        return self.kind in ADDING_KINDS
+
     def action(self) -> str:
         """What the round does about this gap, in a few words."""
-        if self.kind in ("form", "expert_work"):
+        if self.adds:
             return f"add a part: {self.aspect}"
         return f"write part {self.slot_id} again"

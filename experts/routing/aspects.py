@@ -129,12 +129,6 @@ _OWN_GOAL = re.compile(r"^(?:i|we) (?:need|want|would like|'d like|plan|are plan
 """A sentence that says what the person means to do ("We want to split ..."), not what they ask for."""
 _SUBJECT = re.compile(r"^(?:it|they|we|he|she|this|these|which|there)\s+\w+", re.I)
 """A clause with its own subject ("it adds shared lists"): the material of a deliverable, not a list of them."""
-_REQUEST = re.compile(
-    r"^(?:i|we)(?: (?:also )?(?:need|want|would like|would love|love)| ?'d (?:also )?(?:like|love))\s+"
-    r"(?=(?:\(?[a-h1-9]\)\s+)?"
-    r"(?:a|an|the|some|two|three)\b)",
-    re.I,
-)
 _SEE = re.compile(r"^(?:i|we)(?: would| ?'d) (?:like|love) to (?:see|know) (?=what|how|whether|which)", re.I)
 """A request to be shown a result ("I'd like to see what the rent would be ..."): an instruction to show it."""
 _QUESTION_DO = re.compile(r"^do(?:es)?\s+(?:i|we|you|they|it|he|she|this|these|that|my|our)\b", re.I)
@@ -177,7 +171,8 @@ _LIST_UNDER_REQUEST = re.compile(
 _NOUN_PHRASE = re.compile(r"^(?:a|an|the|this|these|those|one|two|three|four|five|some|our|my)\s", re.I)
 _BARE_REQUEST = re.compile(
     r"^(?:(?P<verb>give|produce|provide|send|write|draft|create|make|prepare|deliver)(?:\s+(?:me|us))?"
-    r"|(?:(?:i|we)\s+)?(?:need|want|would like|'d like)|(?:two|three|four|five) things)$",
+    r"|(?:(?:i|we)\s+)?(?:need|want|would like|'d like)|(?:can|could|may) (?:i|we) (?:get|have)"
+    r"|(?:two|three|four|five) things)$",
     re.I,
 )
 """A request with no object of its own, whose list follows: "Please give me:", "I need:", "Three things:"."""
@@ -222,7 +217,7 @@ _DELIVERABLE_NOUN = (
     r"overview|walkthrough|write-up|writeup|scene|one-liner|oneliner|snippet|regex|sonnet|haiku|limerick|ode|lyrics|"
     r"eulogy|obituary|tagline|slogan|synopsis|blurb|caption|captions|monologue|fable|assessment|appraisal|rubric|"
     r"scorecard|questionnaire|survey|cheatsheet|cheat-sheet|primer|tutorial|lesson|syllabus|screenplay|storyboard|"
-    r"wireframe|mockup|spec|specification|postmortem|post-mortem|retrospective|flowchart|flow)\b"
+    r"wireframe|mockup|spec|specification|postmortem|post-mortem|retrospective|flowchart|flow|wording)\b"
 )
 _DETERMINER = r"(?:a|an|the|one|two|three|four|five|some)\s"
 _DELIVERABLE = re.compile(
@@ -236,6 +231,13 @@ _DELIVERABLE = re.compile(
 preposition between ("the parties to each contract" is what is stored, not a contract to write)."""
 _NOUN_FIRST = re.compile(r"^" + _DELIVERABLE_NOUN + r"\s+(?:for|at|with|covering)\s", re.I)
 """A part headed by a deliverable noun itself ("tests at 30,000, 50,000 and 60,000"): a deliverable of its own."""
+_TESTS_PART = re.compile(
+    r"^(?:(?:pytest|unit|integration|regression|property-based)\s+)?tests\b"
+    r"(?!\s+(?:the|a|an|whether|if|it|them|its|their|that it|that they)\b)",
+    re.I,
+)
+"""A coordinate that is tests ("pytest tests that cover the edges"): a deliverable of its own after a relative
+clause, not the verb "tests" ("... and tests the connection")."""
 _MORE_NOUNS = re.compile(r"(?:\s+" + _DELIVERABLE_NOUN + r")+", re.I)
 _IT = re.compile(r"\bit\b")
 """The pronoun, lowercase only: "IT" names a department."""
@@ -245,6 +247,13 @@ _TITLE_PREPOSITION = re.compile(r"(?:to|for|about|up|down|back|out|on|in|into|wi
 _BARE_DELIVERABLE = re.compile(r"^(?!" + _DETERMINER + r")(?:[\w'-]+\s+){1,2}?" + _DELIVERABLE_NOUN, re.I)
 """A deliverable named without a determiner of its own: after "a" and one word that names no deliverable, the two
 share the noun ("a password and access-control policy" is one policy; "a README and user guide" is two)."""
+_REQUEST = re.compile(
+    r"^(?:(?:i|we)(?: (?:also )?(?:need|want|would like|would love|love)| ?'d (?:also )?(?:like|love))"
+    r"|(?:can|could|may) (?:i|we) (?:also )?(?:get|have))\s+"
+    r"(?=(?:\(?[a-h1-9]\)\s+)?"
+    r"(?:(?:a|an|the|some|two|three)\b|[a-z_][a-z0-9_]*\([^()]*\)|(?:[\w'-]+\s+){0,2}?" + _DELIVERABLE_NOUN + r"\b))",
+    re.I,
+)
 _SHARED_HEAD = re.compile(
     r"^[\w'-]+(?:\s+[\w'-]+)?\s+(?:sections|chapters|pages|parts|tests|files|endpoints|services|tables|screens|"
     r"versions|modes|steps|columns|fields)\b",
@@ -316,7 +325,8 @@ def aspect_title(aspect: Aspect) -> str:
     """
     text = " ".join(aspect.text.split()).rstrip(".")
     if aspect.verb.lower() in TITLE_VERBS:
-        obj = re.sub(r"^(?:a|an|the|some|its|their|our|your|my)\s+", "", text[len(aspect.verb) :].strip(), flags=re.I)
+        obj = _INDIRECT.sub("", text[len(aspect.verb) :].strip())  # "write me a little convert_length(...)"
+        obj = re.sub(r"^(?:a|an|the|some|its|their|our|your|my)\s+", "", obj, flags=re.I)
         if obj and not _TITLE_PREPOSITION.match(obj):  # "write to the landlord" names no deliverable
             text = obj
     return text[:1].upper() + text[1:]
@@ -369,6 +379,9 @@ def named_deliverables(task: str) -> list[Aspect]:
         body = body[: required.start("items")] + body[required.end("items") :]
     sentences: list[str] = []
     for whole in _SENTENCES.split(body):
+        if requests := _semicolon_requests(whole):
+            sentences += requests
+            continue
         for at, piece in enumerate(p.strip().rstrip(".!?").strip() for p in _SEMICOLON.split(whole)):
             sentences.append(_listed_after(sentences[-1], piece) if at else piece)
     goals = [s for s in sentences if _OWN_GOAL.match(s)]
@@ -610,6 +623,7 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
                 and not _DELIVERABLE.match(part)
                 and not (_BARE_DELIVERABLE.match(part) and _ABOUT_IT.search(part))
                 and not _NOUN_FIRST.match(part)
+                and not _TESTS_PART.match(part)
             )
         ):
             clause = f"{clause} and {part}"  # still the same piece of work
@@ -695,7 +709,7 @@ def _request_verb(head: str) -> str | None:
     request = _BARE_REQUEST.match(_LEAD.sub("", head.strip()))
     if request is None:
         return None
-    return request.group(0) if request.group("verb") else "deliver"
+    return request.group("verb").lower() if request.group("verb") else "deliver"  # "Please give me:" -> "give"
 
 
 def _noun_phrases(items: list[str]) -> bool:
@@ -718,6 +732,22 @@ def _request_inside(sentence: str) -> list[Aspect]:
             if found := _sentence_aspects(_INNER_REQUEST.sub("", rest, count=1) if not fronted else rest):
                 return [Aspect(a.text, a.verb, sentence[: comma.start()]) for a in found]
     return []
+
+
+def _semicolon_requests(sentence: str) -> list[str]:
+    """The items of a request with no object whose list runs on semicolons, each with the request's verb.
+
+    "Could I get: tables for customers (...), their bikes, and repair jobs (...); a query that lists open jobs
+    ...; and a short Python sqlite3 script that prints that list?" asks for three things (multipart_set3_first:
+    planned as one slot, and the script was never written); the commas inside the first item are its own.
+    """
+    pieces = [p.strip().rstrip(".!?").strip() for p in _SEMICOLON.split(sentence)]
+    head, *tail = _COLON.split(pieces[0], maxsplit=1)
+    verb = _request_verb(head) if tail and len(pieces) >= 2 else None
+    if verb is None:
+        return []
+    items = [tail[0], *(_AND.sub("", p) for p in pieces[1:])]
+    return [f"{verb} {item}" for item in items if item]
 
 
 def _listed_after(before: str, piece: str) -> str:

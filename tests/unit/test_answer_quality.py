@@ -296,6 +296,30 @@ def test_the_tasks_examples_are_run_against_the_code() -> None:
     assert "python.parses" in failed(BROKEN_CODE, PALINDROME_TASK, "code", "python")
 
 
+def test_a_function_the_task_names_in_its_words_must_be_the_modules_own() -> None:
+    """multipart_set3_first, mp3-cart-discounts: a ``Cart`` class whose method is the asked function."""
+    task = "Need cart_total(lines, code=None) in cart.py:\n- lines is a list of (unit_price, quantity) tuples"
+    assert extract_examples(task).named == ("cart_total",) and extract_examples(task).functions == ()
+    method = (
+        "## Outline\n1. Cart\n\n## 1. Cart\n```python\nclass Cart:\n    def __init__(self, lines):\n"
+        "        self.lines = lines\n\n    def cart_total(self, code=None):\n"
+        "        return round(sum(p * q for p, q in self.lines), 2)\n```\n"
+    )
+    assert "only a method here" in failed(method, task, "code", "python")["python.defines"]
+    function = (
+        "## Outline\n1. Cart total\n\n## 1. Cart total\n```python\ndef cart_total(lines, code=None):\n"
+        "    return round(sum(p * q for p, q in lines), 2)\n```\n"
+    )
+    assert "python.defines" not in failed(function, task, "code", "python")
+    tests = (  # a tests-only answer uses the function, it need not define it
+        "## Outline\n1. Tests\n\n## 1. Tests\n```python\nfrom cart import cart_total\n\n\ndef test_empty():\n"
+        "    assert cart_total([]) == 0\n```\n"
+    )
+    assert "python.defines" not in failed(tests, f"Write pytest tests for {task}", "code", "python")
+    # a method after a dot and a builtin are not the task's functions
+    assert extract_examples("Call self.load_all(path) and print(x), then sorted(xs).").named == ()
+
+
 def test_a_doctest_that_states_a_comparison_is_checked_as_one() -> None:
     task = (
         'def is_palindrome(text):\n    """Whether text reads the same backwards.\n'

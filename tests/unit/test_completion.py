@@ -118,12 +118,58 @@ def test_every_form_an_aspect_asks_for_is_judged() -> None:
     assert read_gaps(task, [*parts, Part("orm", "Model", _result("orm", model))]) == []
     # "tests at 30,000, 50,000 and 60,000" asks for tests (mp-uk-tax: none written, and nothing said so)
     tax = "Write a Python function that computes income tax for a salary, tests at 30,000 and 50,000, and a note."
-    assert [g.detail.rsplit(" ", 1)[-1] for g in read_gaps(tax, parts)] == ["code", "tests"]  # no Python either
+    forms = [g.detail.rsplit(" ", 1)[-1] for g in read_gaps(tax, parts) if g.kind == "form"]
+    assert forms == ["code", "tests"]  # no Python either
     # Prometheus rules are a YAML file (mp-slo-alerts: a pseudo-syntax alert in a bare block, and no rules file)
     slo = "Set a 99.9% SLO, write the Prometheus alerting rules that fire on fast burn, and write the runbook."
-    assert [g.detail.rsplit(" ", 3)[-3:] for g in read_gaps(slo, parts)] == [["a", "YAML", "file"]]
+    assert [g.detail.rsplit(" ", 3)[-3:] for g in read_gaps(slo, parts) if g.kind == "form"] == [["a", "YAML", "file"]]
     # a library named as the data's origin asks for no Python: only its model, app, endpoint ... does
     assert read_gaps("Write a SQL query over the table our pandas job fills.", parts) == []
+
+
+TARIFF_TASK = (
+    "Our car park tariff: the first 30 minutes are free; after that it's 2.50 per started hour of the whole stay "
+    "(61 minutes counts as two hours), capped at 18.00. Stays over 24 hours aren't allowed. I want "
+    "parking_fee(minutes) in tariff.py returning the fee (ValueError for negative minutes or more than 1440), "
+    "pytest tests that cover the edges, and the wording for the tariff sign at the entrance."
+)
+TARIFF_ANSWER = (  # multipart_set3_first.json, mp3-parking-tariff: one part, the code and its tests, no sign
+    "### 1. Implement the `parking_fee` function in `tariff.py`.\n\n```python\ndef parking_fee(minutes):\n"
+    "    if minutes < 0 or minutes > 1440:\n        raise ValueError('minutes')\n    if minutes <= 30:\n"
+    "        return 0\n    return min(18.0, 2.50 * -(-minutes // 60))\n```\n\n### 2. Write pytest tests to cover the "
+    "edges of the function.\n\n```python\nfrom tariff import parking_fee\n\ndef test_free():\n"
+    "    assert parking_fee(30) == 0\n```\n\nThis code snippet implements the `parking_fee` function in `tariff.py`."
+)
+
+
+def test_a_named_piece_of_prose_no_part_holds_is_a_gap() -> None:
+    """multipart_set3_first: three one-part code answers with no sign wording, no FAQ and no table, unflagged."""
+    part = Part("s1", "Parking fee", _result("s1", TARIFF_ANSWER))
+    gaps = read_gaps(TARIFF_TASK, [part], several=False)
+    assert [(g.kind, g.adds) for g in gaps] == [("piece", True)]
+    assert gaps[0].detail.endswith("no part holds the wording") and "tariff sign" in gaps[0].aspect
+    assert gaps[0].action() == f"add a part: {gaps[0].aspect}"
+    sign = "\n\n### Tariff sign\n\nFirst 30 minutes free. Then 2.50 per started hour, at most 18.00."
+    assert read_gaps(TARIFF_TASK, [Part("s1", "Parking fee", _result("s1", TARIFF_ANSWER + sign))]) == []
+    assert read_gaps(TARIFF_TASK, [part, Part("s2", "Wording for the tariff sign", _result("s2", DESIGN))]) == []
+
+    units = (
+        "could you write me a little convert_length(value, from_unit, to_unit) for our workshop app? I'd also like "
+        "pytest tests (pytest.approx is fine) and a tiny table for the wall chart showing 1 in, 1 ft and 1 mi in "
+        "metric."
+    )
+    code = "```python\ndef convert_length(value, from_unit, to_unit):\n    return value\n\ndef test_m():\n"
+    code += "    assert 1\n```"
+    assert [g.detail.rsplit(" ", 1)[-1] for g in read_gaps(units, [Part("s1", "Convert", _result("s1", code))])] == [
+        "table"
+    ]
+    table = "\n\n| length | metric |\n|---|---|\n| 1 in | 25.4 mm |\n| 1 ft | 304.8 mm |\n| 1 mi | 1.609344 km |"
+    assert read_gaps(units, [Part("s1", "Convert", _result("s1", code + table))]) == []
+
+    faq = "Need cart_total(lines) in cart.py. Plus pytest tests and a short FAQ answer for customers on the discounts."
+    answer_ = "\n\n**Q: Do the two discounts stack?**\nYes: the 10% comes off first, then the 5.00."
+    assert [g.kind for g in read_gaps(faq, [Part("s1", "Cart", _result("s1", code))])] == ["piece"]
+    assert read_gaps(faq, [Part("s1", "Cart", _result("s1", code + answer_))]) == []
 
 
 def test_an_aspect_that_asks_for_prose_about_a_form_needs_no_block() -> None:

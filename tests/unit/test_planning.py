@@ -276,6 +276,25 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
         ),
         ("Write the onboarding pack: a README, a setup guide and a FAQ", 3),
         ("Write tests for the parser and a changelog for the release", 2),
+        # multipart_set3_first: one-slot plans whose answer held the code alone
+        (  # "I want" before an identifier, and tests after a relative clause
+            "Our car park tariff: the first 30 minutes are free; after that it's 2.50 per started hour. I want "
+            "parking_fee(minutes) in tariff.py returning the fee (ValueError for negative minutes), pytest tests "
+            "that cover the edges, and the wording for the tariff sign at the entrance.",
+            3,
+        ),
+        (  # "I'd also like" before a deliverable with no determiner
+            "could you write me a little convert_length(value, from_unit, to_unit) for our workshop app? I'd also "
+            "like pytest tests (pytest.approx is fine) and a tiny table for the wall chart showing 1 in in metric.",
+            3,
+        ),
+        (  # "Could I get:" and a list on semicolons whose first item has commas of its own
+            "I keep track of jobs in SQLite. Could I get: tables for customers (with a phone number), their bikes, "
+            "and repair jobs (status, date booked in); a query that lists open jobs booked in more than 7 days ago, "
+            "oldest first; and a short Python sqlite3 script that prints that list as a call sheet?",
+            3,
+        ),
+        ("Write a function that validates the input and tests the connection.", 1),  # "tests" the verb
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:

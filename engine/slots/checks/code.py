@@ -396,12 +396,19 @@ def _static_checks(tree: ast.Module, code: str, tests: str | None, task: str, ex
     ]
     defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     missing = [f for f in examples.functions if f not in defined]
-    if examples.functions:
+    missing += [f for f in examples.named if f not in examples.functions and f not in _module_names(tree)]
+    if examples.named:
         checks.append(
             CheckResult(
                 name="python.defines",
                 passed=not missing,
-                detail=f"the task's function {missing[0]} is not defined" if missing else "",
+                detail=(
+                    f"the task's function {missing[0]} is only a method here: write it as a function of the module"
+                    if missing and missing[0] in defined
+                    else f"the task's function {missing[0]} is not defined"
+                    if missing
+                    else ""
+                ),
             )
         )
     if tests is not None:
@@ -656,6 +663,26 @@ def _report(stdout: str) -> dict[str, Any] | None:
                 return None
             return data if isinstance(data, dict) else None
     return None
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    """The names a module defines at its top level or imports, and the names its test functions call.
+
+    A function the task names in its words ("Need cart_total(lines, code=None) in cart.py") is the module's own: a
+    method of the same name on a class the task did not ask for is not it (mp3-cart-discounts: a ``Cart`` class);
+    a tests-only answer that imports or calls it has it.
+    """
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            if node.name.startswith("test"):
+                names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
 
 
 def _stub_functions(tree: ast.Module) -> list[str]:

@@ -7,8 +7,14 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from dataclasses import dataclass
+
+_PARAMETER = r"\s*[A-Za-z_]\w*\s*(?:=\s*[^,()]+)?"
+_PROSE_CALL = re.compile(r"(?<![\w.])([A-Za-z]\w*_\w*)\((" + _PARAMETER + r"(?:," + _PARAMETER + r")*)?\)")
+"""A function named in the task's words with its parameters: ``cart_total(lines, code=None)``, ``parking_fee(minutes)``
+(a name with an underscore, not a method after a dot, the parameters names or defaults)."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +27,9 @@ class Examples:
     """``(call, value)`` pairs: the call must equal the value."""
     functions: tuple[str, ...] = ()
     """Function names the task defines or asks for (``def name(``)."""
+    named: tuple[str, ...] = ()
+    """Those and the functions its words name with their parameters ("I want parking_fee(minutes) in tariff.py"):
+    what the answer must define."""
 
     @property
     def count(self) -> int:
@@ -85,7 +94,7 @@ def extract_examples(task: str) -> Examples:
         asserts.append((call, value))
     if len(functions) == 1:  # "Input: a = 1 / Output: 2" does not name its function: only one can be meant
         asserts += _input_output_examples(lines, functions[0], _parameters(task, functions[0]))
-    return Examples(tuple(doctests), tuple(asserts), functions)
+    return Examples(tuple(doctests), tuple(asserts), functions, _named(task, functions))
 
 
 def _statements(lines: list[str]) -> list[str]:
@@ -205,3 +214,10 @@ def _stated_value(text: str) -> str | None:
         if _literal(value):
             return value.strip()
     return None
+
+
+def _named(task: str, functions: tuple[str, ...]) -> tuple[str, ...]:
+    """``functions`` and the functions ``task``'s words name with their parameters (not a builtin, not a method)."""
+    prose = re.sub(r"```.*?(?:```|$)", " ", task, flags=re.S)  # the task's own code defines what it defines
+    called = [m.group(1) for m in _PROSE_CALL.finditer(prose) if not hasattr(builtins, m.group(1))]
+    return tuple(dict.fromkeys([*functions, *called]))
