@@ -88,12 +88,16 @@ class Disagreement:
     """What the slot must use: the other part's definition, verbatim, with one sentence on it."""
 
 
-def disagreements(parts: Sequence[Part], figures: TaskFigures | None = None, task: str = "") -> list[Disagreement]:
+def disagreements(
+    parts: Sequence[Part], figures: TaskFigures | None = None, task: str = "", limits: SandboxLimits | None = None
+) -> list[Disagreement]:
     """Every disagreement between the parts, in the parts' order (the later part of a pair is sent back).
 
     With the task's computed ``figures``, a part that states one of them with another value disagrees with the
-    program (``figures``; :func:`engine.figures.stated_otherwise`).
+    program (``figures``; :func:`engine.figures.stated_otherwise`). ``limits``: the sandbox's, for tests run
+    against the other parts (the run's check timeout; the defaults when None).
     """
+    beside = {p.slot_id: _modules_beside(p, parts, task) for p in parts}
     found = (
         _sql_disagreements(parts)
         + _python_disagreements(parts)
@@ -101,8 +105,8 @@ def disagreements(parts: Sequence[Part], figures: TaskFigures | None = None, tas
         + _config_disagreements(parts)
         + _template_disagreements(parts)
         + _row_disagreements(parts)
-        + _import_disagreements(parts, task)
-        + _test_disagreements(parts, task)
+        + _import_disagreements(parts, beside)
+        + _test_disagreements(parts, beside, limits or SandboxLimits())
     )
     if figures is not None and figures.figures:
         found += _figure_disagreements(parts, figures, task)
@@ -605,11 +609,15 @@ def _modules_beside(part: Part, parts: Sequence[Part], task: str) -> tuple[dict[
     return modules, {name: _owner(others, code) for name, code in modules.items()}
 
 
-def _import_disagreements(parts: Sequence[Part], task: str) -> list[Disagreement]:
+Beside = Mapping[str, tuple[dict[str, str], dict[str, Part]]]
+"""Per part: the other parts' modules and the part of each (:func:`_modules_beside`)."""
+
+
+def _import_disagreements(parts: Sequence[Part], beside: Beside) -> list[Disagreement]:
     """A part that imports what the document's modules do not define, or a like name from a module no part has."""
     out = []
     for part in parts:
-        modules, owners = _modules_beside(part, parts, task)
+        modules, owners = beside[part.slot_id]
         if not modules:
             continue
         defined = {name: _top_level_names(code) for name, code in modules.items()}
@@ -634,19 +642,19 @@ def _import_disagreements(parts: Sequence[Part], task: str) -> list[Disagreement
     return _once(out)
 
 
-def _test_disagreements(parts: Sequence[Part], task: str) -> list[Disagreement]:
+def _test_disagreements(parts: Sequence[Part], beside: Beside, limits: SandboxLimits) -> list[Disagreement]:
     """A code part whose tests, run against the other parts' modules it imports, fail (not for a missing package)."""
     out = []
     for part in parts:
         quality = part.result.quality
         if quality is None or quality.deliverable != "code" or (quality.language or "").lower() not in PYTHON_TAGS:
             continue
-        modules, owners = _modules_beside(part, parts, task)
+        modules, owners = beside[part.slot_id]
         blocks = [code for language, code in code_blocks(part.result.raw) if language in PYTHON_TAGS]
         used = [m for m in _imported_modules(blocks) if m in modules]
         if not used:
             continue
-        ran = tests_against(part.result, modules, module_name(part.slot_id), SandboxLimits())
+        ran = tests_against(part.result, modules, module_name(part.slot_id), limits)
         if ran.passed or "not installed in the sandbox" in ran.detail:
             continue
         owner = owners[used[0]]

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.agreement import Disagreement, Part, disagreements
 from engine.slots.checks import own_asserts_failed
+from engine.slots.sandbox import SandboxLimits
 from state.enums import SlotStatus
 from state.framework import topological_order
 from state.passport import RESET, FirstWriting, LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
@@ -45,7 +46,8 @@ def check_parts(state: PlannedPassport) -> dict[str, Any]:
         others = [n for n in state.notices if n.slot_id not in kept]  # the second writings' notices go
         notices = [*others, *(n for first in kept.values() for n in first.notices), *notices]
     parts = _parts(state, results)
-    found = disagreements(parts, state.figures, state.mission.task) if len(parts) > 1 else []
+    limits = SandboxLimits(timeout_s=state.settings.check_timeout_s)
+    found = disagreements(parts, state.figures, state.mission.task, limits) if len(parts) > 1 else []
     ledger.insert(0, _entry(parts, rounds, found))
     update["ledger"] = ledger
     if not found or rounds > SEND_BACK_ROUNDS:
