@@ -12,6 +12,7 @@ once). The document shows the program and its output (``nodes.assemble``).
 
 from __future__ import annotations
 
+import ast
 import re
 import threading
 
@@ -27,11 +28,13 @@ from engine.slots.sandbox import SandboxLimits, run_python
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from state.figures import Figure, TaskFigures
 
-__all__ = ["MAX_FIGURES", "compute_figures", "figures_constraint", "stated_otherwise", "wants_figures"]
+__all__ = ["MAX_FIGURES", "compute_figures", "figures_constraint", "left_out", "stated_otherwise", "wants_figures"]
 
 SAMPLED_TEMPERATURE = 0.6
 """The sampling temperature of the programs after the first (as the single-slot vote's: ``engine.slots.run``)."""
 MAX_PROGRAMS = 3
+LEFT_OUT = 2
+"""A program that leaves out this many of the numbers the task gives confirms no figure (:func:`left_out`)."""
 MAX_FIGURES = 8
 """More lines than this is a table (an amortisation schedule), not the task's figures: the first eight are kept."""
 _LINE = re.compile(r"^\s*([A-Za-z][\w ()'/-]{1,60}?)\s*[:=]\s*[$€£]?\s*(-?\d[\d,]*(?:\.\d+)?)\s*%?\s*$")
@@ -74,18 +77,30 @@ def compute_figures(
     every part state its figures. The program shown is one that printed the figures given.
     """
     runs: list[tuple[str, str, list[Figure]]] = []
+    partial: list[tuple[str, str, list[Figure]]] = []  # programs that left out numbers the task gives
     notes: list[str] = []
+    hint = ""
     for n in range(MAX_PROGRAMS):
-        if n == 2 and all(_printed_by_two(f, runs) for f in runs[0][2]):
+        if n == 2 and runs and all(_printed_by_two(f, runs) for f in runs[0][2]):
             break  # the second program confirmed every figure of the first
-        run = _run_program(task, backend, limits, cancel, 0.0 if n == 0 else SAMPLED_TEMPERATURE, n)
+        run = _run_program(task, backend, limits, cancel, 0.0 if n == 0 else SAMPLED_TEMPERATURE, n, hint)
         if isinstance(run, str):
             notes.append(f"program {n + 1}: {run}")
+        elif len(missed := left_out(run[0], task)) >= LEFT_OUT:
+            listed = ", ".join(_shown(v) for v in missed)
+            notes.append(f"program {n + 1} left out {listed} of the task's numbers: not used")
+            hint = prompts.FIGURES_LEFT_OUT.format(numbers=listed)
+            partial.append(run)
         else:
             runs.append(run)
         if n == 0 and (isinstance(run, str) or not run[2]):
             why = run if isinstance(run, str) else f"no figure in {run[1][-120:]!r}"
             return TaskFigures(model=model, note=why, program="" if isinstance(run, str) else run[0])
+    if not runs:  # every program left numbers out: none is given to the parts, the first is shown
+        program, output, found = partial[0]
+        return TaskFigures(
+            model=model, note="; ".join(notes), program=program, output=output, unconfirmed=found[:MAX_FIGURES]
+        )
     confirmed: list[Figure] = []
     unconfirmed: list[Figure] = []
     for figure in (f for _, _, found in runs for f in found):
@@ -140,10 +155,14 @@ def _run_program(
     cancel: threading.Event | None,
     temperature: float,
     n: int,
+    hint: str = "",
 ) -> tuple[str, str, list[Figure]] | str:
-    """Program ``n``'s text, output and figures (``n`` 0 is greedy); or why it gave none."""
+    """Program ``n``'s text, output and figures (``n`` 0 is greedy); or why it gave none.
+
+    ``hint`` is added to the prompt (what an earlier program left out).
+    """
     request = GenerationRequest(
-        messages=(ChatMessage("user", prompts.FIGURES_PROMPT.format(task=task.strip())),),
+        messages=(ChatMessage("user", prompts.FIGURES_PROMPT.format(task=task.strip()) + hint),),
         max_tokens=PROGRAM_TOKENS,
         temperature=temperature,
         seed=n + 1 if n else 0,
@@ -159,6 +178,29 @@ def _run_program(
         return f"the program failed: {why}"
     output = ran.stdout.strip()
     return program, output, read_figures(output, task)
+
+
+def left_out(program: str, task: str) -> list[float]:
+    """The numbers ``task`` gives that ``program`` never writes (as itself, or a percentage as its fraction).
+
+    A program that leaves two of them out computed something else: both figure programs of a server-room task
+    ("14 machines drawing 350 W each ... onto 9 machines at 420 W each") priced one machine, and every part was
+    told "initial cost 70,560" (multipart_set3_first). One may be a restatement ("over 24 hours", beside 1440
+    minutes), so one is allowed (:data:`LEFT_OUT`).
+    """
+    code = program_in(program)  # a model's answer or the program itself
+    if code is None:
+        return []
+    written = {
+        float(node.value)
+        for node in ast.walk(ast.parse(code))
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
+    }
+    return [
+        value
+        for value in dict.fromkeys(numbers_in(task))
+        if not any(_agrees(value, w) or _agrees(value / 100, w) for w in written)
+    ]
 
 
 def read_figures(output: str, task: str) -> list[Figure]:

@@ -179,6 +179,12 @@ Task:
 {task}"""
 """Asks a code model for the program that computes a multi-part task's figures once (:mod:`engine.figures`)."""
 
+FIGURES_LEFT_OUT = """\
+
+An earlier program for this task left out {numbers}, which the task gives: use every number the task gives \
+where it belongs (a count of machines, people or items multiplies what each one costs or uses)."""
+"""Added to the figures prompt after a program that ignored numbers of the task (:mod:`engine.figures`)."""
+
 ADAPT_SYSTEM = """\
 You plan work. You adapt a plan template to a user's task by editing it, and you answer with JSON only.
 Operations: KEEP a slot; REMOVE a slot the task does not need; MODIFY a slot's title and description so they

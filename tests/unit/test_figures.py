@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engine.figures import figures_constraint, read_figures, stated_otherwise, wants_figures
+from engine.figures import figures_constraint, left_out, read_figures, stated_otherwise, wants_figures
 from state import RunStatus
 from state.figures import TaskFigures
 from tests.unit.plan_runs import answer, run_plan
@@ -152,7 +152,8 @@ def test_two_sampled_programs_do_not_outvote_the_greedy_one_and_the_program_show
     task = "Our bakery's fixed costs are 3,000 a month, a loaf sells for 4.00 and costs 1.50: compute the break-even."
 
     def program(loaves: str, margin: str) -> str:
-        return f'```python\nprint("break-even loaves: {loaves}")\nprint("contribution per loaf: {margin}")\n```'
+        given = "fixed, price, cost = 3000, 4.00, 1.50\n"  # a program that uses none of the task's numbers is not used
+        return f'```python\n{given}print("break-even loaves: {loaves}")\nprint("contribution per loaf: {margin}")\n```'
 
     script = write_script(
         {
@@ -175,12 +176,13 @@ def test_two_sampled_programs_do_not_outvote_the_greedy_one_and_the_program_show
 def test_a_document_whose_programs_confirmed_no_figure_says_so(write_script: Any) -> None:
     """multipart_set2_first: lease and lesson documents with figures computed and none agreed said nothing of it."""
     task = "Our bakery's fixed costs are 3,000 a month, a loaf sells for 4.00 and costs 1.50: compute the break-even."
+    given = "fixed, price, cost = 3000, 4.00, 1.50\n"
     script = write_script(
         {
             "rules": [
-                {"slot": "@figures", "text": '```python\nprint("break-even loaves: 1200")\n```'},
-                {"slot": "@figures-2", "text": '```python\nprint("break-even loaves: 2000")\n```'},
-                {"slot": "@figures-3", "text": '```python\nprint("break-even loaves: 2000")\n```'},
+                {"slot": "@figures", "text": f'```python\n{given}print("break-even loaves: 1200")\n```'},
+                {"slot": "@figures-2", "text": f'```python\n{given}print("break-even loaves: 2000")\n```'},
+                {"slot": "@figures-3", "text": f'```python\n{given}print("break-even loaves: 2000")\n```'},
             ]
         }
     )
@@ -189,6 +191,55 @@ def test_a_document_whose_programs_confirmed_no_figure_says_so(write_script: Any
     doc = state.document or ""
     assert "## Computed figures" in doc and "No figure could be confirmed" in doc
     assert "break-even loaves (1,200.00), break-even loaves (2,000.00)" in doc and "Check every number" in doc
+
+
+SERVER_TASK = (
+    "Our server room runs 14 machines drawing 350 W each, around the clock. We're thinking of consolidating onto 9 "
+    "machines at 420 W each. Using 720 hours a month and 0.28 per kWh, work out the monthly energy and cost before "
+    "and after, and the saving per month and per year (12 months). Then write a short memo to our finance lead "
+    "quoting those figures."
+)
+ONE_MACHINE = (  # multipart_set3_first, mp3-server-consolidation: both programs priced one machine, in W·h
+    "```python\npower_per_machine = 350\nnew_power_per_machine = 420\nhours_per_month = 720\ncost_per_kwh = 0.28\n"
+    "initial_cost = power_per_machine * hours_per_month * cost_per_kwh\n"
+    "new_cost = new_power_per_machine * hours_per_month * cost_per_kwh\n"
+    'print(f"initial cost: {initial_cost:.2f}")\nprint(f"new cost: {new_cost:.2f}")\n'
+    'print(f"annual saving: {(initial_cost - new_cost) * 12:.2f}")\n```'
+)
+FOURTEEN = (
+    "```python\nbefore = 14 * 350 * 720 / 1000\nafter = 9 * 420 * 720 / 1000\nrate = 0.28\n"
+    'print(f"cost before: {before * rate:.2f}")\nprint(f"cost after: {after * rate:.2f}")\n'
+    'print(f"saving per year: {(before - after) * rate * 12:.2f}")\n```'
+)
+
+
+def test_a_program_that_leaves_out_numbers_the_task_gives_confirms_nothing(write_script: Any) -> None:
+    """Two programs that priced one machine agreed, and every part was told "initial cost 70,560"."""
+    assert left_out(ONE_MACHINE, SERVER_TASK) == [14.0, 9.0]
+    assert left_out(FOURTEEN, SERVER_TASK) == []
+    assert left_out(PROGRAM, TASK) == [25.0]  # 300 months for 25 years: one restated number is allowed
+    script = write_script(
+        {"rules": [{"slot": "@figures", "text": ONE_MACHINE}, {"slot": "@figures-2", "text": ONE_MACHINE}]}
+    )
+    state = run_plan(script, SERVER_TASK, PLAN)
+    assert state.figures is not None and state.figures.figures == []
+    assert state.figures.note.startswith("program 1 left out 14, 9 of the task's numbers: not used")
+    assert [f.name for f in state.figures.unconfirmed] == ["initial cost", "new cost", "annual saving"]
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "@figures", "text": ONE_MACHINE},
+                {"slot": "@figures-2", "text": FOURTEEN},
+                {"slot": "@figures-3", "text": FOURTEEN.replace("/ 1000", "* 0.001")},
+            ]
+        }
+    )
+    state = run_plan(script, SERVER_TASK, PLAN)
+    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+        ("cost before", 987.84),
+        ("cost after", 762.05),
+        ("saving per year", 2709.5),
+    ]
 
 
 def test_numbers_without_a_quantity_to_work_out_want_no_figures() -> None:
