@@ -249,7 +249,7 @@ _BARE_DELIVERABLE = re.compile(r"^(?!" + _DETERMINER + r")(?:[\w'-]+\s+){1,2}?" 
 share the noun ("a password and access-control policy" is one policy; "a README and user guide" is two)."""
 _REQUEST = re.compile(
     r"^(?:(?:i|we)(?: (?:also )?(?:need|want|would like|would love|love)| ?'d (?:also )?(?:like|love))"
-    r"|(?:can|could|may) (?:i|we) (?:also )?(?:get|have))\s+"
+    r"|(?:can|could|may) (?:i|we) (?:also )?(?:get|have)|need|want)\s+"
     r"(?=(?:\(?[a-h1-9]\)\s+)?"
     r"(?:(?:a|an|the|some|two|three)\b|[a-z_][a-z0-9_]*\([^()]*\)|(?:[\w'-]+\s+){0,2}?" + _DELIVERABLE_NOUN + r"\b))",
     re.I,
@@ -323,13 +323,20 @@ def aspect_title(aspect: Aspect) -> str:
     "2. Write a ...", and loops on it. Verbs outside :data:`TITLE_VERBS` keep the aspect as written ("Propose
     indexes"), first letter upper.
     """
-    text = " ".join(aspect.text.split()).rstrip(".")
+    text = " ".join(aspect.text.split()).rstrip(".:")
     if aspect.verb.lower() in TITLE_VERBS:
         obj = _INDIRECT.sub("", text[len(aspect.verb) :].strip())  # "write me a little convert_length(...)"
         obj = re.sub(r"^(?:a|an|the|some|its|their|our|your|my)\s+", "", obj, flags=re.I)
         if obj and not _TITLE_PREPOSITION.match(obj):  # "write to the landlord" names no deliverable
             text = obj
+    if _IDENTIFIER.match(text):
+        return text  # "parking_fee(minutes) in tariff.py": a name the code must keep (a part titled
+        # "Parking_fee(minutes) ..." defined Parking_fee, and the tests imported parking_fee)
     return text[:1].upper() + text[1:]
+
+
+_IDENTIFIER = re.compile(r"^[a-z]\w*(?:_\w*\b|\()")
+"""A code name at the start of a title: a word with an underscore, or a name before its parameters."""
 
 
 def asks_for_work(description: str) -> bool:

@@ -295,6 +295,11 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             3,
         ),
         ("Write a function that validates the input and tests the connection.", 1),  # "tests" the verb
+        (  # a bare "Need" before the function (its rules listed under it), then "Plus ..."
+            "Need cart_total(lines, code=None) in cart.py:\n- lines is a list of (unit_price, quantity) tuples\n- the "
+            'code "SAVE5" takes 5.00 off\nPlus pytest tests and a short FAQ answer for customers on the discounts.',
+            3,
+        ),
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
@@ -397,6 +402,16 @@ def test_an_aspect_is_titled_by_what_it_delivers_not_by_the_instruction() -> Non
         "Document the changes",  # its verb says what the part is
     ]
     assert aspect_title(task_aspects("Write to the landlord about the broken heating")[0]).startswith("Write to")
+    # a code name keeps its case (a part titled "Parking_fee(minutes) ..." defined Parking_fee), no "me", no colon
+    assert aspect_title(task_aspects("I want parking_fee(minutes) in tariff.py.")[0]) == (
+        "parking_fee(minutes) in tariff.py"
+    )
+    assert aspect_title(task_aspects("Write me a little convert_length(value) for our app")[0]) == (
+        "Little convert_length(value) for our app"
+    )
+    assert aspect_title(task_aspects("Need cart_total(lines) in cart.py:\n- lines is a list")[0]) == (
+        "cart_total(lines) in cart.py"
+    )
     (policy, checklist) = aspect_framework(PASSWORD_POLICY, task_aspects(PASSWORD_POLICY), "t").slots
     assert policy.title == "Password and access-control policy for our 40-person company"
     assert policy.description == "Write a password and access-control policy for our 40-person company."
