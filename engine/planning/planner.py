@@ -104,7 +104,7 @@ def aspect_slot(aspect: Aspect, number: int, taken: set[str]) -> SlotSpec:
     if slot_id in taken:
         slot_id = f"{slot_id}_{number}"
     taken.add(slot_id)
-    text = aspect.text.strip().rstrip(".")
+    text = aspect.text.strip().rstrip(".:").rstrip()
     instruction = text[0].upper() + text[1:]
     title = aspect_title(aspect)[:200]
     context = f" Context: {aspect.context.rstrip('.')}." if aspect.context else ""

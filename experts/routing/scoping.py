@@ -127,6 +127,14 @@ _PYTHON_ASKED = re.compile(
     r"(?:function|method|class|script|program|module)\b",
     re.I,
 )
+_NAMED_FUNCTION_ASKED = re.compile(
+    r"^\W*(?:please\s+)?(?:deliver|write|implement|create|build|code|make|add|give|define)\s+(?:me\s+|us\s+)?"
+    r"(?:(?:a|an|the|one)\s+)?(?:[\w-]+\s+){0,3}?[a-z]\w*_\w*\([^()]*\)",
+    re.I,
+)
+"""An instruction whose object is a function named with its parameters ("deliver parking_fee(minutes) in tariff.py
+...", "write me a little convert_length(value, from_unit, to_unit) for our workshop app"): the router read the
+subject's words ("tariff", "fee", "workshop") and sent both to prose experts (multipart_set3_pieces)."""
 
 
 _ASKS_A_FUNCTION = re.compile(
@@ -165,13 +173,14 @@ _BUILTINS = frozenset(dir(builtins))
 
 
 def python_code_asked(task: str) -> bool:
-    """Whether the task asks for Python code in so many words: a test that calls it, or "write a Python function".
+    """Whether the task asks for Python code in so many words: a test, "write a Python function", a named function.
 
+    A named function is the object of an instruction, with its parameters ("write me a convert_length(value, ...)").
     "Write a function to find the surface area of a cylinder. Your code should pass this test: assert
     surfacearea_cylinder(10, 5) == 942.45" is code whatever its subject; "the security controls for the Python
     script that ..." names a script as context and is not.
     """
-    return bool(_CODE_TEST.search(task) or _PYTHON_ASKED.search(task))
+    return bool(_CODE_TEST.search(task) or _PYTHON_ASKED.search(task) or _NAMED_FUNCTION_ASKED.search(task))
 
 
 def function_to_complete(task: str) -> str | None:

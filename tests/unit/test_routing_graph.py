@@ -198,6 +198,10 @@ def test_a_function_handed_over_to_complete_goes_to_the_coder_as_code() -> None:
             "credentials are stored and how data is encrypted in transit.",
             False,
         ),
+        # multipart_set3_pieces: the parts for a function named with its parameters went to prose experts
+        ("Deliver parking_fee(minutes) in tariff.py returning the fee (ValueError for negative minutes).", True),
+        ("Write me a little convert_length(value, from_unit, to_unit) for our workshop app.", True),
+        ("Deliver a short FAQ answer for customers on how cart_total(lines, code) stacks the discounts.", False),
     ],
 )
 def test_python_code_asked_in_so_many_words_goes_to_the_coder(task: str, coder: bool) -> None:
@@ -209,5 +213,7 @@ def test_python_code_asked_in_so_many_words_goes_to_the_coder(task: str, coder: 
     graph.invoke(RunInput(task=task), config, context={"backend": "fake"})
     [decision] = Passport.model_validate(graph.get_state(config).values).routing.values()
     assert (decision.expert == "python_coder") is coder
-    if coder:  # the router alone picks math_reasoning for both
+    if coder and task.startswith("Write a "):  # the router alone picks math_reasoning for both MBPP problems
         assert "Python code asked for" in decision.reason and "(the router's pick: math_reasoning)" in decision.reason
+    elif coder:  # the rule, or the router itself
+        assert decision.reason.startswith("python_coder") or "Python code asked for" in decision.reason
