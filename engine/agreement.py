@@ -125,7 +125,31 @@ class _Table:
 
 
 def _sql_of(result: SlotResult) -> list[str]:
-    return [code for language, code in code_blocks(result.raw) if language in _SQL]
+    """The SQL of a part: its SQL blocks, and the SQL strings its Python blocks run (``cursor.execute("...")``).
+
+    A call-sheet script that created its own ``customers`` table with ``phone`` beside a schema part's
+    ``phone_number``, and queried it, was never compared (multipart_set3_pieces, mp3-bike-repair-sqlite).
+    """
+    blocks = code_blocks(result.raw)
+    return [code for language, code in blocks if language in _SQL] + [
+        sql for language, code in blocks if language in PYTHON_TAGS for sql in _sql_strings(code)
+    ]
+
+
+_SQL_START = re.compile(r"^\s*(?:select|insert|update|delete|create|with|alter)\b", re.I)
+
+
+def _sql_strings(code: str) -> list[str]:
+    """The string constants of a Python module that are SQL statements (not f-strings: their text is not known)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL_START.match(node.value)
+    ]
 
 
 def _statements(code: str) -> list[object]:

@@ -62,6 +62,20 @@ def test_a_table_two_parts_create_differently_sends_the_later_one_back() -> None
     assert "customer_name" in found[0].detail and "first_name" in found[0].facts
 
 
+def test_the_sql_a_python_part_runs_is_read_against_the_schema_part() -> None:
+    """multipart_set3_pieces, mp3-bike-repair-sqlite: the call-sheet script made its own customers table (phone)."""
+    script = (
+        "```python\nimport sqlite3\n\nconn = sqlite3.connect('jobs.db')\nconn.execute('''\nCREATE TABLE IF NOT EXISTS "
+        "customers (customer_id INTEGER PRIMARY KEY, phone TEXT)\n''')\nrows = conn.execute(\"SELECT c.phone FROM "
+        "customers c\").fetchall()\nprint(f'{len(rows)} rows')\n```"
+    )
+    found = disagreements([_part("schema", SCHEMA), _part("script", script)])
+    assert [(d.slot_id, d.kind) for d in found] == [("script", "sql.columns"), ("script", "sql.tables")]
+    assert "phone" in found[0].detail and "CREATE TABLE customers" in found[1].facts
+    fitting = "```python\nrows = conn.execute('SELECT c.first_name FROM customers c').fetchall()\n```"
+    assert disagreements([_part("schema", SCHEMA), _part("script", fitting)]) == []
+
+
 def test_a_class_two_parts_define_with_different_fields_is_found_and_a_main_is_not() -> None:
     design = (
         "```python\nclass Book(BaseModel):\n    id: int\n    title: str\n    borrowed: bool\n\n"
