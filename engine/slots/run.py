@@ -538,6 +538,7 @@ class _Slot:
             modules=self.modules,
             module=module_name(self.job.spec.id),
             asked=self.job.spec.description,
+            part_of_plan=bool(self.job.others),
             feedback=feedback,
         )
         checks, signals = check_answer(result, context)

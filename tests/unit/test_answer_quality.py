@@ -7,6 +7,7 @@ text of its script, so every candidate, its score and the choice can be asserted
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -318,6 +319,27 @@ def test_a_function_the_task_names_in_its_words_must_be_the_modules_own() -> Non
     assert "python.defines" not in failed(tests, f"Write pytest tests for {task}", "code", "python")
     # a method after a dot and a builtin are not the task's functions
     assert extract_examples("Call self.load_all(path) and print(x), then sorted(xs).").named == ()
+
+
+def test_a_part_of_a_plan_is_held_to_what_it_was_asked_not_to_the_whole_task() -> None:
+    """multipart_set3_pieces2: the function part of a function-tests-sign plan failed python.tests_given three
+    times (the tests were another part's), and its kept answer was the worst of the three."""
+    task = "I want parking_fee(minutes) in tariff.py, pytest tests that cover the edges, and the wording for the sign."
+    code = (
+        "## Outline\n1. Parking fee\n\n## 1. Parking fee\n```python\ndef parking_fee(minutes):\n"
+        "    return 0 if minutes <= 30 else min(18.0, 2.5 * -(-minutes // 60))\n```\n"
+    )
+    contract = contract_of("code", "python")
+    result = parse_output(code, "s", "e", min_items=contract.min_items, max_items=contract.max_items)
+
+    def hard_failures(**kw: Any) -> set[str]:
+        checks, _ = check_answer(result, CheckContext(task, contract, **kw))
+        return {c.name for c in checks if c.severity == "hard" and not c.passed}
+
+    assert "python.tests_given" in hard_failures()  # the whole task, answered by one part, asks for tests
+    asked = "Deliver parking_fee(minutes) in tariff.py returning the fee."
+    assert hard_failures(asked=asked, part_of_plan=True) == set()
+    assert "python.defines" in hard_failures(asked=asked.replace("parking_fee", "parking_cost"), part_of_plan=True)
 
 
 def test_a_doctest_that_states_a_comparison_is_checked_as_one() -> None:

@@ -29,6 +29,9 @@ class CheckContext:
     """This slot's own module name as the run delivers it (its tests may import it by that name)."""
     asked: str = ""
     """What the slot itself was asked for (its description): a part asked for an OpenAPI document must give one."""
+    part_of_plan: bool = False
+    """The slot is one part of a plan of several: what it must deliver is what it was ``asked``, not all the task
+    asks (its implementation part need not hold the tests another part writes)."""
     feedback: tuple[str, ...] = ()
     """What the harness told this draw about earlier answers (retry feedback, a completion round's feedback): its
     wording must not come back as the answer's content."""

@@ -72,7 +72,7 @@ def module_code(result: SlotResult) -> tuple[str | None, str | None]:
 
 
 ASKS_FOR_TESTS = re.compile(
-    r"\b(?:write|add|include|create|generate|with|plus|like|want|need|then)\b[^.\n]{0,40}"
+    r"\b(?:write|add|include|create|generate|deliver|with|plus|like|want|need|then)\b[^.\n]{0,40}"
     r"\b(?:pytest|unit ?tests?|tests)\b(?!\s+(?:whether|if|that)\b)"
     r"|\bpytest tests\b",
     re.I,
@@ -378,12 +378,17 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
     except SyntaxError as exc:
         return [CheckResult(name="python.parses", passed=False, detail=f"line {exc.lineno}: {exc.msg}")]
     examples = extract_examples(ctx.task)
-    checks = [CheckResult(name="python.parses", passed=True), *_static_checks(tree, code, tests, ctx.task, examples)]
+    asks = ctx.asked if ctx.part_of_plan and ctx.asked else ctx.task  # what this answer must deliver
+    checks = [CheckResult(name="python.parses", passed=True), *_static_checks(tree, code, tests, asks, examples)]
     return [*checks, *_sandbox_checks(code, tests, ctx, examples), _lint_check(code)]
 
 
 def _static_checks(tree: ast.Module, code: str, tests: str | None, task: str, examples: Examples) -> list[CheckResult]:
-    """The module is complete, defines the task's functions; its tests use it; there are tests if the task asks."""
+    """The module is complete, defines the task's functions; its tests use it; there are tests if the task asks.
+
+    ``task`` is what the answer must deliver (a part of a plan: its own description); ``examples`` are the whole
+    task's.
+    """
     stubs = _stub_functions(tree)
     checks = [
         CheckResult(
@@ -395,9 +400,10 @@ def _static_checks(tree: ast.Module, code: str, tests: str | None, task: str, ex
         )
     ]
     defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    named = extract_examples(task).named
     missing = [f for f in examples.functions if f not in defined]
-    missing += [f for f in examples.named if f not in examples.functions and f not in _module_names(tree)]
-    if examples.named:
+    missing += [f for f in named if f not in examples.functions and f not in _module_names(tree)]
+    if examples.functions or named:
         checks.append(
             CheckResult(
                 name="python.defines",
