@@ -242,7 +242,10 @@ def read_gaps(
         several: Whether the plan has several parts (a failed or restating part is a gap only then).
     """
     failed = failed or {}
-    gaps = _form_gaps(task, parts, failed.values()) + _piece_gaps(task, parts, failed.values())
+    retried = list(failed.values())
+    if several:  # a part whose checks failed is written again: the form it was for is not added a second time
+        retried += [(p.title, "") for p in parts if p.result.quality is not None and not p.result.quality.passed]
+    gaps = _form_gaps(task, parts, retried) + _piece_gaps(task, parts, retried)
     gaps += _work_gaps(assists or {})
     if several:
         gaps += _failed_gaps(parts, failed) + _restating_gaps(parts)

@@ -194,6 +194,15 @@ def test_a_failed_part_and_one_whose_checks_failed_are_gaps_with_their_checks_as
     gaps = read_gaps("Describe the lending API.", parts, failed={"c": ("Fines\nDescribe fines.", "model crashed")})
     assert [(g.kind, g.slot_id) for g in gaps] == [("failed", "c"), ("failed", "b")]
     assert "model crashed" in gaps[0].detail and "contract.complete: ends mid-sentence" in gaps[1].feedback
+    # multipart_set3_pieces2, mp3-cart-discounts: the tests part cut off at its token limit (no tests block) was
+    # both written again and given a second tests part, which copied it (416 s); it is written again only
+    task = "Write cart_total(lines) in cart.py, pytest tests for it, and a short FAQ for customers."
+    looping = Part("tests", "Pytest tests for it", _result("tests", "```python\nimport pytest\n", passed=False))
+    code = "```python\ndef cart_total(lines):\n    return sum(p * q for p, q in lines)\n```"
+    faq = "**Q: Do the discounts stack?** Yes."
+    parts = [Part("code", "cart_total(lines) in cart.py", _result("code", code)), looping]
+    gaps = read_gaps(task, [*parts, Part("faq", "Short FAQ for customers", _result("faq", faq))])
+    assert [(g.kind, g.slot_id) for g in gaps] == [("failed", "tests")]
 
 
 def test_an_expert_assist_that_asks_for_work_is_a_gap_and_a_fact_is_not() -> None:
