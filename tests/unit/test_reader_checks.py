@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from engine.slots.checks import CheckContext, check_answer, cut_unfinished_end, ending_check
-from engine.slots.checks.contract import duplicates_check, repeated_code
+from engine.slots.checks.contract import broken_paragraph, duplicates_check, repeated_code
 from engine.slots.checks.printed import unprinted_outputs, wrong_print_comments
 from engine.slots.contracts import contract_of
 from engine.slots.job import SlotJob
@@ -193,6 +193,18 @@ def test_a_text_left_inside_code_does_not_end(text: str, why: str) -> None:
 )
 def test_a_closed_code_span_or_block_ends_as_before(text: str) -> None:
     assert ending_check(text).passed
+
+
+def test_a_paragraph_that_breaks_off_in_a_code_span_before_a_block_is_found() -> None:
+    """multipart_set3_pieces2, mp3-bike-repair-sqlite: the usage note stopped mid-word and began the script again."""
+    note = (
+        "This script connects to the SQLite database and prints them as a call sheet. The results are fetched "
+        "using a SQL `EXE\n\n```python\nimport sqlite3\n\nconn = sqlite3.connect('bikes.db')\n```\n"
+    )
+    assert broken_paragraph(note) == "The results are fetched using a SQL `EXE"
+    assert broken_paragraph(note.replace("`EXE", "`EXECUTE` call.")) is None
+    assert broken_paragraph("Run it like this:\n\n```bash\npython `main.py`\n```\n") is None
+    assert broken_paragraph("Type the backtick (`) before the name.\n```text\nx\n```") is None
 
 
 def test_the_demos_ending_fails_and_is_cut_back_to_its_last_full_sentence() -> None:
