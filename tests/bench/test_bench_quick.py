@@ -96,7 +96,8 @@ def _multipart(r: Result) -> None:
 def _gaps(r: Result) -> None:
     assert r["quick"] is True and r["documents"] == len(r["rows"]) == 6
     assert r["with_gaps"] == sum(1 for row in r["rows"] if row["gaps"]) and sum(r["kinds"].values()) >= 1
-    assert {g["kind"] for row in r["rows"] for g in row["gaps"]} <= {"form", "failed", "restates", "expert_work"}
+    kinds = {"form", "piece", "failed", "restates", "expert_work"}
+    assert {g["kind"] for row in r["rows"] for g in row["gaps"]} <= kinds
 
 
 def _humaneval(r: Result) -> None:
