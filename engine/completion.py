@@ -274,9 +274,12 @@ def _form_gaps(task: str, parts: Sequence[Part], failed: Iterable[tuple[str, str
 
 def _piece_gaps(task: str, parts: Sequence[Part], failed: Iterable[tuple[str, str]]) -> list[CompletionGap]:
     """An aspect whose piece no part holds (a failed part titled for it is retried instead)."""
-    gaps = []
+    gaps: list[CompletionGap] = []
     retried = " ".join(text.split("\n", 1)[0] for text, _ in failed).lower()
-    for aspect in task_aspects(task):
+    aspects = task_aspects(task)
+    if len(aspects) < 2:
+        return gaps  # the task asks for the piece alone: the answer is it ("Give me a checklist for ...")
+    for aspect in aspects:
         noun = asked_piece(aspect)
         if noun is None or not parts or any(_holds_piece(noun, p) for p in parts):
             continue

@@ -166,6 +166,10 @@ def test_a_named_piece_of_prose_no_part_holds_is_a_gap() -> None:
     table = "\n\n| length | metric |\n|---|---|\n| 1 in | 25.4 mm |\n| 1 ft | 304.8 mm |\n| 1 mi | 1.609344 km |"
     assert read_gaps(units, [Part("s1", "Convert", _result("s1", code + table))]) == []
 
+    # a task that asks for the piece alone is answered by it (bench_gaps: a numbered checklist under no heading)
+    steps = "1. **Check usage**: run `df -h`.\n2. **Free space**: rotate the logs.\n3. **Grow the disk**."
+    lone = "Give me a checklist for what to do when our production website's disk is 95% full"
+    assert read_gaps(lone, [Part("s1", "Answer", _result("s1", steps))], several=False) == []
     faq = "Need cart_total(lines) in cart.py. Plus pytest tests and a short FAQ answer for customers on the discounts."
     answer_ = "\n\n**Q: Do the two discounts stack?**\nYes: the 10% comes off first, then the 5.00."
     assert [g.kind for g in read_gaps(faq, [Part("s1", "Cart", _result("s1", code))])] == ["piece"]
