@@ -379,15 +379,18 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
         return [CheckResult(name="python.parses", passed=False, detail=f"line {exc.lineno}: {exc.msg}")]
     examples = extract_examples(ctx.task)
     asks = ctx.asked if ctx.part_of_plan and ctx.asked else ctx.task  # what this answer must deliver
-    checks = [CheckResult(name="python.parses", passed=True), *_static_checks(tree, code, tests, asks, examples)]
+    named = examples.named if asks == ctx.task else extract_examples(asks).named
+    checks = [CheckResult(name="python.parses", passed=True), *_static_checks(tree, code, tests, asks, examples, named)]
     return [*checks, *_sandbox_checks(code, tests, ctx, examples), _lint_check(code)]
 
 
-def _static_checks(tree: ast.Module, code: str, tests: str | None, task: str, examples: Examples) -> list[CheckResult]:
+def _static_checks(
+    tree: ast.Module, code: str, tests: str | None, task: str, examples: Examples, named: tuple[str, ...]
+) -> list[CheckResult]:
     """The module is complete, defines the task's functions; its tests use it; there are tests if the task asks.
 
-    ``task`` is what the answer must deliver (a part of a plan: its own description); ``examples`` are the whole
-    task's.
+    ``task`` is what the answer must deliver (a part of a plan: its own description) and ``named`` the functions
+    its words name; ``examples`` are the whole task's.
     """
     stubs = _stub_functions(tree)
     checks = [
@@ -400,7 +403,6 @@ def _static_checks(tree: ast.Module, code: str, tests: str | None, task: str, ex
         )
     ]
     defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    named = extract_examples(task).named
     missing = [f for f in examples.functions if f not in defined]
     missing += [f for f in named if f not in examples.functions and f not in _module_names(tree)]
     if examples.functions or named:

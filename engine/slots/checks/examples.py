@@ -11,6 +11,8 @@ import builtins
 import re
 from dataclasses import dataclass
 
+from engine.slots.checks.text import without_code
+
 _PARAMETER = r"\s*[A-Za-z_]\w*\s*(?:=\s*[^,()]+)?"
 _PROSE_CALL = re.compile(r"(?<![\w.])([A-Za-z]\w*_\w*)\((" + _PARAMETER + r"(?:," + _PARAMETER + r")*)?\)")
 """A function named in the task's words with its parameters: ``cart_total(lines, code=None)``, ``parking_fee(minutes)``
@@ -218,6 +220,6 @@ def _stated_value(text: str) -> str | None:
 
 def _named(task: str, functions: tuple[str, ...]) -> tuple[str, ...]:
     """``functions`` and the functions ``task``'s words name with their parameters (not a builtin, not a method)."""
-    prose = re.sub(r"```.*?(?:```|$)", " ", task, flags=re.S)  # the task's own code defines what it defines
+    prose = without_code(task)  # the task's own code defines what it defines
     called = [m.group(1) for m in _PROSE_CALL.finditer(prose) if not hasattr(builtins, m.group(1))]
     return tuple(dict.fromkeys([*functions, *called]))
