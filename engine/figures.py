@@ -25,6 +25,7 @@ from engine.slots.program_of_thought import (
     program_in,
 )
 from engine.slots.sandbox import SandboxLimits, run_python
+from engine.units import conversion_hint, conversions, unconverted
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from state.figures import Figure, TaskFigures
 
@@ -79,7 +80,8 @@ def compute_figures(
     runs: list[tuple[str, str, list[Figure]]] = []
     partial: list[tuple[str, str, list[Figure]]] = []  # programs that left out numbers the task gives
     notes: list[str] = []
-    hint = ""
+    needed = conversions(task)
+    hint = conversion_hint(needed)
     for n in range(MAX_PROGRAMS):
         if n == 2 and runs and all(_printed_by_two(f, runs) for f in runs[0][2]):
             break  # the second program confirmed every figure of the first
@@ -89,7 +91,14 @@ def compute_figures(
         elif len(missed := left_out(run[0], task)) >= LEFT_OUT:
             listed = ", ".join(_shown(v) for v in missed)
             notes.append(f"program {n + 1} left out {listed} of the task's numbers: not used")
-            hint = prompts.FIGURES_LEFT_OUT.format(numbers=listed)
+            hint = conversion_hint(needed) + prompts.FIGURES_LEFT_OUT.format(numbers=listed)
+            partial.append(run)
+        elif skipped := unconverted(run[0], needed):
+            c = skipped[0]
+            notes.append(f"program {n + 1} used {c.given} with {c.named} unconverted: not used")
+            hint = conversion_hint(needed) + prompts.FIGURES_UNCONVERTED.format(
+                given=c.given, named=c.named, bigger=c.bigger, factor=c.shown_factor, smaller=c.smaller
+            )
             partial.append(run)
         else:
             runs.append(run)
@@ -186,7 +195,8 @@ def left_out(program: str, task: str) -> list[float]:
     A program that leaves two of them out computed something else: both figure programs of a server-room task
     ("14 machines drawing 350 W each ... onto 9 machines at 420 W each") priced one machine, and every part was
     told "initial cost 70,560" (multipart_set3_first). One may be a restatement ("over 24 hours", beside 1440
-    minutes), so one is allowed (:data:`LEFT_OUT`).
+    minutes), so one is allowed (:data:`LEFT_OUT`). A number written converted ("0.35" kW for the task's "350 W")
+    is written.
     """
     code = program_in(program)  # a model's answer or the program itself
     if code is None:
@@ -196,10 +206,16 @@ def left_out(program: str, task: str) -> list[float]:
         for node in ast.walk(ast.parse(code))
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
     }
+    scaled = {v: [c.factor for c in conversions(task) if v in c.values] for v in numbers_in(task)}
     return [
         value
-        for value in dict.fromkeys(numbers_in(task))
-        if not any(_agrees(value, w) or _agrees(value / 100, w) for w in written)
+        for value, factors in scaled.items()
+        if not any(
+            _agrees(value, w)
+            or _agrees(value / 100, w)
+            or any(_agrees(value / f, w) or _agrees(value * f, w) for f in factors)
+            for w in written
+        )
     ]
 
 

@@ -185,6 +185,25 @@ An earlier program for this task left out {numbers}, which the task gives: use e
 where it belongs (a count of machines, people or items multiplies what each one costs or uses)."""
 """Added to the figures prompt after a program that ignored numbers of the task (:mod:`engine.figures`)."""
 
+FIGURES_UNCONVERTED = """\
+
+An earlier program for this task used the numbers given in {given} with a rate or result in {named} without \
+converting them: 1 {bigger} is {factor} {smaller}."""
+"""Added to the figures prompt after a program that wrote no conversion the task's units need (:mod:`engine.units`)."""
+
+UNITS_HINT = """\
+
+Units: {conversions}."""
+"""Added to a program's prompt when the task gives a number in one unit and a rate or result in another of the
+same kind (:func:`engine.units.conversion_hint`): both figure programs of a server-room task multiplied watts by a
+price per kWh (multipart_set3_server)."""
+
+UNITS_CONVERSION = (
+    "the task gives {values} in {given} and names {named}: 1 {bigger} is {factor} {smaller}, so convert before "
+    "multiplying or dividing by a rate"
+)
+"""One conversion in :data:`UNITS_HINT`."""
+
 ADAPT_SYSTEM = """\
 You plan work. You adapt a plan template to a user's task by editing it, and you answer with JSON only.
 Operations: KEEP a slot; REMOVE a slot the task does not need; MODIFY a slot's title and description so they

@@ -35,6 +35,7 @@ from engine.slots.checks.text import PYTHON_TAGS
 from engine.slots.contracts import ASKS_A_QUANTITY
 from engine.slots.inline_arithmetic import compute
 from engine.slots.sandbox import SandboxLimits, run_python
+from engine.units import conversion_hint, conversions, unconverted
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from state.passport import LedgerEntry
 from state.quality import CheckResult
@@ -188,6 +189,11 @@ def calculate(
         return made(f"the program failed: {why}", program, error=why)
     output = ran.stdout.strip()
     values = printed_values(output, task)
+    if values and (skipped := unconverted(program, conversions(task))):
+        c = skipped[0]
+        return made(
+            f"the program printed {output[-120:]!r} but used {c.given} with {c.named} unconverted", program, output
+        )
     if values:
         return made(f"the program printed {output[-120:]!r}", program, output, values)
     if printed_values(output):
@@ -196,8 +202,8 @@ def calculate(
 
 
 def program_messages(task: str) -> tuple[ChatMessage, ...]:
-    """The request for a program that prints ``task``'s answer."""
-    return (ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip())),)
+    """The request for a program that prints ``task``'s answer (with the unit conversions it needs named)."""
+    return (ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip()) + conversion_hint(conversions(task))),)
 
 
 def repair_messages(task: str, failed: Calculation) -> tuple[ChatMessage, ...]:

@@ -93,6 +93,17 @@ def test_a_program_that_fails_or_proves_nothing_gives_no_check() -> None:
         assert done.values == () and why in done.note, (text, done.note)
 
 
+def test_a_program_that_skips_the_units_conversion_gives_no_check_and_the_prompt_names_it() -> None:
+    task = "It takes a dog groomer 10 minutes to dry a dog. How many hours does it take him to dry 15 dogs?"
+    limits = SandboxLimits(timeout_s=10)
+    backend = Scripted(["```python\nprint(10 * 15)\n```"])
+    done = calculate(task, backend, "coder", limits, slot_id="s")
+    assert done.values == () and "used min with h unconverted" in done.note
+    assert "1 h is 60 min" in backend.requests[0].messages[0].content
+    done = calculate(task, Scripted(["```python\nprint(10 * 15 / 60)\n```"]), "coder", limits, slot_id="s")
+    assert done.values == (2.5,)
+
+
 def test_a_failed_program_can_be_shown_its_error_for_a_corrected_one() -> None:
     # bench_programs compares this with a blind redraw (the slot's): the 1.5B repeated its own bug
     failing = "```python\nprint(sum(4000 / 1.1 ** range(1, 4)) - 10000)\n```"

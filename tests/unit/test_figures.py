@@ -250,3 +250,43 @@ def test_numbers_without_a_quantity_to_work_out_want_no_figures() -> None:
         "cancel because of it, and write the email to the CEO that recommends it with the figures."
     )
     assert wants_figures(rise)  # on the real models: 40 "subscribers"
+
+
+# multipart_set3_server (2026-12-01): both programs counted the machines and multiplied watts by hours by the price per
+# kWh; they agreed on a monthly cost of 987,840.00 and every part was told it (right: 987.84)
+IN_WATT_HOURS = (
+    "```python\nmachines_before = 14\nwatts_before = 350\nmachines_after = 9\nwatts_after = 420\n"
+    "hours_per_month = 720\ncost_per_kwh = 0.28\n"
+    "cost_before = machines_before * watts_before * hours_per_month * cost_per_kwh\n"
+    "cost_after = machines_after * watts_after * hours_per_month * cost_per_kwh\n"
+    'print(f"cost before: {cost_before:.2f}")\nprint(f"cost after: {cost_after:.2f}")\n'
+    'print(f"saving per year: {(cost_before - cost_after) * 12:.2f}")\n```'
+)
+IN_KILOWATTS = FOURTEEN.replace("14 * 350 * 720 / 1000", "14 * 0.35 * 720").replace(
+    "9 * 420 * 720 / 1000", "9 * 0.42 * 720"
+)
+
+
+def test_programs_that_multiply_watts_by_a_price_per_kwh_confirm_nothing(write_script: Any) -> None:
+    assert left_out(IN_KILOWATTS, SERVER_TASK) == []  # 0.35 is the task's 350 W, written in kW
+    script = write_script(
+        {"rules": [{"slot": "@figures", "text": IN_WATT_HOURS}, {"slot": "@figures-2", "text": IN_WATT_HOURS}]}
+    )
+    state = run_plan(script, SERVER_TASK, PLAN)
+    assert state.figures is not None and state.figures.figures == []
+    assert "program 1 used W with kWh unconverted: not used" in state.figures.note
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "@figures", "text": IN_WATT_HOURS},
+                {"slot": "@figures-2", "text": FOURTEEN},
+                {"slot": "@figures-3", "text": IN_KILOWATTS},
+            ]
+        }
+    )
+    state = run_plan(script, SERVER_TASK, PLAN)
+    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+        ("cost before", 987.84),
+        ("cost after", 762.05),
+        ("saving per year", 2709.5),
+    ]

@@ -1,0 +1,199 @@
+"""The unit conversions a task's numbers need: a quantity given in one unit, priced or asked in another.
+
+Both figure programs of a server-room task ("14 machines drawing 350 W each ... 720 hours a month and 0.28 per kWh")
+multiplied watts by hours by the price per kWh and agreed on a monthly cost of 987,840.00, a thousand times the
+987.84 it is (multipart_set3_server): two programs agreeing is no check when both skip the same conversion. A
+:class:`Conversion` is found where the task gives a number in one unit (``350 W``, ``90 minutes``, ``500 MB``) and
+names a rate or a result in another unit of the same kind (``per kWh``, ``an hour``, ``in GB``). The program's
+prompt says which conversion it needs (:func:`conversion_hint`), and a program that writes neither the factor nor a
+converted value confirms nothing (:func:`unconverted`), as a program that leaves out the task's numbers does.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import dataclass
+
+import engine.prompts as prompts
+
+__all__ = ["Conversion", "conversion_hint", "conversions", "converted_values", "unconverted"]
+
+
+@dataclass(frozen=True)
+class _Unit:
+    kind: str
+    scale: float
+    """Relative to the kind's base unit (W and Wh share one: a kW for an hour is a kWh, so only the prefix counts)."""
+    shown: str
+
+
+_UNITS: dict[str, _Unit] = {}
+
+
+def _add(kind: str, scale: float, shown: str, *spellings: str) -> None:
+    for spelling in (shown, *spellings):
+        _UNITS[spelling.lower()] = _Unit(kind, scale, shown)
+
+
+_add("power or energy", 1, "W", "watt", "watts")
+_add("power or energy", 1, "Wh", "watt-hour", "watt-hours", "watt hours")
+_add("power or energy", 1e3, "kW", "kilowatt", "kilowatts")
+_add("power or energy", 1e3, "kWh", "kilowatt-hour", "kilowatt-hours", "kilowatt hours")
+_add("power or energy", 1e6, "MW", "megawatt", "megawatts")
+_add("power or energy", 1e6, "MWh", "megawatt-hour", "megawatt-hours")
+_add("mass", 1e-3, "mg", "milligram", "milligrams")
+_add("mass", 1, "g", "gram", "grams")
+_add("mass", 1e3, "kg", "kilogram", "kilograms", "kilo", "kilos")
+_add("length", 1e-3, "mm", "millimetre", "millimetres", "millimeter", "millimeters")
+_add("length", 1e-2, "cm", "centimetre", "centimetres", "centimeter", "centimeters")
+_add("length", 1, "m", "metre", "metres", "meter", "meters")
+_add("length", 1e3, "km", "kilometre", "kilometres", "kilometer", "kilometers")
+_add("volume", 1e-3, "ml", "millilitre", "millilitres", "milliliter", "milliliters")
+_add("volume", 1, "l", "litre", "litres", "liter", "liters")
+_add("data", 1e6, "MB", "megabyte", "megabytes")
+_add("data", 1e9, "GB", "gigabyte", "gigabytes")
+_add("data", 1e12, "TB", "terabyte", "terabytes")
+_add("time", 1, "s", "sec", "secs", "second", "seconds")
+_add("time", 60, "min", "mins", "minute", "minutes")
+_add("time", 3600, "h", "hr", "hrs", "hour", "hours")
+
+_BINARY = "data"
+"""Data may be counted in powers of 1,024 (a GB of 1,024 MB): a program using 1024 converts too."""
+
+_UNIT_WORD = "|".join(sorted((re.escape(s) for s in _UNITS), key=len, reverse=True))
+# a number then its unit ("350 W", "90 minutes", "2.5kg"); single letters only right after a number
+_GIVEN = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?(" + _UNIT_WORD + r")(?![\w-])", re.I)
+# a rate or a result named in a unit: "per kWh", "0.28/kWh", "an hour", "in GB", "how many kilometres"
+_NAMED = re.compile(r"(\bper|/|\ban?|\bin|\binto|\bmany)\s?(" + _UNIT_WORD + r")(?![\w-])", re.I)
+_SINGLE_LETTERS = frozenset({"w", "g", "m", "l", "s", "h"})
+"""Units of one letter are read after a number ("350 W") or as a rate's ("per h", "/W"), never after "a" or "in"."""
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """A quantity the task gives in ``given`` that a rate or result names in ``named``: values scale by ``factor``."""
+
+    given: str
+    named: str
+    factor: float
+    """``named``'s size in ``given`` units (1000 for W to kWh, 60 for minutes to hours), always above 1."""
+    values: tuple[float, ...]
+    """The task's numbers in the ``given`` unit."""
+
+    @property
+    def bigger(self) -> str:
+        """The larger of the two units ("kWh" of W and kWh)."""
+        return self.named if _UNITS[self.named.lower()].scale > _UNITS[self.given.lower()].scale else self.given
+
+    @property
+    def smaller(self) -> str:
+        """The smaller of the two units."""
+        return self.given if self.bigger == self.named else self.named
+
+    @property
+    def shown_factor(self) -> str:
+        """The factor as the prompt writes it ("1,000")."""
+        return _shown(self.factor)
+
+
+def conversions(task: str) -> list[Conversion]:
+    """The conversions ``task`` needs: one per pair of a given unit and a named unit of one kind, at another scale.
+
+    Case matters for one-letter symbols only as the task writes them: "350 W" is watts, "5 m" metres. A time
+    conversion is found only against a rate or result ("90 minutes at 3.00 an hour"), as every unit is.
+    """
+    given: dict[str, tuple[_Unit, list[float]]] = {}
+    for match in _GIVEN.finditer(task):
+        unit = _unit(match.group(2))
+        if unit is None or (unit.shown == "s" and not task[match.end(1)].isspace()):
+            continue  # "the 1990s" is no time
+        entry = given.setdefault(unit.shown, (unit, []))
+        entry[1].append(float(match.group(1).replace(",", "")))
+    named: dict[str, _Unit] = {}
+    for match in _NAMED.finditer(task):
+        lead, word = match.group(1).lower(), match.group(2)
+        if word.lower() in _SINGLE_LETTERS and lead not in {"per", "/"}:
+            continue  # "a m", "in s" are words; "per h" and "/W" are units
+        unit = _unit(word)
+        if unit is not None:
+            named.setdefault(unit.shown, unit)
+    out = []
+    for unit, values in given.values():
+        for other in named.values():
+            if other.kind != unit.kind or other.scale == unit.scale:
+                continue
+            factor = max(other.scale, unit.scale) / min(other.scale, unit.scale)
+            out.append(Conversion(unit.shown, other.shown, factor, tuple(dict.fromkeys(values))))
+    return out
+
+
+def _unit(word: str) -> _Unit | None:
+    lowered = word.lower()
+    if word in {"M", "S", "L"}:
+        return None  # "5 M" is five million, "S" a size, "L" a size or a litre: too unsure
+    return _UNITS.get(lowered)
+
+
+def conversion_hint(found: list[Conversion]) -> str:
+    """The sentence a program's prompt gets for each conversion (empty when none is needed)."""
+    if not found:
+        return ""
+    said = "; ".join(
+        prompts.UNITS_CONVERSION.format(
+            values=_listed(c.values),
+            given=c.given,
+            named=c.named,
+            bigger=c.bigger,
+            factor=c.shown_factor,
+            smaller=c.smaller,
+        )
+        for c in found
+    )
+    return prompts.UNITS_HINT.format(conversions=said)
+
+
+def converted_values(found: list[Conversion]) -> list[float]:
+    """Every value a converting program may write: the factors (and their inverses) and the converted numbers."""
+    out: list[float] = []
+    for c in found:
+        factors = [c.factor]
+        if _UNITS[c.given.lower()].kind == _BINARY:
+            factors.append(1024.0 ** round(math.log(c.factor, 1000)))
+        for factor in factors:
+            out += [factor, 1 / factor]
+            out += [v / factor for v in c.values] + [v * factor for v in c.values]
+        if c.factor == 3600:
+            out += [60.0, 1 / 60]  # seconds to hours by way of minutes
+    return out
+
+
+def unconverted(program: str, found: list[Conversion]) -> list[Conversion]:
+    """The conversions ``program`` (Python source) writes no trace of: neither the factor nor a converted value.
+
+    A program that writes ``1000`` may use it for something else, so this is a necessary sign, not proof; one that
+    writes none of them has not converted (multipart_set3_server's two programs).
+    """
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return found
+    written = [
+        float(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
+    ]
+    return [c for c in found if not any(_close(w, v) for w in written for v in converted_values([c]))]
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 + 1e-6 * abs(b)
+
+
+def _listed(values: tuple[float, ...]) -> str:
+    return ", ".join(_shown(v) for v in values)
+
+
+def _shown(value: float) -> str:
+    return f"{value:,.0f}" if value == int(value) else f"{value:g}"

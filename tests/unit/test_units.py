@@ -1,0 +1,71 @@
+"""The unit conversions a task needs, and programs that write none of them (engine/units.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.units import Conversion, conversion_hint, conversions, unconverted
+
+SERVER = (
+    "Our server room runs 14 machines drawing 350 W each, around the clock. We're thinking of consolidating onto 9 "
+    "machines at 420 W each. Using 720 hours a month and 0.28 per kWh, work out the monthly energy and cost."
+)
+
+
+def test_watts_priced_per_kwh_need_a_conversion_by_a_thousand() -> None:
+    assert conversions(SERVER) == [Conversion("W", "kWh", 1000.0, (350.0, 420.0))]
+    hint = conversion_hint(conversions(SERVER))
+    assert "350, 420 in W" in hint and "1 kWh is 1,000 W" in hint
+
+
+@pytest.mark.parametrize(
+    ("task", "given", "named", "factor"),
+    [
+        # GSM8K train sample problems (development data)
+        (
+            "It takes a dog groomer 10 minutes to dry a dog. How many hours does it take him to dry 15 dogs?",
+            "min",
+            "h",
+            60,
+        ),
+        (
+            "Rose had 10 kilograms of rice. She cooked 9/10 kilograms. How many grams of rice did she have left?",
+            "kg",
+            "g",
+            1000,
+        ),
+        ("Parking is free for the first 30 minutes, then 1.50 per hour or part of it.", "min", "h", 60),
+        ("Each photo is 500 MB and storage costs 0.02 per GB a month.", "MB", "GB", 1000),
+        ("The pump moves 250 ml a second; how many litres in an hour?", "ml", "l", 1000),
+        ("A 2.5kg bag at 3.20 per kg", None, None, None),  # one unit: nothing to convert
+    ],
+)
+def test_a_number_in_one_unit_against_a_rate_or_result_in_another(
+    task: str, given: str | None, named: str | None, factor: float | None
+) -> None:
+    found = [(c.given, c.named, c.factor) for c in conversions(task)]
+    assert found == ([] if given is None else [(given, named, factor)])
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Compute the monthly payment on a 300,000 dollar mortgage at 6% annual interest over 30 years.",
+        "In the 1990s prices rose 3% an hour.",  # no seconds
+        "A 5 M budget spread over 12 months; how much a month?",  # M is a million
+        "Write 3 paragraphs in a m style.",
+    ],
+)
+def test_tasks_without_two_units_of_one_kind_need_none(task: str) -> None:
+    assert conversions(task) == []
+
+
+def test_a_program_that_writes_the_factor_or_a_converted_value_converts() -> None:
+    found = conversions(SERVER)
+    assert unconverted("cost = 14 * 350 * 720 * 0.28\nprint(cost)", found) == found
+    assert unconverted("cost = 14 * 350 * 720 / 1000 * 0.28\nprint(cost)", found) == []
+    assert unconverted("cost = 14 * 350 * 720 * 1e-3 * 0.28\nprint(cost)", found) == []
+    assert unconverted("cost = 14 * 0.35 * 720 * 0.28\nprint(cost)", found) == []
+    data = conversions("Each photo is 500 MB and storage costs 0.02 per GB a month.")
+    assert unconverted("print(500 / 1024 * 0.02)", data) == []  # a GB of 1,024 MB converts too
+    assert unconverted("print(500 * 0.02)", data) == data
