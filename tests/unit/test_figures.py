@@ -245,6 +245,14 @@ def test_a_program_that_leaves_out_numbers_the_task_gives_confirms_nothing(write
 def test_numbers_without_a_quantity_to_work_out_want_no_figures() -> None:
     task = "Write the design doc and a 2-page summary of our 3 services for the team."
     assert not wants_figures(task)
+    tariff = (  # multipart_tasks3, mp3-parking-tariff: the numbers are the function's rules
+        "Our car park tariff: the first 30 minutes are free; after that it's 2.50 per started hour of the whole stay "
+        "(61 minutes counts as two hours), capped at 18.00. Stays over 24 hours aren't allowed. I want "
+        "parking_fee(minutes) in tariff.py returning the fee, pytest tests that cover the edges, and the wording for "
+        "the tariff sign at the entrance."
+    )
+    assert not wants_figures(tariff)
+    assert wants_figures(tariff.replace("parking_fee(minutes) in tariff.py", "a function in tariff.py"))
     rise = (
         "Model the effect of raising our plan from 40 to 46 a month for our 1,200 subscribers, assuming 5% of them "
         "cancel because of it, and write the email to the CEO that recommends it with the figures."
