@@ -77,6 +77,7 @@ def test_a_pip_installed_pack_adds_an_expert_that_serves_a_real_slot(tmp_path: P
     # one short candidate: the slot is routed to the pack's expert and served by the real model; how good the
     # answer is belongs to the review set (a full answer with its redraws took 158 s of the suite's time)
     env |= {"COE_BEST_OF": "1", "COE_MAX_OUTLINE_RETRIES": "0", "COE_MAX_TOKENS": "120"}
+    env |= {"COE_ESCALATE": "false", "COE_COMPLETION_SECONDS": "0"}  # no last candidate, no completion round
 
     listed = coe_run("experts", "list", "--json", env=env, timeout=120)
     assert listed.returncode == 0, listed.stderr

@@ -100,6 +100,8 @@ def test_ctrl_c_stops_a_real_generation_at_once_keeps_the_checkpoint_and_the_run
     env = {k: v for k, v in os.environ.items() if not k.startswith("COE_") or k == "COE_MODEL_CACHE"}
     env["COE_HOME"] = str(home)
     env["COE_MAX_OUTLINE_RETRIES"] = "0"  # one attempt: without the grammar the answer's structure may be off
+    # the resumed run keeps its first answer: this test is about stopping and resuming, not about candidates
+    env |= {"COE_BEST_OF": "1", "COE_ESCALATE": "false", "COE_COMPLETION_SECONDS": "0"}
     thread = str(uuid.uuid4())
     # creative_writer (on the 1.5B since the review set chose it, about 8-12 tokens/s here): 250 tokens take
     # 20-30 s after the prompt.

@@ -133,6 +133,7 @@ def test_one_plan_on_two_servers_the_base_model_and_the_code_experts_own(
     plan.write_text(yaml.safe_dump({"id": "two", "title": "Two servers", "slots": slots}), encoding="utf-8")
     env = {**os.environ, "COE_HOME": str(tmp_path), "COE_REMOTE_URL": server_url, "COE_REMOTE_RETRIES": "0"}
     env |= {"COE_USE_GRAMMAR": "false", "COE_MAX_OUTLINE_RETRIES": "0", "COE_BEST_OF": "1", "COE_ESCALATE": "false"}
+    env |= {"COE_COMPLETION_SECONDS": "0"}  # no completion round: this test is about two servers
     env |= {"COE_EXPERT_SCOPES": str(scopes), "COE_MAX_PARALLEL": "1"}
     env.pop("COE_REMOTE_API_KEY", None)
     args = ("run", "A haiku and a function", "--framework", str(plan), "--backend", "remote", "--json")

@@ -44,7 +44,7 @@ def test_a_connection_lost_mid_run_exits_2_and_the_run_resumes(tmp_path: Path, d
     import psycopg
 
     calls = tmp_path / "calls.jsonl"
-    script = write_fake_script(tmp_path / "script.yaml", calls, {"b": 30.0})
+    script = write_fake_script(tmp_path / "script.yaml", calls, {"b": 10.0})  # the connection is cut within 1 s
     plan = tmp_path / "plan.yaml"
     plan.write_text(PLAN, encoding="utf-8")
     env = coe_env(tmp_path / "home", script)

@@ -40,7 +40,15 @@ def test_python_coder_loads_its_own_model_and_the_generalist_the_base_model(tmp_
     clear_backends()
     graph = build_graph(InMemorySaver(serde=serializer()))
     config = {"configurable": {"thread_id": "true-expert"}}
-    context = {"backend": "llama", "max_tokens": 48, "max_outline_retries": 0, "max_parallel": 1, "best_of": 1}
+    context = {
+        "backend": "llama",
+        "max_tokens": 48,
+        "max_outline_retries": 0,
+        "max_parallel": 1,
+        "best_of": 1,
+        "escalate": False,  # one short answer a slot: this test is about which model serves which slot; with the
+        "completion_seconds": 0,  # last candidate and the completion round on, it took 50 s against 15 s
+    }
     graph.invoke(
         RunInput(task="A date parser with notes", options=RunOptions(framework=FRAMEWORK)), config, context=context
     )
