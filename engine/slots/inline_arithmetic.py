@@ -38,7 +38,11 @@ _END = r"(?![\d]|[.,]\d)(?!\s*[=≈])"
 """An expression ends where no digit (or decimal part) goes on, and no result follows."""
 _WITHOUT_RESULT = re.compile(rf"(?<![\w.=])({_EXPR}){_END}(?=\s*(?:[.,;:!?)]|\s+(?:[a-zA-Z%°]|$)|$))")
 _BRACED = r"\{(?:[^{}]|\{[^{}]*\})*\}"
-_LATEX_TERM = rf"(?:-?\\[dt]?frac\s*{_BRACED}\s*{_BRACED}|\(\s*-?{_NUM}(?:\s*[-+]\s*{_NUM})?\s*\)|-?{_NUM})"
+_LATEX_UNIT = r"(?:\s*\\(?:text|mathrm)\s*\{[^{}]*\})?"
+"""A unit after a LaTeX number (``4900 \\text{ W} \\times 720 \\text{ hours/month}``): read as nothing."""
+_LATEX_TERM = (
+    rf"(?:-?\\[dt]?frac\s*{_BRACED}\s*{_BRACED}|\(\s*-?{_NUM}(?:\s*[-+]\s*{_NUM})?\s*\)|-?{_NUM}){_LATEX_UNIT}"
+)
 _LATEX_POWER = r"(?:\s*\^\s*(?:\{\s*-?\d+(?:\.\d+)?\s*\}|\d+))"
 _LATEX_OP = r"(?:\\times|\\cdot|[-+*/×÷])"
 _LATEX_EXPR = rf"{_LATEX_TERM}{_LATEX_POWER}?(?:\s*{_LATEX_OP}\s*{_LATEX_TERM}{_LATEX_POWER}?)*"
@@ -122,6 +126,7 @@ def _same(written: str, value: float) -> bool:
 def latex_value(expression: str) -> float | None:
     r"""The value of a LaTeX arithmetic expression (``\frac{a}{b}``, ``\times``, ``\cdot``, ``^{n}``), or None."""
     text = expression.replace("\\left", "").replace("\\right", "").replace("\\,", "")
+    text = re.sub(r"\\(?:text|mathrm)\s*\{[^{}]*\}", "", text)
     text = re.sub(r"\\times|\\cdot", "*", text)
     text = re.sub(r"\^\s*\{([^{}]*)\}", r"**(\1)", text).replace("^", "**")
     for _ in range(4):  # nested fractions, innermost first

@@ -543,6 +543,11 @@ def test_latex_steps_are_computed_and_a_wrong_result_is_corrected_where_it_is_st
     assert compute("- 12 * 2.54 = 30.6")[0] == "- 12 * 2.54 = 30.48"  # a bullet's dash is no operator
     # written as the wrong result was: its thousands commas, six decimals at most
     assert compute("\\frac{3,268,750}{12} = 2,757,125")[0] == "\\frac{3,268,750}{12} = 272,395.83"
+    # multipart_set3_units, the server room's calculation part: units written in \text{} between the numbers
+    energy = "\\( 4900 \\text{ W} \\times 720 \\text{ hours/month} = 3568000 \\text{ Wh} \\)"
+    assert compute(energy)[0] == "\\( 4900 \\text{ W} \\times 720 \\text{ hours/month} = 3528000 \\text{ Wh} \\)"
+    right = "\\( 350 \\text{ W/machine} \\times 14 \\text{ machines} = 4900 \\text{ W} \\)"
+    assert compute(right) == (right, [])
     assert compute("0.00520833 \\times 4.79001 = 0.25600000000000003")[0].endswith("= 0.024948")
 
 
