@@ -30,6 +30,14 @@ def _figures() -> TaskFigures:
     return TaskFigures(model="m", note="", program="", output=OUTPUT, figures=read_figures(OUTPUT, TASK))
 
 
+def test_a_figure_with_a_unit_word_after_it_is_read() -> None:
+    task = "Our bakery's fixed costs are 3,000 a month, a loaf sells for 4.00 and costs 1.50 to make."
+    assert [(f.name, f.value) for f in read_figures("Break-even point: 1200.00 loaves", task)] == [
+        ("break-even point", 1200.0)
+    ]
+    assert read_figures("Salary: 30000, Income Tax: 2000.00", task) == []  # two values on a line: no figure
+
+
 def test_the_programs_lines_are_the_figures_but_those_the_task_gives() -> None:
     assert [(f.name, f.value) for f in _figures().figures] == [
         ("monthly payment", 1389.58),
