@@ -191,6 +191,12 @@ def _prefix_disk(result: Result) -> None:
     assert row["off"]["seconds"] > 0 and "Your code should pass this test: assert" in row["task"]
 
 
+def _figures(result: Result) -> None:
+    [row] = result["rows"]
+    assert row["right"] == ["monthly cost: 987.84"] and row["wrong"] == ["other total: 5"]
+    assert result["summary"]["right_confirmed"] == 1 and result["summary"]["prompt"] == "now"
+
+
 FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_adaptation": ("adaptation", _adaptation),
     "bench_assist": ("assist", _assist),
@@ -206,6 +212,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_exams": ("exams", _exams),
     "bench_shadow": ("shadow", _shadow),
     "bench_feedback": ("feedback", _feedback),
+    "bench_figures": ("figures", _figures),
     "bench_prefix_disk": ("prefix_disk", _prefix_disk),
     "bench_mbpp": ("mbpp", _mbpp),
     "bench_injection": ("injection", _injection),
