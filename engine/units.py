@@ -101,8 +101,9 @@ class Conversion:
 def conversions(task: str) -> list[Conversion]:
     """The conversions ``task`` needs: one per pair of a given unit and a named unit of one kind, at another scale.
 
-    Case matters for one-letter symbols only as the task writes them: "350 W" is watts, "5 m" metres. A time
-    conversion is found only against a rate or result ("90 minutes at 3.00 an hour"), as every unit is.
+    A one-letter symbol is a unit after a number ("350 W", "5 m") or after "per" or "/", never after "a" or "in";
+    "M", "S" and "L" never are (a million, sizes). A conversion is found only against a rate or a result ("90
+    minutes at 3.00 an hour", "how many hours"): two lengths the task merely lists need none.
     """
     given: dict[str, tuple[_Unit, list[float]]] = {}
     for match in _GIVEN.finditer(task):
