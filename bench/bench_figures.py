@@ -4,8 +4,9 @@
 programs, the left-out and units rules) on the multi-part tasks that want figures and state their right values
 (``values`` in ``bench/data/multipart_tasks*.yaml``: development data, each set run before). A confirmed figure
 is *right* when it is one of the task's values (within 1%), else *not listed*: wrong, or a quantity the task's
-values do not list (read them: a wrong confirmed figure is the worst outcome, since every part is told it). ``--prompt before`` asks with the figures prompt as it was before
-it asked for one variable per number the task gives (:data:`BEFORE`), for the comparison; one model job at a time.
+values do not list (read them: a wrong confirmed figure is the worst outcome, since every part is told it).
+``--prompt before`` asks with the figures prompt as it was before it asked for one variable per number the task
+gives (:data:`BEFORE`), for the comparison; one model job at a time.
 
     python -m bench.bench_figures --ids mp-loan-model-memo,mp3-server-consolidation --name figures_now
     python -m bench.bench_figures --prompt before --name figures_before
