@@ -53,6 +53,7 @@ _QUANTITY = re.compile(
 _NAMED_FUNCTION = re.compile(r"\b[A-Za-z]\w*_\w*\([^()]*\)")
 """A function named with its parameters ("parking_fee(minutes)", "cart_total(lines, code=None)"): the task's numbers
 are its rules, not quantities to work out."""
+_PERCENTAGE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(?:%|percent\b)")
 _STOP = frozenset({"the", "a", "an", "of", "per", "in", "for", "to", "and"})
 _BETWEEN_WORDS = r"\W+(?:(?:" + "|".join(sorted(_STOP)) + r")\W+)?"
 _STATED = r"[^\d\n|]{0,40}?(-?\d[\d,]*(?:\.\d+)?)"
@@ -233,8 +234,15 @@ def left_out(program: str, task: str) -> list[float]:
 
 
 def read_figures(output: str, task: str) -> list[Figure]:
-    """The ``name: value`` lines of a program's output, but those that repeat a number the task gives."""
+    """The ``name: value`` lines of a program's output, but those that repeat a number the task gives.
+
+    A percentage the task gives, printed as its fraction (rounded to the two decimals asked for), repeats it too:
+    an SLO task's "99.9% availability" came back as "availability: 1" from two programs, and every part would have
+    been told it (bench_figures).
+    """
     given = {abs(v) for v in numbers_in(task)}
+    percentages = [float(p.replace(",", "")) / 100 for p in _PERCENTAGE.findall(task)]
+    given |= {abs(p) for p in percentages} | {abs(round(p, 2)) for p in percentages}
     found: dict[str, Figure] = {}
     for line in output.splitlines():
         match = _LINE.match(line)

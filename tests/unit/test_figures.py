@@ -36,6 +36,10 @@ def test_a_figure_with_a_unit_word_after_it_is_read() -> None:
         ("break-even point", 1200.0)
     ]
     assert read_figures("Salary: 30000, Income Tax: 2000.00", task) == []  # two values on a line: no figure
+    slo = "Set a 99.9% availability SLO over 30 days for our checkout API and work out the error budget."
+    assert [f.name for f in read_figures("availability: 1.00\nerror budget minutes: 43.20", slo)] == [
+        "error budget minutes"
+    ]
 
 
 def test_the_programs_lines_are_the_figures_but_those_the_task_gives() -> None:
