@@ -548,6 +548,12 @@ def test_latex_steps_are_computed_and_a_wrong_result_is_corrected_where_it_is_st
     assert compute(energy)[0] == "\\( 4900 \\text{ W} \\times 720 \\text{ hours/month} = 3528000 \\text{ Wh} \\)"
     right = "\\( 350 \\text{ W/machine} \\times 14 \\text{ machines} = 4900 \\text{ W} \\)"
     assert compute(right) == (right, [])
+    # multipart_set3_units2, the same task's memo and calculation: steps in money, a currency sign on each number
+    yearly = compute_all(["Monthly saving * 12\n= $225.79 * 12\n= $2,711.48", "we save $2,711.48 per year"])
+    assert yearly[0] == ["Monthly saving * 12\n= $225.79 * 12\n= $2,709.48", "we save $2,709.48 per year"]
+    assert compute("- Annual initial cost: $987.84 * 12 = $11,853.68")[0].endswith("= $11,854.08")
+    for money in ("$762.05 - $987.84 = -$225.79", "$5 x 3 = $15", "cost $3 * 4 = $12.00 each"):
+        assert compute(money) == (money, [])
     assert compute("0.00520833 \\times 4.79001 = 0.25600000000000003")[0].endswith("= 0.024948")
 
 
