@@ -17,6 +17,7 @@ import re
 import threading
 
 import engine.prompts as prompts
+from engine.slots.checks.examples import prose_calls
 from engine.slots.checks.text import norm, without_code
 from engine.slots.program_of_thought import (
     PROGRAM_TOKENS,
@@ -50,9 +51,6 @@ _QUANTITY = re.compile(
     re.I,
 )
 """A word naming a quantity the task's numbers give: without one, "top 10 ... in 90 days" are no figures."""
-_NAMED_FUNCTION = re.compile(r"\b[A-Za-z]\w*_\w*\([^()]*\)")
-"""A function named with its parameters ("parking_fee(minutes)", "cart_total(lines, code=None)"): the task's numbers
-are its rules, not quantities to work out."""
 _PERCENTAGE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(?:%|percent\b)")
 _STOP = frozenset({"the", "a", "an", "of", "per", "in", "for", "to", "and"})
 _BETWEEN_WORDS = r"\W+(?:(?:" + "|".join(sorted(_STOP)) + r")\W+)?"
@@ -75,7 +73,7 @@ def wants_figures(task: str) -> bool:
     for, which the document then showed as unconfirmed figures to check (multipart_set3_pieces2: three generations,
     and a section about numbers the task never asked for).
     """
-    return len(numbers_in(task)) >= 2 and _QUANTITY.search(task) is not None and not _NAMED_FUNCTION.search(task)
+    return len(numbers_in(task)) >= 2 and _QUANTITY.search(task) is not None and not prose_calls(task)
 
 
 def compute_figures(
@@ -95,7 +93,7 @@ def compute_figures(
     partial: list[tuple[str, str, list[Figure]]] = []  # programs that left out numbers the task gives
     notes: list[str] = []
     needed = conversions(task)
-    hint = conversion_hint(needed)
+    units = hint = conversion_hint(needed)  # every program's prompt names the conversions the task needs
     for n in range(MAX_PROGRAMS):
         if n == 2 and runs and all(_printed_by_two(f, runs) for f in runs[0][2]):
             break  # the second program confirmed every figure of the first
@@ -105,12 +103,12 @@ def compute_figures(
         elif len(missed := left_out(run[0], task)) >= LEFT_OUT:
             listed = ", ".join(_shown(v) for v in missed)
             notes.append(f"program {n + 1} left out {listed} of the task's numbers: not used")
-            hint = conversion_hint(needed) + prompts.FIGURES_LEFT_OUT.format(numbers=listed)
+            hint = units + prompts.FIGURES_LEFT_OUT.format(numbers=listed)
             partial.append(run)
         elif skipped := unconverted(run[0], needed):
             c = skipped[0]
             notes.append(f"program {n + 1} used {c.given} with {c.named} unconverted: not used")
-            hint = conversion_hint(needed) + prompts.FIGURES_UNCONVERTED.format(
+            hint = units + prompts.FIGURES_UNCONVERTED.format(
                 given=c.given, named=c.named, bigger=c.bigger, factor=c.shown_factor, smaller=c.smaller
             )
             partial.append(run)
@@ -220,7 +218,8 @@ def left_out(program: str, task: str) -> list[float]:
         for node in ast.walk(ast.parse(code))
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
     }
-    scaled = {v: [c.factor for c in conversions(task) if v in c.values] for v in numbers_in(task)}
+    needed = conversions(task)
+    scaled = {v: [c.factor for c in needed if v in c.values] for v in numbers_in(task)}
     return [
         value
         for value, factors in scaled.items()

@@ -220,6 +220,10 @@ def _stated_value(text: str) -> str | None:
 
 def _named(task: str, functions: tuple[str, ...]) -> tuple[str, ...]:
     """``functions`` and the functions ``task``'s words name with their parameters (not a builtin, not a method)."""
+    return tuple(dict.fromkeys([*functions, *prose_calls(task)]))
+
+
+def prose_calls(task: str) -> list[str]:
+    """The functions ``task``'s words name with their parameters ("parking_fee(minutes)"), outside its code."""
     prose = without_code(task)  # the task's own code defines what it defines
-    called = [m.group(1) for m in _PROSE_CALL.finditer(prose) if not hasattr(builtins, m.group(1))]
-    return tuple(dict.fromkeys([*functions, *called]))
+    return [m.group(1) for m in _PROSE_CALL.finditer(prose) if not hasattr(builtins, m.group(1))]
