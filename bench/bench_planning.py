@@ -34,6 +34,7 @@ import yaml
 from bench.common import bench_parser, md_table, percentile, write_results
 from engine.planning import planner as planning
 from engine.planning.planner import plan_from_aspects, plan_from_template
+from engine.planning.scope_reading import ScopeReading, read_scope, second_reading
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.pool.pooled import get_backend
@@ -59,16 +60,25 @@ def load_set(path: Path = SET) -> list[dict[str, Any]]:
 class Planner:
     """The graph's planning steps, callable per task: scope, plan, route."""
 
-    def __init__(self, settings: Any, planner_model: str | None, plan_seconds: float) -> None:
+    def __init__(
+        self, settings: Any, planner_model: str | None, plan_seconds: float, reading_model: str | None = None
+    ) -> None:
         self.catalog = load_catalog()
         self.embedder = get_embedder()
         self.templates, self.index = library(self.catalog.ids, self.embedder)
         self.router = get_router(catalog=self.catalog)
         self.backend = get_backend(settings, planner_model)
         self.plan_seconds = plan_seconds
+        self.reading_model = reading_model
+        self.reader = get_backend(settings, reading_model) if reading_model is not None else None
+        self.readings: dict[str, ScopeReading] = {}
 
     def scope(self, task: str) -> str:
+        """The graph's scope: the deterministic pass, then the planner model's reading of a plan (when on)."""
         decision = classify(task, self.embedder, self.index, self.router)
+        if decision.kind == "multi" and self.reader is not None:
+            reading = self.readings[task] = read_scope(task, self.reader)
+            decision = second_reading(decision, reading, self.reading_model or "")
         return decision.kind
 
     def plan(self, task: str) -> tuple[Framework, dict[str, Any]]:
@@ -131,7 +141,14 @@ def evaluate(items: list[dict[str, Any]], planner: Planner, *, verbose: bool = T
         t0 = time.perf_counter()
         kind = planner.scope(task)
         scope_seconds = time.perf_counter() - t0
-        row: dict[str, Any] = {"id": item["id"], "scope": item["scope"], "predicted": kind}
+        row: dict[str, Any] = {
+            "id": item["id"],
+            "scope": item["scope"],
+            "predicted": kind,
+            "scope_seconds": round(scope_seconds, 3),
+        }
+        if (reading := planner.readings.get(task)) is not None:
+            row["reading"] = {"answer": reading.answer, "seconds": round(reading.seconds, 2), "detail": reading.detail}
         plan_info: dict[str, Any] | None = None
         if kind == "trivial":
             experts: list[str] = []
@@ -191,7 +208,17 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "plan_seconds_p50": round(percentile(times, 50), 2) if times else None,
         "plan_seconds_p90": round(percentile(times, 90), 2) if times else None,
         "slots_per_multi_plan": round(sum(r["slot_count"] for r in multi) / max(1, len(multi)), 2),
+        "singles_one_slot": _share(rows, "single"),
+        "multis_planned": _share(rows, "multi"),
+        "scope_seconds_p90": round(percentile([r["scope_seconds"] for r in rows], 90), 2),
+        "readings": {a: sum(r.get("reading", {}).get("answer") == a for r in rows) for a in ("one", "several", "none")},
     }
+
+
+def _share(rows: list[dict[str, Any]], scope: str) -> float | None:
+    """The share of ``scope``-labelled tasks predicted as labelled (a single one slot, a multi a plan)."""
+    labelled = [r for r in rows if r["scope"] == scope]
+    return round(sum(r["predicted"] == scope for r in labelled) / len(labelled), 4) if labelled else None
 
 
 def sweep(items: list[dict[str, Any]], planner: Planner) -> list[dict[str, Any]]:
@@ -233,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--planner", default=None, help="planner model (default: planner_model; 'none': no planner)")
     parser.add_argument("--plan-seconds", type=float, default=None, help="the planner's time (default: plan_seconds)")
     parser.add_argument("--ids", default=None, help="comma-separated task ids (default: all)")
+    parser.add_argument(
+        "--scope-reading",
+        choices=("on", "off"),
+        default="on",
+        help="the planner model's second reading of a plan's scope, as in a run (default: on; off: the rules alone)",
+    )
     parser.add_argument("--sweep", action="store_true", help="also score a grid of the plan lines without the planner")
     parser.add_argument("--name", default="planning")
     parser.add_argument(
@@ -247,17 +280,23 @@ def main(argv: list[str] | None = None) -> int:
     ids = QUICK_IDS if args.quick else (tuple(args.ids.split(",")) if args.ids else None)
     if ids is not None:
         items = [i for i in items if i["id"] in ids]
-    planner = Planner(settings, model, seconds)
+    reading_model = (settings.planner_model if settings.scope_reading else None) if args.scope_reading == "on" else None
+    planner = Planner(settings, model, seconds, reading_model)
     result = evaluate(items, planner)
     s = result["summary"]
     lines = [
-        f"{s['tasks']} tasks of {args.set.name}; planner {model or 'none'} within {seconds:g} s; lines: template fit "
+        f"{s['tasks']} tasks of {args.set.name}; planner {model or 'none'} within {seconds:g} s; scope reading by "
+        f"{reading_model or 'none'}; lines: template fit "
         f"{planning.TEMPLATE_FIT_LINE}, relevance {planning.RELEVANCE_LINE}, coverage {planning.COVERAGE_LINE}.",
         "",
         md_table(
             ["measure", "value", "goal"],
             [
                 ["scope accuracy", s["scope_accuracy"], ">= 0.95"],
+                ["single-deliverable tasks one slot", s["singles_one_slot"], ">= 0.95"],
+                ["multi tasks planned", s["multis_planned"], ""],
+                ["planner readings: one / several / none", "{one} / {several} / {none}".format(**s["readings"]), ""],
+                ["time to scope p90 (s)", s["scope_seconds_p90"], ""],
                 ["slot precision (multi tasks)", s["slot_precision"], ">= 0.95"],
                 ["aspect recall (multi tasks)", s["aspect_recall"], ">= 0.95"],
                 ["must-use accuracy", s["must_use_accuracy"], "1.0"],
@@ -285,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
         ),
     ]
-    payload = {"planner": model, "plan_seconds": seconds, "quick": args.quick, **result}
+    payload = {"planner": model, "plan_seconds": seconds, "scope_reading": reading_model, "quick": args.quick, **result}
     if args.sweep:
         grid = sweep(items, Planner(settings, None, 0.0))
         payload["sweep"] = grid

@@ -3,9 +3,11 @@
 Only when the run chooses its framework from the template library (``use_templates``) and the caller gave
 none; otherwise the decision is recorded as unclassified and the run goes on to ``select_template``.
 A trivial task goes to ``answer_directly``; a single-expert task gets a one-slot plan; a multi-slot task gets a
-template adapted to it. When the scope is unclear, interactive mode asks the person (a ``clarify`` interrupt:
-single or multi); the other modes take the narrower reading and record that default in ``Passport.defaults``
-with the question it stands for. Classification only reads the state, so the node restarts safely on resume.
+template adapted to it. A task read as a plan is read again by the planner model (``Settings.scope_reading``,
+:mod:`engine.planning.scope_reading`): one piece of work makes it single. When the scope is unclear, or the
+model overturns the plan, interactive mode asks the person (a ``clarify`` interrupt: single or multi); the other
+modes take the narrower reading and record that default in ``Passport.defaults`` with the question it stands for.
+Classification only reads the state, so the node restarts safely on resume.
 With a Store, the router that classifies has learned the run's user's routing lessons, as ``route_slots``'s has.
 """
 
@@ -17,8 +19,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from engine.assists.asking import ask_choice
-from experts.catalog import load_catalog
+from engine.planning.scope_reading import read_scope, second_reading
+from experts.catalog import load_catalog, resolve_binding
 from experts.embedding import get_embedder
+from experts.pool.pooled import get_backend
 from experts.routing import RouterParams, classify, get_router, library
 from experts.routing.aspects import named_deliverables
 from experts.routing.lesson_check import router_with_lessons
@@ -30,6 +34,8 @@ from state.passport import GuardedPassport, LedgerEntry, utcnow
 from state.scope_decision import AppliedDefault, ScopeDecision
 
 NODE = "scope"
+ASKED_RULES = ("unclear_scope_narrower", "planner_reads_one")
+"""The readings interactive mode puts to the person; the others apply them as defaults, recorded."""
 
 
 def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -46,7 +52,12 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
     lessons = RoutingLessons(runtime.store, state.run.user).current(router) if runtime.store is not None else []
     router = router_with_lessons(router, lessons)
     decision = classify(task, get_embedder(), index, router)
-    asked = decision.rule == "unclear_scope_narrower" and state.mission.mode is Mode.INTERACTIVE
+    reading = None
+    if decision.kind == "multi" and state.settings.scope_reading:
+        binding = resolve_binding(state.settings, model=state.settings.planner_model)
+        reading = read_scope(task, get_backend(state.settings, binding.model))
+        decision = second_reading(decision, reading, binding.model or "the base model")
+    asked = decision.rule in ASKED_RULES and state.mission.mode is Mode.INTERACTIVE
     if asked:
         decision = _ask_scope(decision)
     if state.turns:  # a follow-up: is it more of the same kind of work as the last turn?
@@ -71,7 +82,19 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
             )
         ],
     }
-    if decision.rule == "unclear_scope_narrower":
+    if reading is not None:
+        said = {"one": "one piece of work", "several": "several pieces of work", "none": "no reading"}[reading.answer]
+        update["ledger"].append(
+            LedgerEntry(
+                agent="planner",
+                action="scope_reading",
+                inputs_summary="a task read as a plan",
+                outputs_summary=f"{said} in {reading.seconds:.1f} s"
+                + (f": {reading.detail}" if reading.detail else ""),
+                duration_ms=int(reading.seconds * 1000),
+            )
+        )
+    if decision.rule in ASKED_RULES:
         update["defaults"] = [
             AppliedDefault(
                 rule=decision.rule,

@@ -15,6 +15,7 @@ DefaultRule = Literal[
     "missing_deps_parallel",
     "irrelevant_slot_removed",
     "uncovered_aspect_added",
+    "planner_reads_one",
 ]
 """The autonomous defaults of the design (docs/decisions.md, "Autonomous defaults"):
 
@@ -23,7 +24,8 @@ DefaultRule = Literal[
 - ``tie_prefers_task_type``: between close experts the task-type specialist wins;
 - ``missing_deps_parallel``: a slot added without dependencies runs in parallel with the others;
 - ``irrelevant_slot_removed``: a plan's slot that serves nothing the task asks for is removed;
-- ``uncovered_aspect_added``: a deliverable the task names that no slot covers gets a slot.
+- ``uncovered_aspect_added``: a deliverable the task names that no slot covers gets a slot;
+- ``planner_reads_one``: a task read as a plan that the planner model reads as one piece of work gets one expert.
 """
 
 
@@ -41,7 +43,7 @@ class ScopeDecision(BaseModel):
     expert: str | None = None
     """That expert; the one slot of a single-expert task is routed on its own text afterwards."""
     rule: DefaultRule | None = None
-    """The autonomous default that decided the kind, if any (``unclear_scope_narrower``)."""
+    """The autonomous default that decided the kind, if any (``unclear_scope_narrower``, ``planner_reads_one``)."""
     reason: str
     transition: Literal["same_domain", "new_domain"] | None = None
     """A follow-up turn: whether the task's expert is one the previous turn ran on (None: the thread's first)."""

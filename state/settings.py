@@ -76,6 +76,10 @@ class Settings(BaseModel):
         default="qwen2.5-coder-1.5b",
         description="Model that adapts templates (bundled name or GGUF path; else the base model).",
     )
+    scope_reading: Annotated[bool, Env("COE_SCOPE_READING")] = Field(
+        default=True,
+        description="Ask the planner model whether a task read as a plan is one piece of work (false: rules only).",
+    )
     plan_seconds: Annotated[float, Env("COE_PLAN_SECONDS")] = Field(
         default=20.0,
         ge=0.0,

@@ -83,12 +83,16 @@ class PrefixCache:
         return self._generate(tokens, *args, **kwargs)
 
     def _prefix_length(self, tokens: list[int]) -> int:
-        """Where the system message ends among ``tokens`` (0: no usable prefix)."""
+        """Where the system message (or the shared prefix) ends among ``tokens`` (0: no usable prefix).
+
+        Read as the prompt is (special tokens as such), so a shared prefix may span chat turns written in the
+        model's template (``engine/planning/scope_reading.py``); one in another template is not found.
+        """
         if not self.system:
             return 0
         wanted = self._system_tokens.get(self.system)
         if wanted is None:
-            wanted = list(self._llm.tokenize(self.system.encode("utf-8"), add_bos=False, special=False))
+            wanted = list(self._llm.tokenize(self.system.encode("utf-8"), add_bos=False, special=True))
             if len(self._system_tokens) > 64:
                 self._system_tokens.clear()
             self._system_tokens[self.system] = wanted

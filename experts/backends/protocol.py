@@ -55,7 +55,8 @@ class GenerationRequest:
     llama.cpp, fake and remote backends honour it at their next token."""
     shared_prefix: str | None = None
     """The start of the system message that other requests share (an expert's persona and the fixed part of its
-    contract); None: the whole system message. The llama.cpp backend keeps it read and saves its state
+    contract), or the system message and the turns after it rendered in the model's chat template (the scope
+    reading's labelled turns); None: the whole system message. The llama.cpp backend keeps it read and saves its state
     (:mod:`experts.backends.llama_prefix`); the others ignore it."""
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     """Called with each piece of the answer as it is written, in order; the pieces joined are the answer's text.

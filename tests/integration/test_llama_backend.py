@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from engine.planning.scope_reading import GRAMMAR, reading_messages
 from engine.slots.contracts import CONTRACTS
 from experts.backends.grammar import (
     OUTLINE_GRAMMAR,
@@ -525,3 +526,17 @@ def test_a_shared_prefix_is_kept_across_systems_that_differ_after_it(model_path:
     other = LlamaBackend(model_path, n_ctx=2048, prefix_states=tmp_path).generate(ask("similar_elements"))
     plain = LlamaBackend(model_path, n_ctx=2048).generate(ask("similar_elements"))
     assert other.extra["prefix_loaded_tokens"] >= 32 and other.text == plain.text
+
+
+def test_the_scope_readings_labelled_turns_are_a_prefix_kept_across_calls(backend: LlamaBackend) -> None:
+    # the shared prefix spans chat turns (written in ChatML): found among the prompt's tokens, read once
+    def ask(task: str) -> GenerationRequest:
+        messages, shared = reading_messages(task)
+        return GenerationRequest(messages=messages, max_tokens=4, grammar=GRAMMAR, shared_prefix=shared)
+
+    first = backend.generate(ask("Write a haiku about a lighthouse"))
+    other = backend.generate(ask("Write a SQL query for late invoices and an email to the customers who owe"))
+    again = backend.generate(ask("Write a haiku about a lighthouse"))
+    assert first.text in ("ONE", "SEVERAL") and other.text in ("ONE", "SEVERAL")
+    assert other.extra["prefix_cached_tokens"] >= 800 and again.extra["prefix_cached_tokens"] >= 800
+    assert again.text == first.text and again.prompt_tokens == first.prompt_tokens
