@@ -40,7 +40,7 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
     if template is None or seed is None or seed.similarity is None:
         return {}
     catalog = load_catalog()
-    planner, notices = planner_backend(state.settings)
+    planner, notices = _planner(state.settings)
     fw, record = plan_from_template(
         template,
         seed.similarity,
@@ -93,7 +93,7 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
     return update
 
 
-def planner_backend(settings: Settings) -> tuple[ExpertBackend, list[Notice]]:
+def _planner(settings: Settings) -> tuple[ExpertBackend, list[Notice]]:
     """The backend that adapts templates: the planner model when it is available, else the base model."""
     binding = resolve_binding(settings, model=settings.planner_model)
     notices = []

@@ -20,13 +20,13 @@ from langgraph.types import interrupt
 
 from engine.assists.asking import ask_choice
 from engine.planning.scope_reading import read_scope, second_reading
-from experts.catalog import load_catalog
+from experts.catalog import load_catalog, resolve_binding
 from experts.embedding import get_embedder
+from experts.pool.pooled import get_backend
 from experts.routing import RouterParams, classify, get_router, library
 from experts.routing.aspects import named_deliverables
 from experts.routing.lesson_check import router_with_lessons
 from memory.routing_lessons import RoutingLessons
-from nodes.adapt_template import planner_backend
 from state.context import RunContext
 from state.enums import Mode
 from state.hitl import Question
@@ -54,9 +54,9 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
     decision = classify(task, get_embedder(), index, router)
     reading = None
     if decision.kind == "multi" and state.settings.scope_reading:
-        backend, _ = planner_backend(state.settings)  # adapt_template reports an unavailable planner model
-        reading = read_scope(task, backend)
-        decision = second_reading(decision, reading, backend.name)
+        binding = resolve_binding(state.settings, model=state.settings.planner_model)
+        reading = read_scope(task, get_backend(state.settings, binding.model))
+        decision = second_reading(decision, reading, binding.model or "the base model")
     asked = decision.rule in ASKED_RULES and state.mission.mode is Mode.INTERACTIVE
     if asked:
         decision = _ask_scope(decision)
