@@ -6,7 +6,7 @@ task's aspects, templates off) the node passes. In order:
 1. the template is fitted to the task (:func:`engine.planning.planner.fit_template`): slots that serve nothing the task
    asks for are removed, and every deliverable the task names that no slot covers gets a slot;
 2. a template at least :data:`~experts.routing.AS_IS_SIMILARITY` similar to the task is used as it is;
-   otherwise the planner model (``Settings.planner_model``, through :func:`experts.catalog.resolve_binding`;
+   otherwise the planner model (``Settings.planner_model``, :func:`engine.planning.planner_model.planner_model`;
    the base model, with a warning, when it is not installed) writes constrained edit operations within
    ``plan_seconds`` (:func:`engine.planning.adaptation.adapt`: retries, then the fitted template, then one slot);
 3. the result passes the same relevance and coverage tier again (:func:`engine.planning.planner.fit_plan`), so a slot
@@ -21,15 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from engine.planning.planner import plan_from_template
-from experts.backends import ExpertBackend
-from experts.catalog import load_catalog, resolve_binding
+from engine.planning.planner_model import planner_model
+from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.pool import get_backend
 from state.adaptation import PlanFit
 from state.framework import Framework
 from state.passport import LedgerEntry, Notice, PlannedPassport, SlotState, utcnow
 from state.scope_decision import AppliedDefault
-from state.settings import Settings
 
 NODE = "adapt_template"
 
@@ -40,12 +38,16 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
     if template is None or seed is None or seed.similarity is None:
         return {}
     catalog = load_catalog()
-    planner, notices = _planner(state.settings)
+    planner = planner_model(state.settings)
+    notices = []
+    if planner.problem is not None:
+        message = f"the planner model is unavailable ({planner.problem}); templates are adapted by the base model"
+        notices.append(Notice(level="warning", source=NODE, message=message))
     fw, record = plan_from_template(
         template,
         seed.similarity,
         state.mission.task,
-        planner,
+        planner.backend,
         list(catalog.ids),
         get_embedder(),
         time_budget=state.settings.plan_seconds,
@@ -91,16 +93,6 @@ def adapt_template(state: PlannedPassport) -> dict[str, Any]:
     if notices:
         update["notices"] = notices
     return update
-
-
-def _planner(settings: Settings) -> tuple[ExpertBackend, list[Notice]]:
-    """The backend that adapts templates: the planner model when it is available, else the base model."""
-    binding = resolve_binding(settings, model=settings.planner_model)
-    notices = []
-    if binding.problem is not None:
-        message = f"the planner model is unavailable ({binding.problem}); templates are adapted by the base model"
-        notices.append(Notice(level="warning", source=NODE, message=message))
-    return get_backend(settings, binding.model), notices
 
 
 def _fit_summary(fits: list[PlanFit]) -> str:

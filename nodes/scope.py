@@ -4,10 +4,12 @@ Only when the run chooses its framework from the template library (``use_templat
 none; otherwise the decision is recorded as unclassified and the run goes on to ``select_template``.
 A trivial task goes to ``answer_directly``; a single-expert task gets a one-slot plan; a multi-slot task gets a
 template adapted to it. A task read as a plan is read again by the planner model (``Settings.scope_reading``,
-:mod:`engine.planning.scope_reading`): one piece of work makes it single. When the scope is unclear, or the
+:mod:`engine.planning.scope_reading`): one piece of work makes it single (not by the base model standing in for
+a planner model that is not installed: the plan stands, with a warning). When the scope is unclear, or the
 model overturns the plan, interactive mode asks the person (a ``clarify`` interrupt: single or multi); the other
 modes take the narrower reading and record that default in ``Passport.defaults`` with the question it stands for.
-Classification only reads the state, so the node restarts safely on resume.
+Classification only reads the state, so the node restarts safely on resume (the reading is asked again, the
+same greedy answer in about 2 s).
 With a Store, the router that classifies has learned the run's user's routing lessons, as ``route_slots``'s has.
 """
 
@@ -19,10 +21,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from engine.assists.asking import ask_choice
+from engine.planning.planner_model import planner_model
 from engine.planning.scope_reading import read_scope, second_reading
-from experts.catalog import load_catalog, resolve_binding
+from experts.catalog import load_catalog
 from experts.embedding import get_embedder
-from experts.pool.pooled import get_backend
 from experts.routing import RouterParams, classify, get_router, library
 from experts.routing.aspects import named_deliverables
 from experts.routing.lesson_check import router_with_lessons
@@ -30,7 +32,7 @@ from memory.routing_lessons import RoutingLessons
 from state.context import RunContext
 from state.enums import Mode
 from state.hitl import Question
-from state.passport import GuardedPassport, LedgerEntry, utcnow
+from state.passport import GuardedPassport, LedgerEntry, Notice, utcnow
 from state.scope_decision import AppliedDefault, ScopeDecision
 
 NODE = "scope"
@@ -52,11 +54,14 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
     lessons = RoutingLessons(runtime.store, state.run.user).current(router) if runtime.store is not None else []
     router = router_with_lessons(router, lessons)
     decision = classify(task, get_embedder(), index, router)
-    reading = None
+    reading, unread = None, None
     if decision.kind == "multi" and state.settings.scope_reading:
-        binding = resolve_binding(state.settings, model=state.settings.planner_model)
-        reading = read_scope(task, get_backend(state.settings, binding.model))
-        decision = second_reading(decision, reading, binding.model or "the base model")
+        planner = planner_model(state.settings)
+        if planner.problem is None:
+            reading = read_scope(task, planner.backend)
+            decision = second_reading(decision, reading, planner.name)
+        else:  # the base model's reading was measured no better than the pass alone: not worth its seconds
+            unread = planner.problem
     asked = decision.rule in ASKED_RULES and state.mission.mode is Mode.INTERACTIVE
     if asked:
         decision = _ask_scope(decision)
@@ -94,6 +99,9 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
                 duration_ms=int(reading.seconds * 1000),
             )
         )
+    if unread is not None:
+        message = f"the planner model is unavailable ({unread}); the plan was not read a second time"
+        update["notices"] = [Notice(level="warning", source=NODE, message=message)]
     if decision.rule in ASKED_RULES:
         update["defaults"] = [
             AppliedDefault(

@@ -263,17 +263,18 @@ def test_coe_run_templates_flag(tmp_path: Path) -> None:
 
 
 def test_the_planner_model_adapts_templates_and_falls_back_to_the_base_model() -> None:
+    from engine.planning.planner_model import planner_model
     from experts.backends.llama import LlamaBackend
-    from nodes.adapt_template import _planner
     from state.context import resolve_settings
     from state.settings import Settings
 
     def state_with(**settings: object) -> Settings:
         return resolve_settings({"backend": "llama", **settings}, env={})
 
-    missing, notices = _planner(state_with(planner_model="/nowhere/planner.gguf"))
-    missing = missing.backend  # type: ignore[attr-defined]  # the pooled handle's backend
-    assert isinstance(missing, LlamaBackend) and missing.model_path.name.startswith("qwen2.5-coder-0.5b")
-    assert "the planner model is unavailable" in notices[0].message
-    base, notices = _planner(state_with(planner_model=""))
-    assert notices == [] and base.backend.model_path.name.startswith("qwen2.5-coder-0.5b")  # type: ignore[attr-defined]
+    missing = planner_model(state_with(planner_model="/nowhere/planner.gguf"))
+    backend = missing.backend.backend  # type: ignore[attr-defined]  # the pooled handle's backend
+    assert isinstance(backend, LlamaBackend) and backend.model_path.name.startswith("qwen2.5-coder-0.5b")
+    assert missing.problem is not None and "/nowhere/planner.gguf" in missing.problem
+    assert missing.name == "the base model"
+    base = planner_model(state_with(planner_model=""))
+    assert base.problem is None and base.backend.backend.model_path.name.startswith("qwen2.5-coder-0.5b")  # type: ignore[attr-defined]

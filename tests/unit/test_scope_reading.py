@@ -124,3 +124,24 @@ def test_a_task_the_rules_read_as_one_experts_work_is_not_read_again(tmp_path: P
     state = _run("single", "Write a Python function that checks whether a string is a palindrome", tmp_path, "SEVERAL")
     assert state.scope is not None and state.scope.kind == "single"
     assert not any(e.action == "scope_reading" for e in state.ledger)
+
+
+def test_without_the_planner_model_the_plan_is_not_read_again_and_the_run_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from engine.planning.planner_model import PlannerModel
+
+    node = importlib.import_module("nodes.scope")  # the package exports the node function under the same name
+
+    def stand_in(settings: object) -> PlannerModel:
+        return PlannerModel(Scripted(["ONE"]), "the base model", "qwen2.5-coder-1.5b is not installed")
+
+    monkeypatch.setattr(node, "planner_model", stand_in)
+    state = _run("unread", NDA, tmp_path, "ONE")
+    assert state.scope is not None and state.scope.kind == "multi"  # the base model's ONE is never asked for
+    assert not any(e.action == "scope_reading" for e in state.ledger)
+    [notice] = [n for n in state.notices if n.source == "scope"]
+    assert notice.level == "warning" and "qwen2.5-coder-1.5b is not installed" in notice.message
+    assert "not read a second time" in notice.message
