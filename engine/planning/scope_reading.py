@@ -49,7 +49,10 @@ SYSTEM = (
 
 @dataclass(frozen=True)
 class ScopeReading:
-    """What the planner model said: ``one``, ``several``, or ``none`` (no usable answer, with why)."""
+    """What the planner model said: ``one``, ``several``, or ``none`` (no usable answer, with why).
+
+    ``detail`` also says when the model was asked a second time.
+    """
 
     answer: Literal["one", "several", "none"]
     seconds: float
@@ -106,8 +109,15 @@ def read_scope(task: str, backend: ExpertBackend, *, time_limit: float = READING
         shared_prefix=shared,
     )
     start = time.perf_counter()
+    again = ""
     try:
         gen = backend.generate(request)
+        if not gen.text.strip() and gen.finish_reason == "time":
+            # The limit passed while the prompt was read (the labelled turns, the first time in a fresh model
+            # cache on a slow machine: 45 s seen on 2 busy cores); they are kept read now, so the one word costs
+            # a second or two: asked once more rather than losing the reading that was paid for.
+            gen = backend.generate(request)
+            again = f"asked again after the time limit ({time_limit:.0f} s) passed while the request was read"
     except GenerationStopped:
         raise
     except BackendError as exc:
@@ -115,8 +125,9 @@ def read_scope(task: str, backend: ExpertBackend, *, time_limit: float = READING
     seconds = time.perf_counter() - start
     word = gen.text.strip().upper()
     if word in ("ONE", "SEVERAL"):
-        return ScopeReading("one" if word == "ONE" else "several", seconds)
-    return ScopeReading("none", seconds, f"the planner model answered {gen.text.strip()[:60]!r}, not ONE or SEVERAL")
+        return ScopeReading("one" if word == "ONE" else "several", seconds, again)
+    said = f"the planner model answered {gen.text.strip()[:60]!r}, not ONE or SEVERAL"
+    return ScopeReading("none", seconds, f"{said} ({again})" if again else said)
 
 
 def second_reading(decision: ScopeDecision, reading: ScopeReading, model: str) -> ScopeDecision:

@@ -66,6 +66,22 @@ def test_a_failing_planner_model_is_no_reading_and_says_why() -> None:
     assert reading.answer == "none" and "model file missing" in reading.detail
 
 
+def test_a_reading_cut_off_while_the_request_was_read_is_asked_once_more() -> None:
+    class SlowFirst(Scripted):
+        def generate(self, request: GenerationRequest) -> Generation:
+            gen = super().generate(request)
+            return Generation(text="", finish_reason="time") if len(self.requests) == 1 else gen
+
+    backend = SlowFirst(["", "SEVERAL"])
+    reading = read_scope("a task", backend)
+    assert reading.answer == "several" and len(backend.requests) == 2
+    assert reading.detail == "asked again after the time limit (40 s) passed while the request was read"
+    never = SlowFirst([""])  # the second answer is empty too (a plain stop): no third request
+    assert read_scope("a task", never).answer == "none" and len(never.requests) == 2
+    answered = Scripted(["ONE"])  # an answer ended by the limit after its word is an answer: not asked again
+    assert read_scope("a task", answered).answer == "one" and len(answered.requests) == 1
+
+
 def test_only_a_plan_read_as_one_piece_of_work_becomes_single() -> None:
     one, several = ScopeReading("one", 1.0), ScopeReading("several", 1.0)
     single = second_reading(PLAN, one, "qwen2.5-coder-1.5b")
