@@ -34,6 +34,7 @@ import yaml
 from bench.common import bench_parser, md_table, percentile, write_results
 from engine.planning import planner as planning
 from engine.planning.planner import plan_from_aspects, plan_from_template
+from engine.planning.planner_model import planner_model
 from engine.planning.scope_reading import ScopeReading, read_scope, second_reading
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
@@ -280,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     ids = QUICK_IDS if args.quick else (tuple(args.ids.split(",")) if args.ids else None)
     if ids is not None:
         items = [i for i in items if i["id"] in ids]
-    reading_model = (settings.planner_model if settings.scope_reading else None) if args.scope_reading == "on" else None
+    # As the graph's scope: read again only by the planner model itself, never by the base model in its place
+    reads = args.scope_reading == "on" and settings.scope_reading and planner_model(settings).problem is None
+    reading_model = settings.planner_model if reads else None
     planner = Planner(settings, model, seconds, reading_model)
     result = evaluate(items, planner)
     s = result["summary"]
