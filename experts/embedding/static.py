@@ -17,27 +17,42 @@ Static vectors are another embedding (bag of tokens: no word order, no context),
 their own and an expert index of their own. The router uses them only where they are decisive and defers
 every other text to the encoder (see :mod:`experts.routing.router`).
 
-The table is built once per encoder and kept in the model cache beside the ONNX graph
-(``$COE_MODEL_CACHE`` or ``~/.cache/coe/models``), named after the encoder's model id, the weights'
-fingerprint and :data:`TABLE_VERSION`; it is read with a memory map, so loading it costs milliseconds. A file
-of the wrong shape or with non-finite values is rebuilt.
+Rows are made as texts need them. Every row is centred by the mean over the whole vocabulary, which needs every
+row; for the bundled encoder that mean ships with the code (:data:`CENTRE_DIR`, one small file per encoder, its
+weights' pinned SHA-256 and :data:`TABLE_VERSION`), so a query's thirty-odd rows cost one encoder call of
+milliseconds, where distilling all 30,522 takes about 9 s on two cores: the first command a new user runs pays
+nothing for the table. For any other encoder the table is distilled whole, once, and kept in the model cache
+beside the ONNX graph (``$COE_MODEL_CACHE`` or ``~/.cache/coe/models``), named after the encoder's model id, the
+weights' fingerprint and :data:`TABLE_VERSION`; it is read with a memory map, so loading it costs milliseconds. A
+file of the wrong shape or with non-finite values is rebuilt. Rows made on demand are those of the whole table
+to float rounding (the encoder's batches differ): a test holds them to it, and to the shipped mean.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from experts.embedding.encoder import BertSentenceEncoder
+from experts.embedding.model_files import MODEL_SHA256, is_bundled_model
 from experts.embedding.vectors import Vectors, check_vectors
 from state.errors import ConfigError
 from state.files import atomic_write
 from state.paths import model_cache_dir
 
-__all__ = ["TABLE_VERSION", "StaticEmbedder", "distil_table", "static_weights"]
+__all__ = [
+    "CENTRE_DIR",
+    "TABLE_VERSION",
+    "StaticEmbedder",
+    "centre_path",
+    "distil_table",
+    "static_weights",
+    "write_centre",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,18 +62,59 @@ SIF_A = 1e-3
 """Smooth-inverse-frequency constant of :func:`static_weights`."""
 DISTIL_BATCH = 2048
 """Tokens per encoder call while distilling (three positions each)."""
+CENTRE_DIR = Path(__file__).with_name("static_centres")
+"""The shipped means of the bundled encoder's distilled rows (:func:`centre_path`, written by :func:`write_centre`)."""
+CENTRE_BACKENDS = ("onnx",)
+"""Encoders whose mean can ship: the float ONNX graph built from the pinned weights (other backends round
+otherwise)."""
+
+
+def distil_rows(encoder: BertSentenceEncoder, ids: np.ndarray) -> Vectors:
+    """The pooled vectors of the given token ids, each alone between ``[CLS]`` and ``[SEP]``, in their order."""
+    cls_id, sep_id = encoder.special_ids()
+    rows = np.empty((ids.size, encoder.dim), dtype=np.float32)
+    for start in range(0, ids.size, DISTIL_BATCH):
+        batch = ids[start : start + DISTIL_BATCH].astype(np.int64)
+        tokens = np.stack([np.full_like(batch, cls_id), batch, np.full_like(batch, sep_id)], axis=1)
+        rows[start : start + batch.size] = encoder.embed_ids(tokens, np.ones_like(tokens))
+    return rows
 
 
 def distil_table(encoder: BertSentenceEncoder) -> Vectors:
     """Every vocabulary token's pooled vector: the encoder run on ``[CLS] token [SEP]``, one row per token id."""
-    cls_id, sep_id = encoder.special_ids()
-    size = encoder.vocab_size
-    table = np.empty((size, encoder.dim), dtype=np.float32)
-    for start in range(0, size, DISTIL_BATCH):
-        ids = np.arange(start, min(size, start + DISTIL_BATCH), dtype=np.int64)
-        tokens = np.stack([np.full_like(ids, cls_id), ids, np.full_like(ids, sep_id)], axis=1)
-        table[start : start + ids.size] = encoder.embed_ids(tokens, np.ones_like(tokens))
-    return table
+    return distil_rows(encoder, np.arange(encoder.vocab_size, dtype=np.int64))
+
+
+def centre_path(encoder: BertSentenceEncoder) -> Path | None:
+    """Where the shipped mean of ``encoder``'s distilled rows lives, or None when no mean can ship for it.
+
+    Only the bundled model's weights are known ahead (their SHA-256 is pinned and checked before the ONNX graph
+    is built from them); a user's own model directory has no shipped mean.
+    """
+    if encoder.backend not in CENTRE_BACKENDS or not is_bundled_model(encoder.model_dir):
+        return None
+    key = f"{TABLE_VERSION}:{encoder.backend}:{encoder.model_id}:{MODEL_SHA256['model.safetensors']}"
+    return CENTRE_DIR / f"static-centre-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npy"
+
+
+def write_centre(encoder: BertSentenceEncoder) -> Path:
+    """Distil the whole table of the bundled ``encoder`` and write its mean where :func:`centre_path` says.
+
+    Run it when :data:`TABLE_VERSION` or the bundled model changes; ``tests/unit/test_embedding_static.py`` fails
+    until the shipped file is the mean the whole table has.
+    """
+    path = centre_path(encoder)
+    if path is None:
+        raise ConfigError("static token table", f"no mean ships for the {encoder.backend} encoder {encoder.model_id}")
+    mean = distil_table(encoder).mean(axis=0).astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: _save(tmp, mean))
+    return path
+
+
+def _save(tmp: Path, array: np.ndarray) -> None:
+    with tmp.open("wb") as handle:  # a file object: given a name, np.save would append ".npy" to it
+        np.save(handle, array)
 
 
 def static_weights(size: int) -> Vectors:
@@ -86,41 +142,80 @@ class StaticEmbedder:
         self._cls, self._sep = encoder.special_ids()
         self._unk = encoder.unk_id()
         self.path = (cache if cache is not None else model_cache_dir()) / f"static-table-{self._fingerprint()}.npy"
-        self._table = self._load_or_build()
+        self._weights = static_weights(encoder.vocab_size)
+        self._lock = threading.Lock()
+        self._made: np.ndarray | None = None
+        """Which rows of ``_table`` exist, while rows are made on demand (None: the whole table is there)."""
+        self._centre: Vectors | None = None
+        table = self._load()
+        if table is None:
+            self._centre = self._shipped_centre()
+            if self._centre is None:
+                table = self._build()
+            else:
+                table = np.zeros((encoder.vocab_size, self.dim), dtype=np.float32)  # pages untouched cost nothing
+                self._made = np.zeros(encoder.vocab_size, dtype=bool)
+        self._table: Vectors = table
 
     def _fingerprint(self) -> str:
         key = f"{TABLE_VERSION}:{self.encoder.model_id}:{self.encoder.weights_fingerprint()}"
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
-    def _load_or_build(self) -> Vectors:
+    def _load(self) -> Vectors | None:
+        """The whole table from the cache, or None when it is missing or unusable (said in the log)."""
         shape = (self.encoder.vocab_size, self.dim)
-        if self.path.is_file():
-            try:
-                table: Vectors = np.load(self.path, mmap_mode="r")
-            except (OSError, ValueError) as exc:
-                logger.warning("the static token table %s cannot be read (%s); rebuilding it", self.path, exc)
-            else:
-                if table.shape == shape and table.dtype == np.float32:
-                    return table
-                logger.warning(
-                    "the static token table %s has shape %s, not %s; rebuilding it", self.path, table.shape, shape
-                )
-        raw = distil_table(self.encoder)
-        built: Vectors = ((raw - raw.mean(axis=0)) * static_weights(shape[0])[:, None]).astype(np.float32)
-        if not np.isfinite(built).all():
+        if not self.path.is_file():
+            return None
+        try:
+            table: Vectors = np.load(self.path, mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            logger.warning("the static token table %s cannot be read (%s); rebuilding it", self.path, exc)
+            return None
+        if table.shape == shape and table.dtype == np.float32:
+            return table
+        logger.warning("the static token table %s has shape %s, not %s; rebuilding it", self.path, table.shape, shape)
+        return None
+
+    def _shipped_centre(self) -> Vectors | None:
+        path = centre_path(self.encoder)
+        if path is None or not path.is_file():
+            return None
+        try:
+            centre: Vectors = np.load(path)
+        except (OSError, ValueError) as exc:
+            logger.warning("the shipped mean %s cannot be read (%s); distilling the whole table", path, exc)
+            return None
+        if centre.shape != (self.dim,) or centre.dtype != np.float32 or not np.isfinite(centre).all():
+            logger.warning("the shipped mean %s is not %d finite floats; distilling the whole table", path, self.dim)
+            return None
+        return centre
+
+    def _finish(self, raw: Vectors, ids: np.ndarray, centre: Vectors) -> Vectors:
+        rows: Vectors = ((raw - centre) * self._weights[ids][:, None]).astype(np.float32)
+        if not np.isfinite(rows).all():
             raise ConfigError("static token table", f"distilling {self.encoder.model_id} gave non-finite values")
+        return rows
 
-        def save(tmp: Path) -> None:
-            with tmp.open("wb") as handle:  # a file object: given a name, np.save would append ".npy" to it
-                np.save(handle, built)
-
+    def _build(self) -> Vectors:
+        raw = distil_table(self.encoder)
+        built = self._finish(raw, np.arange(raw.shape[0]), raw.mean(axis=0))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path, save)
+            atomic_write(self.path, lambda tmp: _save(tmp, built))
             logger.info("distilled the static token table %s", self.path)
         except OSError as exc:
             logger.warning("cannot cache the static token table at %s (%s); it is used from memory", self.path, exc)
         return built
+
+    def _make_rows(self, ids: np.ndarray) -> None:
+        """Make the rows of ``ids`` that do not exist yet (rows on demand only; one encoder call per 2,048)."""
+        if self._made is None or self._centre is None:
+            return
+        with self._lock:
+            missing = np.unique(ids[~self._made[ids]])
+            if missing.size:
+                self._table[missing] = self._finish(distil_rows(self.encoder, missing), missing, self._centre)
+                self._made[missing] = True
 
     def encode(self, texts: list[str]) -> Vectors:
         """Embed texts: the normalised sum of their tokens' weighted, centred rows."""
@@ -130,6 +225,7 @@ class StaticEmbedder:
         for ids in self.encoder.token_ids(texts):
             rows.append([i for i in ids if i != self._cls and i != self._sep] or [self._unk])
         flat = np.fromiter((i for r in rows for i in r), dtype=np.int64)
+        self._make_rows(flat)
         starts = np.cumsum([0] + [len(r) for r in rows[:-1]])
         sums = np.add.reduceat(np.asarray(self._table[flat], dtype=np.float32), starts, axis=0)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)

@@ -129,6 +129,23 @@ def test_default_model_assembles_verifies_and_repairs_its_cache(tmp_path: Path) 
     assert hashlib.sha256(path.read_bytes()).hexdigest() == model.sha256
 
 
+@pytest.mark.parametrize("name", [name for name, model in BUNDLED_MODELS.items() if not model.in_place])
+def test_a_model_s_pinned_parts_make_its_pinned_file(name: str, tmp_path: Path) -> None:
+    """Assembly checks each part's SHA-256 only; the registry's whole-file hash must follow from the parts."""
+    model = BUNDLED_MODELS[name]
+    try:
+        path = bundled_model_path(name, cache_dir=tmp_path)
+    except ModelUnavailableError as exc:
+        if name == DEFAULT_MODEL:
+            raise
+        pytest.skip(f"{name} is not installed: {exc}")
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    assert path.stat().st_size == model.size and digest.hexdigest() == model.sha256
+
+
 def test_from_settings_loads_nothing_until_the_first_generation(model_path: Path) -> None:
     settings = Settings(
         backend="llama",

@@ -9,8 +9,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+import experts.embedding.static as static_module
 from experts.embedding import BertSentenceEncoder, default_model_dir, get_embedder
 from experts.embedding.static import TABLE_VERSION, StaticEmbedder, distil_table, static_weights
+from state.errors import ConfigError
 
 
 class CountingEncoder(BertSentenceEncoder):
@@ -116,3 +118,64 @@ def test_the_real_static_vectors_keep_the_encoder_s_neighbourhoods() -> None:
         ]
     )
     assert float(python @ sql) > float(python @ poem) + 0.2
+
+
+def test_with_a_shipped_mean_rows_are_made_as_texts_need_them(
+    encoder: CountingEncoder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = StaticEmbedder(encoder, cache=tmp_path / "whole")
+    texts = ["Write a Python function that checks whether a string is a palindrome", "Draft a disclaimer"]
+    expected = whole.encode(texts)
+
+    monkeypatch.setattr(static_module, "centre_path", lambda _encoder: tmp_path / "centre.npy")
+    static_module.write_centre(encoder)
+    np.testing.assert_array_equal(np.load(tmp_path / "centre.npy"), distil_table(encoder).mean(axis=0))
+    encoder.calls = 0
+    lazy = StaticEmbedder(encoder, cache=tmp_path / "lazy")
+    assert encoder.calls == 0 and not lazy.path.exists()  # nothing distilled, nothing written
+    np.testing.assert_allclose(lazy.encode(texts), expected, atol=1e-6)
+    assert encoder.calls == 1  # one encoder call for every token of both texts
+    tokens = {i for ids in encoder.token_ids(texts) for i in ids} - set(encoder.special_ids())
+    assert lazy._made is not None and set(np.flatnonzero(lazy._made)) == tokens
+    lazy.encode(texts[:1])
+    assert encoder.calls == 1  # rows made once
+    np.testing.assert_allclose(
+        np.asarray(lazy._table)[sorted(tokens)], np.asarray(whole._table)[sorted(tokens)], atol=1e-6
+    )
+
+
+def test_a_damaged_shipped_mean_falls_back_to_the_whole_table(
+    encoder: CountingEncoder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    centre = tmp_path / "centre.npy"
+    monkeypatch.setattr(static_module, "centre_path", lambda _encoder: centre)
+    np.save(centre, np.full(384, np.nan, dtype=np.float32))
+    with caplog.at_level(logging.WARNING, logger="experts.embedding.static"):
+        static = StaticEmbedder(encoder, cache=tmp_path / "cache")
+    assert "is not 384 finite floats" in caplog.text and static._made is None and static.path.is_file()
+
+
+def test_no_mean_ships_for_a_user_s_own_model(encoder: CountingEncoder) -> None:
+    assert static_module.centre_path(encoder) is None  # another backend
+    with pytest.raises(ConfigError, match="no mean ships"):
+        static_module.write_centre(encoder)
+
+
+def test_the_shipped_mean_is_the_bundled_encoder_s_whole_table_mean(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The file beside the code is what distilling every row gives (regenerate: ``write_centre(get_embedder())``)."""
+    encoder = get_embedder("onnx")
+    assert isinstance(encoder, BertSentenceEncoder)
+    shipped = static_module.centre_path(encoder)
+    assert shipped is not None and shipped.is_file(), f"no shipped mean at {shipped}: run write_centre"
+    lazy = StaticEmbedder(encoder, cache=tmp_path)
+    assert lazy._made is not None  # with no whole table cached, the bundled encoder makes rows on demand
+    with monkeypatch.context() as patch:
+        patch.setattr(static_module, "centre_path", lambda _encoder: None)
+        whole = StaticEmbedder(encoder)  # distilled whole once into the model cache, read from it after
+    texts = ["Write a Python function that parses a CSV file", "Compose a short poem about autumn leaves"]
+    np.testing.assert_allclose(lazy.encode(texts), whole.encode(texts), atol=1e-6)
+    made = np.flatnonzero(lazy._made)
+    # a row is (raw - mean) * weight in both, so equal rows over all 384 dimensions mean equal means
+    np.testing.assert_allclose(np.asarray(lazy._table)[made], np.asarray(whole._table)[made], atol=1e-6)
