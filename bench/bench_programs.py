@@ -29,8 +29,7 @@ import yaml
 
 from bench.common import bench_parser, md_table, median, write_results
 from bench.versus import REFERENCE_MODEL as MODEL
-from engine.slots.program_of_thought import Calculation, calculate
-from engine.slots.run import RECALCULATE_TEMPERATURE
+from engine.slots.program_of_thought import RECALCULATE_TEMPERATURE, Calculation, calculate
 from engine.slots.sandbox import SandboxLimits
 from experts.backends import ExpertBackend
 from experts.backends.fake import FakeBackend, FakeResponse, FakeRule, FakeScript

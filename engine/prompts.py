@@ -147,6 +147,12 @@ to three sentences. If you are not sure of a fact, say so instead of guessing. W
 write the calculation inside double square brackets, for example [[12 * 2.54]]: it is computed for you and
 replaced by its result."""
 
+DIRECT_TOLD = """\
+A Python program computed the answer to this request and printed: {value}
+Answer with that value, in one to three sentences."""
+"""Added to :data:`DIRECT_SYSTEM` when the base model's direct answer did not state the value two programs printed
+(:mod:`engine.direct_answer`): "72 degrees Fahrenheit is equivalent to 25.4 degrees Celsius" (2026-12-02)."""
+
 PROGRAM_PROMPT = """\
 Write a short Python program that computes the answer to this problem and prints the final answer (a number, with \
 its unit if it has one; not rounded to fewer than four significant figures). Use only the standard library.

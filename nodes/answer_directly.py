@@ -1,24 +1,33 @@
 """Node ``answer_directly``: a trivial task is answered by the base model in one short reply, no experts.
 
 The document is the task as its title and the answer; the summary has no slots; the ledger says the task was
-answered directly and why it was judged trivial.
+answered directly and why it was judged trivial. A request for a value ("what is 72 degrees Fahrenheit in
+Celsius?") is held to a program the code model writes (:mod:`engine.direct_answer`), whose working the document
+shows.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from engine import prompts
+from engine.direct_answer import CheckedAnswer, check_direct_answer, wants_program
 from engine.slots.inline_arithmetic import compute
-from engine.slots.streaming import generate_streamed, node_stream
-from experts.backends import ChatMessage, GenerationRequest
+from engine.slots.sandbox import SandboxLimits
+from engine.slots.streaming import Listeners, generate_streamed, node_stream
+from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
+from experts.catalog import escalation_binding, load_catalog
 from experts.pool import get_backend
 from state.enums import RunStatus
 from state.errors import BackendError, RunFailure, UserError
 from state.framework import title_from_task
 from state.io import RunSummary
 from state.passport import GuardedPassport, LedgerEntry, utcnow
+from state.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 NODE = "answer_directly"
 MAX_TOKENS = 200
@@ -51,7 +60,8 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
         raise RunFailure(NODE, f"the base model failed to answer: {type(exc).__name__}: {exc}") from exc
     title = title_from_task(task)
     answer, computed = compute(gen.text.strip())  # arithmetic is computed, not trusted to the model's digits
-    document = f"# {title}\n\n{answer}\n"
+    checked = _checked(state.settings, task, answer, backend, messages, stream, meta)
+    document = f"# {title}\n\n{checked.text}\n"
     summary = RunSummary(
         thread_id=state.run.thread_id,
         run_id=state.run.run_id,
@@ -76,6 +86,62 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
                 duration_ms=int((time.perf_counter() - t0) * 1000),
                 prompt_tokens=gen.prompt_tokens,
                 completion_tokens=gen.completion_tokens,
-            )
+            ),
+            *checked.ledger,
         ],
     }
+
+
+def _checked(
+    settings: Settings,
+    task: str,
+    answer: str,
+    backend: ExpertBackend,
+    messages: tuple[ChatMessage, ...],
+    stream: Listeners | None,
+    meta: dict[str, Any],
+) -> CheckedAnswer:
+    """The answer held to programs when the task asks for a value, else as it is (:mod:`engine.direct_answer`).
+
+    The programs are written by the biggest installed code model (as a slot's are), else by the base model. A
+    backend that fails while they are written leaves the answer unchecked, said in the log and the ledger.
+    """
+    if not settings.calculate or not wants_program(task):
+        return CheckedAnswer(answer)
+    bigger = escalation_binding(settings, load_catalog(), None)
+    model = bigger.model if bigger is not None and bigger.model is not None else None
+    programs = get_backend(settings, model) if model is not None else backend
+
+    def tell(value: str) -> str:
+        system = ChatMessage("system", f"{prompts.DIRECT_SYSTEM}\n\n{prompts.DIRECT_TOLD.format(value=value)}")
+        request = GenerationRequest(
+            messages=(system, *messages[1:]),
+            max_tokens=MAX_TOKENS,
+            temperature=0.0,
+            slot_id=NODE,
+            slot_title="Direct answer",
+        )
+        told = generate_streamed(backend, request, stream, {**meta, "attempt": 2})
+        return compute(told.text.strip())[0]
+
+    try:
+        return check_direct_answer(
+            task,
+            answer,
+            programs=programs,
+            model=model or "the base model",
+            limits=SandboxLimits(timeout_s=settings.check_timeout_s),
+            tell=tell,
+            slot_id=NODE,
+        )
+    except UserError:
+        raise
+    except Exception as exc:  # a backend's own error type: the answer goes out unchecked, and says so in the ledger
+        logger.warning("the direct answer's program could not be written: %s: %s", type(exc).__name__, exc)
+        note = LedgerEntry(
+            agent="harness",
+            action="calculate",
+            slot_id=NODE,
+            outputs_summary=f"no program: {type(exc).__name__}: {exc}"[:500],
+        )
+        return CheckedAnswer(answer, ledger=[note])

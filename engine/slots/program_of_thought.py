@@ -45,6 +45,7 @@ __all__ = [
     "WORKING_TITLE",
     "Calculation",
     "MAX_VALUES",
+    "RECALCULATE_TEMPERATURE",
     "Verdict",
     "asks_a_value",
     "calculable",
@@ -66,6 +67,8 @@ PROGRAM_TOKENS = 600
 """The program's answer budget: a few lines of arithmetic and their comments (the longest of five review-set
 programs: 393 tokens). Asked for no comments, the 1.5B model's program for the dice problem was a wrong
 simulation that failed; with them (its steps, as comments) it was right."""
+RECALCULATE_TEMPERATURE = 0.6
+"""The second program's temperature: another program for the vote, not the first one again."""
 MAX_VALUES = 3
 """A last line with more numbers than this is a report, not a result: no check."""
 AGREED = ("agrees", "confirmed", "answer")
@@ -89,7 +92,12 @@ _ASKS_A_VALUE = re.compile(
 """A task that asks for a value (a question, or a verb that asks for one: "Please determine the net present value
 ...", numeric_heldout_first, was answered with no program and no NPV, every check passing)."""
 
-_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])(\s*%)?")
+_NUMBER = re.compile(
+    r"(?<![\w.])(?P<digits>-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+    r"(?:(?P<scale>k|K|M|bn)|\s(?P<word>thousand|million|billion))?(?![\w])(?P<percent>\s*%)?"
+)
+"""A number as written: thousands commas, decimals, an exponent, a scale ("$95k", "1.2 million") and a percent sign."""
+_SCALES = {"k": 1e3, "K": 1e3, "thousand": 1e3, "M": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 _GIVES_RESULT = re.compile(
     r"\b(?:therefore|thus|hence|so|in total|altogether|the (?:final )?(?:answer|result|total)|answer:|result:)\b",
@@ -253,7 +261,7 @@ def printed_values(output: str, task: str = "") -> tuple[float | str, ...]:
         return ()
     last = lines[-1]
     times = [f"{int(m.group(1))}:{m.group(2)}" for m in _TIME.finditer(last)]
-    given = {abs(w) for w, _, _ in _numbers(task)}
+    given = {abs(w) for w, _, _ in _numbers(task, scaled=True)}
     numbers = [v for v, _, _ in _numbers(_TIME.sub(" ", last)) if abs(v) not in given]
     values: tuple[float | str, ...] = (*times, *numbers)
     return values if 0 < len(values) <= MAX_VALUES else ()
@@ -325,7 +333,7 @@ def result_check(text: str, calc: Calculation) -> CheckResult:
     One value: the answer's result (:func:`final_statement`) states it. Several (x and y): the answer states each.
     """
     stated = _as_stated(final_statement(text) if len(calc.values) == 1 else text)
-    numbers = _numbers(stated)
+    numbers = _numbers(stated, scaled=True)
     times = {f"{int(m.group(1))}:{m.group(2)}" for m in _TIME.finditer(stated)}
     missing = [
         v
@@ -665,18 +673,26 @@ def program_in(text: str) -> str | None:
     return candidate
 
 
-def _numbers(text: str) -> list[tuple[float, int, bool]]:
-    """Each number of ``text``: its value, the decimals it shows, and whether it is a percentage."""
+def _numbers(text: str, *, scaled: bool = False) -> list[tuple[float, int, bool]]:
+    """Each number of ``text``: its value, the decimals it shows, and whether it is a percentage.
+
+    A number with a scale ("$95k", "1.2 million") is its digits; with ``scaled`` its scaled value follows it too,
+    for comparisons: a program that read "$85k" as 85 printed 95, and the answer's "$95k" states it, while another
+    program may print 95000 (the job offers, 2026-12-02: the answer was outvoted for a value it stated).
+    """
     found = []
     for m in _NUMBER.finditer(text):
-        written = m.group(0).rstrip("% \t")
-        digits = written.replace(",", "")
+        digits = m.group("digits").replace(",", "")
         try:
             value = float(digits)
         except ValueError:
             continue
         decimals = len(digits.split(".", 1)[1]) if "." in digits and "e" not in digits.lower() else 0
-        found.append((value, decimals, m.group(1) is not None))
+        percent = m.group("percent") is not None
+        found.append((value, decimals, percent))
+        scale = m.group("scale") or m.group("word")
+        if scaled and scale:
+            found.append((value * _SCALES[scale], 0, percent))
     return found
 
 

@@ -38,6 +38,7 @@ from engine.slots.kept_answer import (
 )
 from engine.slots.loop_watch import LoopWatch
 from engine.slots.program_of_thought import (
+    RECALCULATE_TEMPERATURE,
     Calculation,
     Verdict,
     asks_a_value,
@@ -69,8 +70,6 @@ ProgressSink = Callable[[dict[str, object]], None]
 
 ARITHMETIC_EXPERTS = ("math_reasoning",)
 """Experts whose answers have their arithmetic computed by the harness (:mod:`engine.slots.inline_arithmetic`)."""
-RECALCULATE_TEMPERATURE = 0.6
-"""The second program's temperature: another program for the vote, not the first one again."""
 COMPUTED_BEST_OF = 2
 """Candidates in all for a slot whose result a program computed: the first, and one naming the value."""
 JUDGED = ("prose", "plan", "table")

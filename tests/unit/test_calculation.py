@@ -530,3 +530,16 @@ def test_the_headline_says_rounded_only_when_the_value_changed() -> None:
     shown = Calculation("m", "", "print()", pv, printed_values(pv, "25,000 in 8 years at 5%"))
     working = with_working(answer, Verdict("agrees", shown), [], money=True).raw
     assert "**Result: 16,920.98** (rounded from 16920.984050717176)" in working and f"```text\n{pv}\n```" in working
+
+
+def test_a_number_with_a_scale_states_its_digits_and_its_value() -> None:
+    # the job offers (2026-12-02): the programs read "$85k" as 85 and printed 95; the answer's "$95k" was outvoted
+    task = (
+        "I have 3 job offers: $85k with a 10% bonus, $92k flat, and $80k plus $15k in stock per year. Which pays "
+        "the most per year?"
+    )
+    answer = "The job offer that pays the most per year is **Option 3** with a total annual salary of $95k."
+    assert states(answer, "95", task) and states(answer, "95000", task) and not states(answer, "93.5", task)
+    assert states("It comes to 1.2 million dollars.", "1200000") and states("about $3.4bn", "3400000000")
+    assert not states("Run 5km a day.", "5000")  # a unit, not a scale
+    assert printed_values("85", task) == () and printed_values("85000", task) == ()  # echoes of "$85k"

@@ -36,6 +36,7 @@ EXPECTED = {
     "REFERENCE_ITEM": {"title", "view", "content"},
     "ADAPT_SYSTEM": {"max_ops"},
     "DIRECT_SYSTEM": set(),
+    "DIRECT_TOLD": {"value"},
     "PROGRAM_PROMPT": {"task"},
     "ADAPT_PROMPT": {"task", "title", "pattern", "min_slots", "max_slots", "slots", "experts"},
     "ADAPT_SLOT_LINE": {"id", "title", "expert", "deps", "description"},
