@@ -185,7 +185,11 @@ def run(
 
         # Every check the guard makes, before anything is saved: a run that starts cannot fail in the guard, so its
         # settings are recorded by its first step and a resume always runs with them.
-        text = validate_run(text, mode, options, context).task
+        valid = validate_run(text, mode, options, context)
+        text = valid.task
+        from experts.catalog import load_catalog, prepare_models
+
+        prepare_models(valid.settings, load_catalog())  # begun here, before the graph is built (see the guard)
         output = Output(out, out_dir, as_json, ledger, stream)
         _check_output(output)
         run_input = RunInput(task=text, mode=mode, options=options)

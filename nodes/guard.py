@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from engine.assists.injection import describe, find_instructions
 from experts.backends.fake import load_script
-from experts.catalog import Catalog, load_catalog
+from experts.catalog import Catalog, load_catalog, prepare_models
 from experts.models import BUNDLED_MODELS, resolve_model_path
 from experts.pool import pool
 from state.context import RunContext, resolve_settings
@@ -251,6 +251,7 @@ def guard(state: Passport, runtime: Runtime[RunContext]) -> dict[str, Any]:
     valid = validate_run(state.task, state.mode, state.options, runtime.context)
     task, mode, framework = valid.task, valid.mode, valid.framework
     settings = confine_to_user(valid.settings, runtime.context, user)
+    prepare_models(settings, load_catalog())  # the model files verified beside scope and planning, not in routing
     pool().reopen()  # a new run: generations are accepted again after an earlier run's shutdown (Ctrl+C)
     info = runtime.execution_info
     thread_id = info.thread_id if info is not None and info.thread_id else str(uuid.uuid4())

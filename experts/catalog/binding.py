@@ -16,6 +16,8 @@ an expert on it, and template adaptation asks the planner model on it. All four 
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -26,7 +28,9 @@ from experts.models.bundled import BUNDLED_MODELS, DEFAULT_MODEL
 from experts.pool.pooled import model_unavailable
 from state.settings import Settings
 
-__all__ = ["Binding", "BindingKind", "escalation_binding", "resolve_binding"]
+__all__ = ["Binding", "BindingKind", "escalation_binding", "prepare_models", "resolve_binding"]
+
+logger = logging.getLogger(__name__)
 
 BindingKind = Literal["faux", "true", "faux-fallback"]
 
@@ -95,6 +99,52 @@ def escalation_binding(settings: Settings, catalog: Catalog, current: str | None
         if size > here and (found is None or size > found[0]):
             found = (size, name)
     return Binding(found[1], "true") if found is not None else None
+
+
+_prepared: set[str] = set()
+"""Models whose files this process has verified (or is verifying) ahead of routing ("" is the base model)."""
+_prepared_lock = threading.Lock()
+
+
+def prepare_models(settings: Settings, catalog: Catalog) -> threading.Thread | None:
+    """Verify, in a background thread, the model files the catalog's bindings name, so routing finds them ready.
+
+    On a new install the first command assembles the 1.5B from its packages and hashes the 0.5B (2-5 s here);
+    routing resolves each binding (:func:`resolve_binding`) and would do that work on the run's critical path,
+    while one core sits idle under the single-threaded scope and planning. Started when a run begins, the
+    verification overlaps them; routing then waits on the same lock (``experts.models.bundled``) and finds the
+    file recorded. Later runs find every file recorded at once (a stat each). Nothing is loaded (loading the model
+    most experts run on here as well cost more than it saved: ``docs/decisions/models.md``) and nothing is
+    raised: a model that cannot be verified is reported where routing resolves it.
+
+    The thread is not a daemon: an interpreter exiting mid-assembly waits for it (seconds) rather than leave a
+    partial copy of a 1 GB file in the model cache.
+
+    Returns:
+        The started thread, or None when there is nothing to verify (not the llama backend, or every file already
+        verified or being verified by this process).
+    """
+    if settings.backend != "llama":
+        return None
+    base = (settings.model_path or "").strip()  # "": the default bundled model
+    wanted = [base, (settings.planner_model or "").strip() or base]
+    if settings.true_experts:
+        wanted += [s.model.model for s in catalog if s.is_true_expert and s.model.model and s.model.endpoint is None]
+    with _prepared_lock:
+        names = [m for m in dict.fromkeys(wanted) if m is not None and m not in _prepared]
+        if not names:
+            return None
+        _prepared.update(names)
+    thread = threading.Thread(target=_prepare, args=(settings, names), name="coe-prepare-models")
+    thread.start()
+    return thread
+
+
+def _prepare(settings: Settings, names: list[str]) -> None:
+    for name in names:
+        problem = model_unavailable(settings, name)
+        if problem is not None:
+            logger.info("model %s not prepared ahead of routing: %s", name or "(base)", problem)
 
 
 def _size(model: str | None) -> int:

@@ -253,6 +253,7 @@ def test_every_benchmark_has_a_quick_test() -> None:
         "bench_coe_run",
         "bench_cpu_share",
         "bench_decode_thread",
+        "bench_first_command",
         "bench_generation",
         "bench_isolation",
         "bench_load",

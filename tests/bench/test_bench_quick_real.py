@@ -29,6 +29,15 @@ def _coe_run(result: dict[str, Any]) -> None:
     assert isinstance(row["harness_passed"], bool) and isinstance(row["bare_passed"], bool)
 
 
+def _first_command(result: dict[str, Any]) -> None:
+    """One new install on the fake backend: two commands, each timed to its slot and to its end, one document."""
+    assert result["quick"] and len(result["rows"]) == 1
+    row = result["rows"][0]
+    for run in (row["first"], row["second"]):
+        assert run["exit"] in (0, 3) and run["to_slot_s"] is not None and 0 < run["to_slot_s"] < run["wall_s"], run
+    assert row["first"]["document_sha256"] == row["second"]["document_sha256"]  # the fake answers alike
+
+
 def _decode_thread(result: dict[str, Any]) -> None:
     """One round: each model asked from two threads, decoding on the callers' threads and on the decode thread."""
     assert result["tokens"] == 8 and result["repeats"] == 1 and list(result["runs"]) == ["caller", "decode thread"]
@@ -59,6 +68,7 @@ REAL_MODEL: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "bench_coe_run": ("coe_run", _coe_run),
     "bench_cpu_share": ("cpu_share", _cpu_share),
     "bench_decode_thread": ("decode_thread", _decode_thread),
+    "bench_first_command": ("first_command", _first_command),  # fake experts, but new indexes: about 30 s
     "bench_generation": ("generation", _generation),
     "bench_pool": ("pool", _pool),
 }

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from experts.catalog import ExpertScope, load_catalog, resolve_binding
+import dataclasses
+
+import pytest
+
+from experts.catalog import ExpertScope, load_catalog, prepare_models, resolve_binding
+from experts.catalog import binding as binding_module
 from state.context import resolve_settings
 
 CATALOG = load_catalog()
@@ -44,3 +49,31 @@ def test_the_planner_falls_back_to_the_base_model() -> None:
     assert (missing.model, missing.kind, missing.fatal) == (None, "faux-fallback", False) and missing.problem
     assert resolve_binding(settings, model="") == resolve_binding(settings, model=None)
     assert resolve_binding(settings, model=None).model is None
+
+
+def test_the_bound_models_are_verified_once_in_the_background(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    monkeypatch.setattr(binding_module, "model_unavailable", lambda settings, name: seen.append(name) or None)
+    monkeypatch.setattr(binding_module, "_prepared", set())
+    scopes = {"python_coder": _true_expert("/models/coder.gguf"), "writer": _true_expert("/models/writer.gguf")}
+    scopes["writer"] = scopes["writer"].model_copy(update={"id": "writer"})
+    catalog = dataclasses.replace(CATALOG, experts={**CATALOG.experts, **scopes})
+    settings = resolve_settings({"backend": "llama", "planner_model": "/models/coder.gguf"}, env={})
+    thread = prepare_models(settings, catalog)
+    assert thread is not None and not thread.daemon  # exiting mid-assembly would leave a partial file behind
+    thread.join(5)
+    # the base model (""), the planner's, every local true expert's: each once, whatever binds it
+    assert seen[0] == "" and "/models/coder.gguf" in seen and "/models/writer.gguf" in seen
+    assert sorted(seen) == ["", "/models/coder.gguf", "/models/writer.gguf", "qwen2.5-coder-1.5b"]
+    assert prepare_models(settings, catalog) is None  # this process has them (or is verifying them) already
+    assert prepare_models(resolve_settings({"backend": "fake"}, env={}), catalog) is None  # nothing to load
+
+
+def test_a_model_that_cannot_be_prepared_is_left_to_routing_to_report() -> None:
+    settings = resolve_settings(
+        {"backend": "llama", "model_path": "/nowhere/base.gguf", "profile": "cpu-small"}, env={}
+    )
+    thread = prepare_models(settings, dataclasses.replace(CATALOG, experts={}))
+    assert thread is not None
+    thread.join(5)  # no exception escaped the thread; routing names the file (test above)
+    assert resolve_binding(settings, model="").model is None
