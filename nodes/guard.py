@@ -3,7 +3,8 @@
 Everything a user can get wrong is checked by :func:`validate_run`, before any model is loaded, and reported as
 a :class:`~state.errors.UserError` that names the field and the allowed values. The CLI calls the same function
 before it saves anything, so a run the CLI starts cannot fail in the guard: its settings are recorded by the
-guard's first step, and a resume always runs with them.
+guard's first step, and a resume always runs with them. A run that passes starts verifying its bound models' files
+in the background (:func:`~experts.catalog.prepare_models`), so routing finds them ready.
 """
 
 from __future__ import annotations
