@@ -7,6 +7,11 @@ when the project is read-only) and rebuilt on first use after any template, the 
 format changes; nothing is built at import time.
 
 The index type follows the library's size (:mod:`experts.embedding.faiss_index`).
+
+A new install has no cache yet: the shipped library's vectors for the bundled encoder ship with the package
+(``template_seeds/``, keyed by the content hash, written by :func:`write_seed`), so the first run reads them
+instead of embedding every template (5.8 s of a first command on a slow day). A library with any other content
+(an edited or added template) or another encoder is embedded as before.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.embedding.encoder import Embedder
+from experts.embedding.encoder import BertSentenceEncoder, Embedder
 from experts.embedding.faiss_index import build_faiss_index
+from experts.embedding.model_files import is_bundled_model
 from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
 from state.files import atomic_write
 from state.paths import template_index_dir, templates_dir
@@ -36,6 +42,8 @@ __all__ = [
     "library",
     "library_dir",
     "load_or_build",
+    "seed_path",
+    "write_seed",
 ]
 
 logger = logging.getLogger(__name__)
@@ -43,6 +51,10 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 AS_IS_SIMILARITY = 0.95
 """A template this similar to the task is used as it is, without adaptation."""
+SEED_DIR = Path(__file__).with_name("template_seeds")
+"""The shipped library's vectors for the bundled encoder (:func:`seed_path`)."""
+SEED_BACKENDS = ("onnx",)
+"""Encoders whose vectors can ship: the float ONNX graph built from the pinned weights."""
 
 
 @dataclass(frozen=True)
@@ -139,9 +151,11 @@ def load_or_build(templates: dict[str, Template], embedder: Embedder, directory:
         return loaded
     ids = tuple(sorted(templates))
     t0 = time.perf_counter()
-    vectors = check_vectors(
-        embedder.encode([templates[t].retrieval_text() for t in ids]), embedder.dim, "template vectors"
-    )
+    vectors = _seeded(embedder, wanted, len(ids))
+    if vectors is None:
+        vectors = check_vectors(
+            embedder.encode([templates[t].retrieval_text() for t in ids]), embedder.dim, "template vectors"
+        )
     index = TemplateIndex(ids, vectors, build_faiss_index(vectors), embedder, wanted, True, None)
     try:
         _write(path, index, time.perf_counter() - t0)
@@ -149,6 +163,53 @@ def load_or_build(templates: dict[str, Template], embedder: Embedder, directory:
     except OSError as exc:
         logger.warning("cannot write the template index cache to %s: %s", path, exc.strerror or exc)
         return index
+
+
+def seed_path(embedder: Embedder, content: str) -> Path | None:
+    """Where the shipped vectors of the library with ``content`` hash live, or None when none can ship.
+
+    Only the bundled encoder's weights are known ahead (pinned by SHA-256); a user's own model has no seed.
+    """
+    if not isinstance(embedder, BertSentenceEncoder) or embedder.backend not in SEED_BACKENDS:
+        return None
+    if not is_bundled_model(embedder.model_dir):
+        return None
+    return SEED_DIR / f"templates-{embedder.backend}-{content[:16]}.npy"
+
+
+def write_seed(templates: dict[str, Template], embedder: Embedder) -> Path:
+    """Embed the library and write its vectors where :func:`seed_path` says (old seeds removed).
+
+    Run it after changing a shipped template (``write_seed(templates, get_embedder("onnx"))`` with the shipped
+    library, as ``tests/unit/test_templates_seed.py`` loads it); that test fails until the seed is the library's.
+    """
+    path = seed_path(embedder, content_hash(templates, embedder))
+    if path is None:
+        raise ValueError(f"no template vectors ship for the {embedder.backend} encoder {embedder.model_id}")
+    ids = tuple(sorted(templates))
+    vectors = check_vectors(embedder.encode([templates[t].retrieval_text() for t in ids]), embedder.dim, "seed")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for old in path.parent.glob(f"templates-{embedder.backend}-*.npy"):
+        old.unlink()
+    with path.open("wb") as handle:
+        np.save(handle, vectors, allow_pickle=False)
+    return path
+
+
+def _seeded(embedder: Embedder, content: str, count: int) -> Vectors | None:
+    """The shipped vectors of this exact library, or None (no seed for it, or one that does not fit)."""
+    path = seed_path(embedder, content)
+    if path is None or not path.is_file():
+        return None
+    try:
+        vectors = check_vectors(np.load(path, allow_pickle=False), embedder.dim, str(path))
+    except (OSError, ValueError, VectorInvariantError) as exc:
+        logger.warning("the shipped template vectors %s cannot be used (%s); embedding the library", path, exc)
+        return None
+    if vectors.shape[0] != count:
+        logger.warning("the shipped template vectors %s hold %d rows for %d templates", path, len(vectors), count)
+        return None
+    return vectors
 
 
 def _try_load(path: Path, wanted: str, embedder: Embedder) -> TemplateIndex | None:
