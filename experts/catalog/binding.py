@@ -91,9 +91,8 @@ def escalation_binding(settings: Settings, catalog: Catalog, current: str | None
         return None
     here = _size(current if current is not None else settings.model_path)
     found: tuple[int, str] | None = None
-    local = (s.model.model for s in catalog if s.is_true_expert and s.model.model and s.model.endpoint is None)
-    for name in dict.fromkeys(local):
-        if name is None or name == current or model_unavailable(settings, name) is not None:
+    for name in _local_models(catalog):
+        if name == current or model_unavailable(settings, name) is not None:
             continue
         size = _size(name)
         if size > here and (found is None or size > found[0]):
@@ -129,9 +128,9 @@ def prepare_models(settings: Settings, catalog: Catalog) -> threading.Thread | N
     base = (settings.model_path or "").strip()  # "": the default bundled model
     wanted = [base, (settings.planner_model or "").strip() or base]
     if settings.true_experts:
-        wanted += [s.model.model for s in catalog if s.is_true_expert and s.model.model and s.model.endpoint is None]
+        wanted += _local_models(catalog)
     with _prepared_lock:
-        names = [m for m in dict.fromkeys(wanted) if m is not None and m not in _prepared]
+        names = [m for m in dict.fromkeys(wanted) if m not in _prepared]
         if not names:
             return None
         _prepared.update(names)
@@ -145,6 +144,12 @@ def _prepare(settings: Settings, names: list[str]) -> None:
         problem = model_unavailable(settings, name)
         if problem is not None:
             logger.info("model %s not prepared ahead of routing: %s", name or "(base)", problem)
+
+
+def _local_models(catalog: Catalog) -> list[str]:
+    """The models the catalog's true experts load here (bundled names or GGUF paths, not endpoints), once each."""
+    local = (s.model.model for s in catalog if s.is_true_expert and s.model.model and s.model.endpoint is None)
+    return [name for name in dict.fromkeys(local) if name is not None]
 
 
 def _size(model: str | None) -> int:

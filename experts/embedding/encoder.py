@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from experts.embedding.model_files import verify_model_files, weights_key
+from experts.embedding.model_files import is_bundled_model, verify_model_files, weights_key
 from experts.embedding.vectors import Vectors, check_vectors
 from state.errors import ConfigError
 
@@ -143,3 +143,20 @@ class BertSentenceEncoder:
 
     def _embed(self, tokens: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Vectors:
         raise NotImplementedError
+
+
+SHIPPABLE_BACKENDS = ("onnx",)
+"""Backends whose vectors of the bundled model can ship: the float ONNX graph built from the pinned weights."""
+
+
+def vectors_can_ship(embedder: Embedder) -> bool:
+    """Whether what ``embedder`` computes is a constant the package may ship (a static centre, template vectors).
+
+    Only the bundled model's weights are known ahead (pinned by SHA-256) and only the float ONNX graph built from
+    them is the project's own: another backend or precision rounds otherwise, a user's own model is not known.
+    """
+    return (
+        isinstance(embedder, BertSentenceEncoder)
+        and embedder.backend in SHIPPABLE_BACKENDS
+        and is_bundled_model(embedder.model_dir)
+    )

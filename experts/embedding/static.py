@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experts.embedding.encoder import BertSentenceEncoder
-from experts.embedding.model_files import MODEL_SHA256, is_bundled_model
+from experts.embedding.encoder import BertSentenceEncoder, vectors_can_ship
+from experts.embedding.model_files import MODEL_SHA256
 from experts.embedding.vectors import Vectors, check_vectors
 from state.errors import ConfigError
 from state.files import atomic_write
@@ -64,9 +64,6 @@ DISTIL_BATCH = 2048
 """Tokens per encoder call while distilling (three positions each)."""
 CENTRE_DIR = Path(__file__).with_name("static_centres")
 """The shipped means of the bundled encoder's distilled rows (:func:`centre_path`, written by :func:`write_centre`)."""
-CENTRE_BACKENDS = ("onnx",)
-"""Encoders whose mean can ship: the float ONNX graph built from the pinned weights (other backends round
-otherwise)."""
 
 
 def distil_rows(encoder: BertSentenceEncoder, ids: np.ndarray) -> Vectors:
@@ -91,7 +88,7 @@ def centre_path(encoder: BertSentenceEncoder) -> Path | None:
     Only the bundled model's weights are known ahead (their SHA-256 is pinned and checked before the ONNX graph
     is built from them); a user's own model directory has no shipped mean.
     """
-    if encoder.backend not in CENTRE_BACKENDS or not is_bundled_model(encoder.model_dir):
+    if not vectors_can_ship(encoder):
         return None
     key = f"{TABLE_VERSION}:{encoder.backend}:{encoder.model_id}:{MODEL_SHA256['model.safetensors']}"
     return CENTRE_DIR / f"static-centre-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npy"

@@ -10,7 +10,7 @@ The index type follows the library's size (:mod:`experts.embedding.faiss_index`)
 
 A new install has no cache yet: the shipped library's vectors for the bundled encoder ship with the package
 (``template_seeds/``, keyed by the content hash, written by :func:`write_seed`), so the first run reads them
-instead of embedding every template (5.8 s of a first command on a slow day). A library with any other content
+instead of embedding every template (2.9 s less before the first slot: docs/decisions/routing.md). Any other content
 (an edited or added template) or another encoder is embedded as before.
 """
 
@@ -27,9 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from experts.embedding.encoder import BertSentenceEncoder, Embedder
+from experts.embedding.encoder import Embedder, vectors_can_ship
 from experts.embedding.faiss_index import build_faiss_index
-from experts.embedding.model_files import is_bundled_model
 from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
 from state.files import atomic_write
 from state.paths import template_index_dir, templates_dir
@@ -53,8 +52,6 @@ AS_IS_SIMILARITY = 0.95
 """A template this similar to the task is used as it is, without adaptation."""
 SEED_DIR = Path(__file__).with_name("template_seeds")
 """The shipped library's vectors for the bundled encoder (:func:`seed_path`)."""
-SEED_BACKENDS = ("onnx",)
-"""Encoders whose vectors can ship: the float ONNX graph built from the pinned weights."""
 
 
 @dataclass(frozen=True)
@@ -153,9 +150,7 @@ def load_or_build(templates: dict[str, Template], embedder: Embedder, directory:
     t0 = time.perf_counter()
     vectors = _seeded(embedder, wanted, len(ids))
     if vectors is None:
-        vectors = check_vectors(
-            embedder.encode([templates[t].retrieval_text() for t in ids]), embedder.dim, "template vectors"
-        )
+        vectors = _embed(templates, ids, embedder)
     index = TemplateIndex(ids, vectors, build_faiss_index(vectors), embedder, wanted, True, None)
     try:
         _write(path, index, time.perf_counter() - t0)
@@ -170,9 +165,7 @@ def seed_path(embedder: Embedder, content: str) -> Path | None:
 
     Only the bundled encoder's weights are known ahead (pinned by SHA-256); a user's own model has no seed.
     """
-    if not isinstance(embedder, BertSentenceEncoder) or embedder.backend not in SEED_BACKENDS:
-        return None
-    if not is_bundled_model(embedder.model_dir):
+    if not vectors_can_ship(embedder):
         return None
     return SEED_DIR / f"templates-{embedder.backend}-{content[:16]}.npy"
 
@@ -186,14 +179,20 @@ def write_seed(templates: dict[str, Template], embedder: Embedder) -> Path:
     path = seed_path(embedder, content_hash(templates, embedder))
     if path is None:
         raise ValueError(f"no template vectors ship for the {embedder.backend} encoder {embedder.model_id}")
-    ids = tuple(sorted(templates))
-    vectors = check_vectors(embedder.encode([templates[t].retrieval_text() for t in ids]), embedder.dim, "seed")
+    vectors = _embed(templates, tuple(sorted(templates)), embedder)
     path.parent.mkdir(parents=True, exist_ok=True)
     for old in path.parent.glob(f"templates-{embedder.backend}-*.npy"):
         old.unlink()
     with path.open("wb") as handle:
         np.save(handle, vectors, allow_pickle=False)
     return path
+
+
+def _embed(templates: dict[str, Template], ids: tuple[str, ...], embedder: Embedder) -> Vectors:
+    """The templates' retrieval texts embedded, in ``ids`` order."""
+    return check_vectors(
+        embedder.encode([templates[t].retrieval_text() for t in ids]), embedder.dim, "template vectors"
+    )
 
 
 def _seeded(embedder: Embedder, content: str, count: int) -> Vectors | None:
