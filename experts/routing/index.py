@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from experts.catalog.scopes import Catalog
-from experts.embedding.encoder import Embedder
+from experts.embedding.encoder import Embedder, vectors_can_ship
 from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
 from experts.routing.lexical import PROBE_KIND, LexicalProbe, train_probe
 from state.errors import ConfigError
@@ -50,6 +50,7 @@ __all__ = [
     "load_examples",
     "load_or_build_index",
     "probe_training_rows",
+    "write_expert_seeds",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ GUARD_FILE = "routing_guard.tsv"
 Added experts' exam tasks join it."""
 PROBE_ARRAYS = ("buckets", "idf", "weights")
 """The learned term's arrays, each cached as ``probe_<name>.npy``."""
+SEED_DIR = Path(__file__).with_name("expert_seeds")
+"""The shipped experts' vectors for the bundled encoder (:meth:`ExpertVectorCache.seed_path`)."""
 
 
 def load_examples(catalog: Catalog, name: str = EXAMPLES_FILE) -> list[tuple[str, str]]:
@@ -212,16 +215,30 @@ class ExpertVectorCache:
 
     One file per expert and embedder: ``experts/<sha256 of model, dimension, lines>.npy`` holding the capability
     rows, then the exclusion rows. Entries no expert uses any more are left; they are small (a few hundred KB).
+
+    A new install has none yet: the shipped experts' vectors for the bundled encoder ship with the package
+    (``expert_seeds/``, under the same keys, written by :func:`write_expert_seeds`) and are read when the cache
+    has no entry, so a first run embeds only the experts a user added or edited (docs/decisions/routing.md).
     """
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None, seeds: Path | None = SEED_DIR) -> None:
         self.directory = directory
+        self.seeds = seeds
 
     @staticmethod
     def key(embedder: Embedder, capabilities: list[str], exclusions: list[str]) -> str:
         """The cache key of one expert's lines under one embedder."""
         payload = json.dumps([FORMAT_VERSION, embedder.model_id, embedder.dim, capabilities, exclusions])
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def seed_path(self, embedder: Embedder, key: str) -> Path | None:
+        """Where the shipped vectors under ``key`` live, or None when none can ship for ``embedder``.
+
+        Only the bundled encoder's weights are known ahead (pinned by SHA-256); a user's own model has no seed.
+        """
+        if self.seeds is None or not vectors_can_ship(embedder):
+            return None
+        return self.seeds / _seed_name(embedder, key)
 
     def vectors(self, catalog: Catalog, embedder: Embedder) -> tuple[list[Vectors], int]:
         """Each expert's vectors, and how many experts were embedded now (the others were read back).
@@ -230,7 +247,7 @@ class ExpertVectorCache:
         """
         lines = [scope.capabilities + scope.exclusions for scope in catalog]
         keys = [self.key(embedder, scope.capabilities, scope.exclusions) for scope in catalog]
-        out = [self._read(key, len(rows), embedder.dim) for key, rows in zip(keys, lines, strict=True)]
+        out = [self._cached(embedder, key, len(rows)) for key, rows in zip(keys, lines, strict=True)]
         missing = [pos for pos, cached in enumerate(out) if cached is None]
         if missing:
             texts = [line for pos in missing for line in lines[pos]]
@@ -246,8 +263,16 @@ class ExpertVectorCache:
     def _path(self, key: str) -> Path | None:
         return None if self.directory is None else self.directory / f"{key}.npy"
 
-    def _read(self, key: str, rows: int, dim: int) -> Vectors | None:
-        path = self._path(key)
+    def _cached(self, embedder: Embedder, key: str, rows: int) -> Vectors | None:
+        """The user cache's vectors under ``key``, else the shipped ones, else None."""
+        for path in (self._path(key), self.seed_path(embedder, key)):
+            vectors = self._read(path, rows, embedder.dim)
+            if vectors is not None:
+                return vectors
+        return None
+
+    @staticmethod
+    def _read(path: Path | None, rows: int, dim: int) -> Vectors | None:
         if path is None or not path.is_file():
             return None
         try:
@@ -271,6 +296,31 @@ class ExpertVectorCache:
             atomic_write(path, save)
         except OSError as exc:
             logger.warning("cannot cache expert vectors in %s: %s", path.parent, exc.strerror or exc)
+
+
+def _seed_name(embedder: Embedder, key: str) -> str:
+    return f"expert-{embedder.backend}-{key[:32]}.npy"
+
+
+def write_expert_seeds(catalog: Catalog, embedder: Embedder, directory: Path = SEED_DIR) -> list[Path]:
+    """Embed every expert of ``catalog`` and write the vectors that ship (old seeds of the backend removed).
+
+    Run it after changing a shipped scope document's lines (``write_expert_seeds(load_catalog(),
+    get_embedder("onnx"))``); ``tests/unit/test_expert_seeds.py`` fails until the seeds are the catalog's.
+    """
+    if not vectors_can_ship(embedder):
+        raise ValueError(f"no expert vectors ship for the {embedder.backend} encoder {embedder.model_id}")
+    vectors, _ = ExpertVectorCache(None, seeds=None).vectors(catalog, embedder)  # embedded, not read back
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob(f"expert-{embedder.backend}-*.npy"):
+        old.unlink()
+    written = []
+    for scope, block in zip(catalog, vectors, strict=True):
+        path = directory / _seed_name(embedder, ExpertVectorCache.key(embedder, scope.capabilities, scope.exclusions))
+        with path.open("wb") as handle:
+            np.save(handle, block, allow_pickle=False)
+        written.append(path)
+    return written
 
 
 def build_index(
