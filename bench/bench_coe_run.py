@@ -61,10 +61,10 @@ def harness(task: str, env: dict[str, str]) -> tuple[str, float, str]:
     return bare_code(summary["document"]), seconds, str(summary["status"])
 
 
-def bare(task: str, n_ctx: int, tokens: int) -> tuple[str, float]:
-    """The bare 1.5B in a new process: its answer's code and the wall seconds."""
+def bare(task: str, n_ctx: int, tokens: int, env: dict[str, str] | None = None) -> tuple[str, float]:
+    """The bare 1.5B in a new process (``env``: its environment, default this one's): its code and wall seconds."""
     args = [task, REFERENCE_MODEL, str(n_ctx), str(tokens), str(REFERENCE_PENALTY)]
-    done, seconds = timed([sys.executable, "-c", BARE, *args], dict(os.environ))
+    done, seconds = timed([sys.executable, "-c", BARE, *args], dict(os.environ) if env is None else env)
     if done.returncode != 0:
         raise RuntimeError(f"the bare model's process failed: {done.stderr[-2000:]}")
     return bare_code(json.loads(done.stdout.strip().splitlines()[-1])["text"]), seconds

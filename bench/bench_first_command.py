@@ -8,11 +8,15 @@ a new model cache (so both bundled models are assembled or verified from their p
 encoder is built and no prompt prefix is saved), new expert and template index directories (the router's and
 the template library's vectors are computed) and a new bytecode cache (``PYTHONPYCACHEPREFIX``: every module
 compiled again). Then the same command once more with the same directories, as the user's second command.
+Then the reference: the bare 1.5B asked the same words in a new process (``bench.bench_coe_run.bare``: load the
+model from that model cache, one chat completion at Qwen's repetition penalty, greedy; 16 tokens in quick mode,
+from this process' model cache), what a person using llama-cpp-python directly would wait for.
 
 Reported per command: the wall seconds from the process' start to its end, the seconds from the run's start
 to the moment the slot is queued (what precedes the answer: scope, planning, routing), as the CLI's progress
 lines print them, and the document's SHA-256 (the same document each time, or not). The goal (issue 39): the
-demo under 30 s on an idle machine.
+demo under 30 s on an idle machine. On a busy or slower machine the ratio to the bare 1.5B's seconds in the same
+repetition says how much of the time is the harness's.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.bench_coe_run import bare
 from bench.common import ROOT, bench_parser, md_table, median, write_results
+from bench.versus import BARE_MAX_TOKENS
 
 DEMO = "Write a Python function that checks whether a string is a palindrome"
 GOAL_S = 30.0
@@ -69,21 +75,33 @@ def fresh_env(root: Path, quick: bool) -> dict[str, str]:
 
 
 def run(repeats: int, quick: bool) -> dict[str, Any]:
+    from state.context import resolve_settings
+
+    n_ctx = resolve_settings({}).n_ctx
     rows: list[dict[str, Any]] = []
     for i in range(1 if quick else repeats):
         with tempfile.TemporaryDirectory(prefix="coe-bench-first-") as tmp:
             env = fresh_env(Path(tmp), quick)
             first = command(env)
             second = command(env)
-        rows.append({"repeat": i + 1, "first": first, "second": second})
+            _, bare_s = bare(DEMO, n_ctx, 16 if quick else BARE_MAX_TOKENS, None if quick else env)
+        rows.append({"repeat": i + 1, "first": first, "second": second, "bare_s": round(bare_s, 2)})
         print(rows[-1], flush=True)
-    return {"quick": quick, "task": DEMO, "rows": rows}
+    return {"quick": quick, "task": DEMO, "n_ctx": n_ctx, "rows": rows}
 
 
 def summarise(result: dict[str, Any]) -> str:
     rows = result["rows"]
     table = md_table(
-        ["repeat", "first: wall s", "first: to the slot s", "second: wall s", "second: to the slot s", "document"],
+        [
+            "repeat",
+            "first: wall s",
+            "first: to the slot s",
+            "second: wall s",
+            "second: to the slot s",
+            "bare 1.5B s",
+            "document",
+        ],
         [
             [
                 r["repeat"],
@@ -91,6 +109,7 @@ def summarise(result: dict[str, Any]) -> str:
                 r["first"]["to_slot_s"],
                 r["second"]["wall_s"],
                 r["second"]["to_slot_s"],
+                r["bare_s"],
                 r["first"]["document_sha256"]
                 + ("" if r["second"]["document_sha256"] == r["first"]["document_sha256"] else " (second differs)"),
             ]
@@ -99,13 +118,16 @@ def summarise(result: dict[str, Any]) -> str:
     )
     first = median(r["first"]["wall_s"] for r in rows)
     second = median(r["second"]["wall_s"] for r in rows)
+    bare_s = median(r["bare_s"] for r in rows)
     documents = len({r["first"]["document_sha256"] for r in rows} | {r["second"]["document_sha256"] for r in rows})
     return (
         f"Command: `python -m bench.bench_first_command{' --quick' if result['quick'] else ''}`. `coe run "
         f'"{result["task"]}"` as a new process with a new COE_HOME, model cache, index directories and bytecode '
         f"cache; then the same command again (the second command).\n\n{table}\n\n"
         f"Median: first command **{first:.1f} s**, second {second:.1f} s (goal: under {GOAL_S:.0f} s on an idle "
-        f"machine); {documents} distinct document(s) over {2 * len(rows)} commands.\n"
+        f"machine); {documents} distinct document(s) over {2 * len(rows)} commands. The bare 1.5B in a new process, "
+        f"the same words: {bare_s:.1f} s (first command {first / bare_s:.2f}x, second {second / bare_s:.2f}x; its "
+        f"context {result['n_ctx']} tokens).\n"
     )
 
 

@@ -36,6 +36,7 @@ def _first_command(result: dict[str, Any]) -> None:
     for run in (row["first"], row["second"]):
         assert run["exit"] in (0, 3) and run["to_slot_s"] is not None and 0 < run["to_slot_s"] < run["wall_s"], run
     assert row["first"]["document_sha256"] == row["second"]["document_sha256"]  # the fake answers alike
+    assert row["bare_s"] > 0  # the bare 1.5B, 16 tokens
 
 
 def _decode_thread(result: dict[str, Any]) -> None:
