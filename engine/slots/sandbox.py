@@ -372,12 +372,13 @@ def _touched(exc, files):
             return True
         inline = filename.startswith(("<doctest", "<example"))
         if inline or os.path.basename(filename) in files:
-            if inline or frame.f_code.co_name == "<module>":  # module globals always hold the stand-ins
-                line = linecache.getline(filename, tb.tb_lineno)
-                scope = {**frame.f_globals, **frame.f_locals}
-                if any(holds(scope.get(word)) for word in re.findall(r"[A-Za-z_]\w*", line)):
-                    return True
-            elif any(holds(v) for v in frame.f_locals.values()):
+            # a name on the failing line that holds a stand-in (module globals always hold some, so only the
+            # line's own names count: ``assert weekly_pay(45, 10) == 475.0`` in a test function), or any local
+            line = linecache.getline(filename, tb.tb_lineno)
+            scope = {**frame.f_globals, **frame.f_locals}
+            if any(holds(scope.get(word)) for word in re.findall(r"[A-Za-z_]\w*", line)):
+                return True
+            if not inline and frame.f_code.co_name != "<module>" and any(holds(v) for v in frame.f_locals.values()):
                 return True
         tb = tb.tb_next
     return False

@@ -306,3 +306,47 @@ def test_a_tests_modules_own_tests_run_against_the_implementation_each_parametri
     )
     right = tests.replace("pytest.param(50000, 2000)", "pytest.param(50000, 7486)")
     assert checks_of(answer(right, title="Tests"), task, modules=modules, module="tests")["python.tests"].passed
+
+
+# --- a tests part whose module another part delivers (mp4-overtime-pay, multipart_set4_first) -------------------
+
+OVERTIME_TASK = (
+    "Could you write weekly_pay(hours, hourly_rate) in payroll.py that returns the gross pay rounded to the cent, "
+    "pytest tests for it, and a paragraph for the staff handbook explaining how overtime is paid?"
+)
+OVERTIME_TESTS = """import pytest
+from payroll import weekly_pay
+
+@pytest.mark.parametrize("hours, hourly_rate, expected", [
+    (40, 10, 400.0),
+    (45, 10, 475.0),
+])
+def test_weekly_pay(hours, hourly_rate, expected):
+    assert weekly_pay(hours, hourly_rate) == pytest.approx(expected, rel=1e-2)
+
+def test_weekly_pay_invalid_hours():
+    with pytest.raises(ValueError):
+        weekly_pay(-1, 10)
+"""
+OVERTIME_CODE = """def weekly_pay(hours, hourly_rate):
+    if hours < 0 or hourly_rate <= 0:
+        raise ValueError("Hours and hourly rate must be positive.")
+    base_pay = hours * hourly_rate
+    overtime_pay = max(0, (hours - 40) * hourly_rate * 1.5)
+    return round(base_pay + overtime_pay, 2)
+"""
+
+
+def test_tests_that_stop_on_a_stand_in_of_the_module_they_test_pass_and_say_so() -> None:
+    """The tests part was delivered with "Its tests fail against its code (... is <stand-in for
+    payroll.weekly_pay()>): the code or the tests are wrong": the module was another part's, not in its sandbox."""
+    checks = checks_of(answer(OVERTIME_TESTS, title="Tests"), OVERTIME_TASK)
+    tests = checks["python.tests"]
+    assert tests.passed and tests.severity == "soft"
+    assert tests.detail.startswith("payroll is not installed in the sandbox: the tests stopped at test_weekly_pay(")
+    quality = SlotQuality(deliverable="code", language="python", checks=list(checks.values()))
+    assert quality.caveat is not None and "payroll is not installed" in quality.caveat
+    assert "the code or the tests are wrong" not in quality.caveat
+    beside = checks_of(answer(OVERTIME_TESTS, title="Tests"), OVERTIME_TASK, modules={"payroll": OVERTIME_CODE})
+    assert not beside["python.tests"].passed  # with the part it tests, its failure is a real one
+    assert "(weekly_pay(hours, hourly_rate) is 525.0)" in beside["python.tests"].detail
