@@ -172,10 +172,11 @@ _NOUN_PHRASE = re.compile(r"^(?:a|an|the|this|these|those|one|two|three|four|fiv
 _BARE_REQUEST = re.compile(
     r"^(?:(?P<verb>give|produce|provide|send|write|draft|create|make|prepare|deliver)(?:\s+(?:me|us))?"
     r"|(?:(?:i|we)\s+)?(?:need|want|would like|'d like)|(?:can|could|may) (?:i|we) (?:get|have)"
-    r"|(?:two|three|four|five) things)$",
+    r"|(?:two|three|four|five) things|deliverables)$",
     re.I,
 )
-"""A request with no object of its own, whose list follows: "Please give me:", "I need:", "Three things:"."""
+"""A request with no object of its own, whose list follows: "Please give me:", "I need:", "Three things:",
+"Deliverables:"."""
 _ABOUT_IT = re.compile(r"\b(?:for|of|about|on)\s+(?:it|them)\b", re.I)
 """A deliverable about the one before it ("a class that scales a recipe, pytest tests for it, ..."): its own part,
 where "a function that takes the orders table and customer list" names data."""
@@ -217,7 +218,8 @@ _DELIVERABLE_NOUN = (
     r"overview|walkthrough|write-up|writeup|scene|one-liner|oneliner|snippet|regex|sonnet|haiku|limerick|ode|lyrics|"
     r"eulogy|obituary|tagline|slogan|synopsis|blurb|caption|captions|monologue|fable|assessment|appraisal|rubric|"
     r"scorecard|questionnaire|survey|cheatsheet|cheat-sheet|primer|tutorial|lesson|syllabus|screenplay|storyboard|"
-    r"wireframe|mockup|spec|specification|postmortem|post-mortem|retrospective|flowchart|flow|wording)\b"
+    r"wireframe|mockup|spec|specification|postmortem|post-mortem|retrospective|flowchart|flow|wording|paragraph|"
+    r"paragraphs)\b"
 )
 _DETERMINER = r"(?:a|an|the|one|two|three|four|five|some)\s"
 _DELIVERABLE = re.compile(
@@ -274,6 +276,8 @@ piece of work, not a second one. An explanation with its own object or audience 
 finance team") is a deliverable of its own. Showing the work ("solve for x and show the steps") is the same."""
 _INFINITIVE = re.compile(r"\bto\s+([A-Za-z'-]+)")
 """An infinitive inside a clause: its coordinated verbs ("to set up X, install Y and run Z") are one purpose."""
+_SOURCE_FILE = re.compile(r"^[\w-]+\.(?:py|sh|sql|ini|toml|ya?ml|cfg|conf|js|ts|go|rs)\b", re.I)
+"""A part headed by the name of a code or configuration file ("diskwatch.py with ..."): a file to write."""
 _ONE_WORD_OBJECT = re.compile(r"^(?:(?:the|a|an|our|its|their|your|my)\s+)?[\w'-]+$", re.I)
 _CODE = re.compile(r"```.*?```", re.S)
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|(?<!\w)'[^'\n]{3,400}'(?!\w)")
@@ -329,7 +333,7 @@ def aspect_title(aspect: Aspect) -> str:
         obj = re.sub(r"^(?:a|an|the|some|its|their|our|your|my)\s+", "", obj, flags=re.I)
         if obj and not _TITLE_PREPOSITION.match(obj):  # "write to the landlord" names no deliverable
             text = obj
-    if _IDENTIFIER.match(text):
+    if _IDENTIFIER.match(text) or _SOURCE_FILE.match(text):
         return text  # "parking_fee(minutes) in tariff.py": a name the code must keep (a part titled
         # "Parking_fee(minutes) ..." defined Parking_fee, and the tests imported parking_fee)
     return text[:1].upper() + text[1:]
@@ -413,6 +417,11 @@ def named_deliverables(task: str) -> list[Aspect]:
             aspects += found  # "Using sales.xlsx and fx_rates.csv, write a pandas script that ..."
         elif found := _headline_list(sentence):
             aspects += found  # "k8s CronJob manifest to run ... + the python report script itself"
+        elif found := _code_and_tests(sentence):
+            aspects += found  # "Code + pytest tests, include a round-trip test", "Function plus pytest tests please"
+        elif aspects and _TESTS_LINE.match(sentence):
+            tests = _AND.sub("", _BULLET.sub("", sentence))
+            aspects.append(Aspect(f"write {tests}", "write"))  # a list line "- pytest tests for both"
         elif aspects and (more := _follow_up(sentence)):
             aspects.append(Aspect(f"{aspects[-1].verb} {more}", aspects[-1].verb))  # "And maybe three toasts ..."
         elif tail and (found := _terse_list(tail[0])):
@@ -490,6 +499,36 @@ def _headline_list(sentence: str) -> list[Aspect]:
         else:
             items[-1] = f"{items[-1]} and {bare}"
     return [Aspect(f"deliver {item}", "deliver") for item in items] if len(items) >= 2 else []
+
+
+_TESTS_WORDS = r"(?:(?:some|the)\s+)?(?:(?:pytest|unit)\s+)?tests\b"
+_TESTS_LINE = re.compile(
+    r"^(?:(?:[-*\u2022]|\d+[.)])\s+)?(?:(?:and|also|plus)\s+)?"
+    + _TESTS_WORDS
+    + r"(?:\s+(?:for|of|covering)\s[^.:;]{1,60})?(?:,?\s+please)?$",
+    re.I,
+)
+"""A sentence or list line that asks for tests alone, with no verb ("pytest tests for both"): after a request, a
+deliverable of its own (multipart_set4_first: a bulleted list's last line, planned as part of the module)."""
+_CODE_AND_TESTS = re.compile(
+    r"^(?P<code>(?:the\s+)?(?:code|function|functions|implementation|module))\s*(?:\+|&|\band\b|\bplus\b)\s*"
+    r"(?P<tests>" + _TESTS_WORDS + r"[^.;]{0,120}?)(?:,?\s+please)?$",
+    re.I,
+)
+
+
+def _code_and_tests(sentence: str) -> list[Aspect]:
+    """The code and its tests, asked for in a sentence with no verb; else none.
+
+    "Code + pytest tests, include a round-trip test over the whole range", "Function plus pytest tests please":
+    both are written apart, so the tests are run against the code (multipart_set3_first and multipart_set4_first:
+    each was one part, or six).
+    """
+    found = _CODE_AND_TESTS.match(sentence.strip())
+    if found is None:
+        return []
+    code = re.sub(r"^the\s+", "", found.group("code"), flags=re.I).lower()
+    return [Aspect(f"write the {code}", "write"), Aspect(f"write {found.group('tests').strip()}", "write")]
 
 
 _FOLLOW_UP = re.compile(
@@ -659,9 +698,9 @@ def _shapes(part: str, head: str) -> bool:
     minutes"; not "rewrite it in Python", not "test it"), a condition ("make sure ..."), "make" with no
     deliverable ("make the tokens single-use"), or a part that is no instruction and names no deliverable ("tell
     it only through his logbook entries", "rate-limit requests per account"). A deliverable named in the part
-    ("and a README") is always its own.
+    ("and a README", "and diskwatch.py") is always its own.
     """
-    if _DELIVERABLE.match(part) or _ABOUT_IT.search(part) or _NOUN_FIRST.match(part):
+    if _DELIVERABLE.match(part) or _ABOUT_IT.search(part) or _NOUN_FIRST.match(part) or _SOURCE_FILE.match(part):
         return False
     if _CONSTRAINT.match(part):
         return True  # "and make sure it never reveals whether an email is registered"
@@ -753,7 +792,7 @@ def _semicolon_requests(sentence: str) -> list[str]:
     verb = _request_verb(head) if tail and len(pieces) >= 2 else None
     if verb is None:
         return []
-    items = [tail[0], *(_AND.sub("", p) for p in pieces[1:])]
+    items = [_ENUMERATOR.sub("", item) for item in (tail[0], *(_AND.sub("", p) for p in pieces[1:]))]
     return [f"{verb} {item}" for item in items if item]
 
 
@@ -772,9 +811,15 @@ def _listed_after(before: str, piece: str) -> str:
 def _describes(part: str) -> bool:
     """Whether ``part`` says what the deliverable before it is like ("a toast, warm with some gentle teasing").
 
-    It has no determiner, no deliverable noun, and does not start with a verb.
+    It has no determiner, no deliverable noun, does not start with a verb, and is not headed by a file name to
+    write ("the ini file and diskwatch.py with load_settings(path)": multipart_set4_first planned the two as one).
     """
-    return not re.match(_DETERMINER, part, re.I) and not _NOUN.search(part) and _first_word(part) not in VERBS
+    return (
+        not re.match(_DETERMINER, part, re.I)
+        and not _NOUN.search(part)
+        and _first_word(part) not in VERBS
+        and not _SOURCE_FILE.match(part)
+    )
 
 
 def _shares_noun(obj: str) -> bool:

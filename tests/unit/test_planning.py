@@ -300,6 +300,38 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             'code "SAVE5" takes 5.00 off\nPlus pytest tests and a short FAQ answer for customers on the discounts.',
             3,
         ),
+        # multipart_set4_first (a helper's tasks, after their one scored run): each was planned as fewer parts
+        (
+            "Could you write weekly_pay(hours, hourly_rate) in payroll.py that returns the gross pay and raises "
+            "ValueError for bad input, pytest tests for it, and a paragraph for the staff handbook explaining how "
+            "overtime is paid, with one worked example?",
+            3,
+        ),
+        (
+            "roman.py: to_roman(n) and from_roman(s). n is an int 1-3999. Code + pytest tests, include a round-trip "
+            "test over the whole range.",
+            2,
+        ),
+        (
+            "Can you write a small versions.py for our plugin loader? What I need:\n- compare_versions(a, b) returning "
+            "-1, 0 or 1\n- ValueError for anything else\n- pytest tests for both\n",
+            2,
+        ),
+        ("Please write the ini file and diskwatch.py with load_settings(path), which applies those defaults.", 2),
+        (
+            "Ticket OPS-412: TLS certs keep expiring on us. Deliverables: (a) bash script certwatch.sh that reads "
+            "hostnames from hosts.txt (one per line; blank lines ignored), checks each certificate, and exits 1 if "
+            "any is expiring; (b) the user-crontab line that runs it at 07:45 Monday to Friday; (c) a short "
+            "runbook for whoever gets the failure.",
+            3,
+        ),
+        (
+            "parse_duration(text) -> int seconds, in durations.py. Format: h, m and s parts. Function plus pytest "
+            "tests please.",
+            2,
+        ),
+        ("Write the ini file and explain each setting to the ops team", 2),
+        ("Write a function that reads config.yaml and prints the port", 1),  # an input file, not a second part
     ],
 )
 def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
@@ -772,5 +804,7 @@ def test_a_label_before_a_colon_and_an_identifier_are_not_verbs() -> None:
         "parse_duration(text) -> int seconds, in durations.py. Format: h, m and s parts in that order, each "
         "optional, at least one present, e.g. '1h30m', '45m'. Function plus pytest tests please."
     )
-    assert named_deliverables(task) == []
+    # two parts since multipart_set4_first (mp4-roman-numerals, one part: none of its three answers had tests):
+    # the function, and its tests, run against it by check_parts
+    assert texts(task) == ["write the function", "write pytest tests"]
     assert texts("Format the dates as ISO strings")[0] == "Format the dates as ISO strings"  # the verb still is one
