@@ -105,6 +105,10 @@ def compute_figures(
             notes.append(f"program {n + 1} left out {listed} of the task's numbers: not used")
             hint = units + prompts.FIGURES_LEFT_OUT.format(numbers=listed)
             partial.append(run)
+        elif negative := _never_negative(run[2]):
+            notes.append(f"program {n + 1} printed {_named(negative)}, which cannot be negative: not used")
+            hint = units + prompts.FIGURES_NEGATIVE.format(figure=_named(negative))
+            partial.append(run)
         elif skipped := unconverted(run[0], needed):
             c = skipped[0]
             notes.append(f"program {n + 1} used {c.given} with {c.named} unconverted: not used")
@@ -147,6 +151,23 @@ def compute_figures(
         more_outputs=[r[1] for r in others],
         unconfirmed=unconfirmed[:MAX_FIGURES],
     )
+
+
+_NEVER_NEGATIVE = re.compile(
+    r"\b(?:period|payback|years?|months?|weeks?|days?|hours?|minutes?|duration|time|how long|age|count|number)\b"
+)
+"""A figure named as a duration or a count: printed negative, the program computed something else."""
+
+
+def _never_negative(figures: list[Figure]) -> Figure | None:
+    """The first of ``figures`` that is a duration or a count and negative, or None.
+
+    multipart_set4_first, a solar quote (7,800 installed, 4,200 kWh a year, 60% used at 0.30 and 40% exported at
+    0.08): two programs took the installed cost from the year's export income and agreed on a saving of
+    -7,665.60 and a payback of -1.02 years, and the email to the person's partner stated both (right: 890.40 a
+    year, 8.76 years). A negative saving can be right; a negative payback period cannot.
+    """
+    return next((f for f in figures if f.value < 0 and _NEVER_NEGATIVE.search(f.name)), None)
 
 
 def _printed_by_two(figure: Figure, runs: list[tuple[str, str, list[Figure]]]) -> bool:

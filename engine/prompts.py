@@ -194,6 +194,12 @@ An earlier program for this task left out {numbers}, which the task gives: use e
 where it belongs (a count of machines, people or items multiplies what each one costs or uses)."""
 """Added to the figures prompt after a program that ignored numbers of the task (:mod:`engine.figures`)."""
 
+FIGURES_NEGATIVE = """\
+
+An earlier program for this task printed {figure}, which cannot be negative: check which amounts are added and \
+which subtracted (a saving is what is no longer paid; a cost paid once is not taken from each year's saving)."""
+"""Added to the figures prompt after a program that printed a negative duration or count (:mod:`engine.figures`)."""
+
 FIGURES_UNCONVERTED = """\
 
 An earlier program for this task used the numbers given in {given} with a rate or result in {named} without \

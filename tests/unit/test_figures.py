@@ -310,3 +310,53 @@ def test_programs_that_multiply_watts_by_a_price_per_kwh_confirm_nothing(write_s
         ("cost after", 762.05),
         ("saving per year", 2709.5),
     ]
+
+
+SOLAR_TASK = (
+    "We had a quote last week for solar panels on our roof at 7,800 installed; the installer reckons they'll generate "
+    "about 4,200 kWh a year, and we think we'll use 60% of that ourselves, which saves us our 0.30 per kWh tariff, "
+    "and export the other 40% at 0.08 per kWh. Could you work out how much that saves us a year, the simple payback "
+    "period in years, and how far ahead we'd be after 10 years (keeping prices and output flat), and then write a "
+    "short, friendly email to my partner summarising it with those figures?"
+)
+SOLAR_WRONG = (  # multipart_set4_first, mp4-solar-payback: two programs printed this, and the email stated it
+    "```python\ninstalled_cost = 7800\ninstalled_kwh = 4200\nusage_percentage = 0.60\nexport_rate = 0.08\n"
+    "tariff_per_kwh = 0.30\nyears = 10\n"
+    "annual_savings = (installed_kwh * (1 - usage_percentage)) * export_rate - installed_cost\n"
+    "simple_payback_period = installed_cost / annual_savings\nfuture_savings = annual_savings * years\n"
+    'print(f"Annual savings: {annual_savings:.2f} kWh")\n'
+    'print(f"Simple payback period: {simple_payback_period:.2f} years")\n'
+    'print(f"Future savings after 10 years: {future_savings:.2f} kWh")\n```'
+)
+SOLAR_RIGHT = (
+    "```python\ncost, kwh, own, tariff, export = 7800, 4200, 0.60, 0.30, 0.08\nyears = 10\n"
+    "saving = kwh * own * tariff + kwh * (1 - own) * export\n"
+    'print(f"annual saving: {saving:.2f}")\nprint(f"payback years: {cost / saving:.2f}")\n'
+    'print(f"ahead after 10 years: {saving * years - cost:.2f}")\n```'
+)
+
+
+def test_programs_that_print_a_negative_payback_period_confirm_nothing(write_script: Any) -> None:
+    script = write_script(
+        {"rules": [{"slot": "@figures", "text": SOLAR_WRONG}, {"slot": "@figures-2", "text": SOLAR_WRONG}]}
+    )
+    state = run_plan(script, SOLAR_TASK, PLAN)
+    assert state.figures is not None and state.figures.figures == []
+    assert state.figures.note.startswith(
+        "program 1 printed simple payback period -1.02, which cannot be negative: not used"
+    )
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "@figures", "text": SOLAR_WRONG},
+                {"slot": "@figures-2", "text": SOLAR_RIGHT},
+                {"slot": "@figures-3", "text": SOLAR_RIGHT.replace("saving * years", "years * saving")},
+            ]
+        }
+    )
+    state = run_plan(script, SOLAR_TASK, PLAN)
+    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+        ("annual saving", 890.4),
+        ("payback years", 8.76),
+        ("ahead after 10 years", 1104.0),
+    ]
