@@ -13,6 +13,7 @@ import pytest
 
 from engine.artifacts import code_artifacts
 from engine.slots.checks import CheckContext, check_answer, cut_unfinished_end, extract_examples
+from engine.slots.checks.code import module_code
 from engine.slots.checks.prose import speaks_as_ai_check
 from engine.slots.contracts import contract_for, contract_of, infer_deliverable
 from engine.slots.draw_policy import RUNNABLE_EXAMPLES_DRAWS
@@ -295,6 +296,26 @@ def test_the_tasks_examples_are_run_against_the_code() -> None:
     assert failed(GOOD_CODE, PALINDROME_TASK, "code", "python") == {}
     assert "python.examples" in failed(WRONG_CODE, PALINDROME_TASK, "code", "python")
     assert "python.parses" in failed(BROKEN_CODE, PALINDROME_TASK, "code", "python")
+
+
+def test_a_module_written_over_two_sections_is_one_module() -> None:
+    """multipart_set4_first, mp4-version-compare: ``python.defines`` said latest_version was not defined (it was,
+    in section 2), and the NameError in it, a helper nested in compare_versions, was never run."""
+    task = "Write versions.py with compare_versions(a, b) and latest_version(versions)"
+    answer = (
+        "## Outline\n1. compare_versions\n2. latest_version\n\n## 1. compare_versions\n```python\n"
+        "def compare_versions(a, b):\n    def parse_version(v):\n        return [int(p) for p in v.split('.')]\n"
+        "    x, y = parse_version(a), parse_version(b)\n    return (x > y) - (x < y)\n```\n\n"
+        "## 2. latest_version\n```python\ndef latest_version(versions):\n"
+        "    return max(versions, key=lambda v: parse_version(v))\n```\n\n"
+        "Example:\n```python\nprint(compare_versions('1.2', '1.10'))\n```\n"
+    )
+    result = parse_output(answer, "s", "e", min_items=1, max_items=8)
+    code, tests = module_code(result)
+    assert code is not None and "def latest_version" in code and "print(" not in code and tests is None
+    found = failed(answer, task + ":\nlatest_version(['1.2', '1.10']) == '1.10'\n", "code", "python")
+    assert "python.defines" not in found
+    assert "NameError: name 'parse_version' is not defined" in found["python.examples"]
 
 
 def test_a_function_the_task_names_in_its_words_must_be_the_modules_own() -> None:

@@ -54,21 +54,28 @@ _DIALECTS = (
 
 
 def module_code(result: SlotResult) -> tuple[str | None, str | None]:
-    """The answer's module (section 1's code block, else the first block) and its tests (later blocks), if any."""
+    """The answer's module and its tests (later blocks with asserts or test functions), if any.
+
+    The module is section 1's code block (else the first block), and every later Python block that defines a
+    function or class and holds no test: an answer that writes ``compare_versions`` in section 1 and
+    ``latest_version`` in section 2 delivers one module of both (multipart_set4_first: ``python.defines`` said the
+    second was not defined, and the NameError inside it, a helper nested in the first, was never run).
+    """
     sections = [s for s in result.sections if s.level == 1]
-    blocks: list[str] = []
-    first = code_blocks(sections[0].body) if sections else []
-    if first:
-        blocks.append(first[0][1])
-    later = [code for s in sections[1:] for _, code in code_blocks(s.body)]
-    if not blocks:
+    first = code_blocks(sections[0].body)[:1] if sections else []
+    later = [block for s in sections[1:] for block in code_blocks(s.body)]
+    if not first:
         everything = code_blocks(result.raw)
         if not everything:
             return None, None
-        blocks.append(everything[0][1])
-        later = [code for _, code in everything[1:]]
-    tests = [code for code in later if re.search(r"^\s*(assert\b|def test_)", code, re.M)]
-    return blocks[0], ("\n\n".join(tests) if tests else None)
+        first, later = everything[:1], everything[1:]
+    tests = [code for _, code in later if _TESTING.search(code)]
+    more = [code for tag, code in later if tag in PYTHON_TAGS | {""} and _DEFINING.search(code) and code not in tests]
+    return "\n\n".join([first[0][1], *more]), ("\n\n".join(tests) if tests else None)
+
+
+_TESTING = re.compile(r"^\s*(assert\b|def test_)", re.M)
+_DEFINING = re.compile(r"^(?:async\s+)?(?:def|class)\s+(?!test_)\w+", re.M)
 
 
 ASKS_FOR_TESTS = re.compile(
