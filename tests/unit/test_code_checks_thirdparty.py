@@ -350,3 +350,22 @@ def test_tests_that_stop_on_a_stand_in_of_the_module_they_test_pass_and_say_so()
     beside = checks_of(answer(OVERTIME_TESTS, title="Tests"), OVERTIME_TASK, modules={"payroll": OVERTIME_CODE})
     assert not beside["python.tests"].passed  # with the part it tests, its failure is a real one
     assert "(weekly_pay(hours, hourly_rate) is 525.0)" in beside["python.tests"].detail
+
+
+def test_tests_that_expect_one_call_to_give_two_values_fail() -> None:
+    """multipart_set4_after, mp4-overtime-pay: the tests part as written, which passed every check of its own."""
+    tests = (
+        "import pytest\nfrom payroll import weekly_pay\n\ndef test_weekly_pay():\n"
+        "    assert weekly_pay(45, 10) == 475.0\n    assert weekly_pay(45, 10) == 525.0\n"
+        "    assert weekly_pay(80, 10) == 800.0\n    assert weekly_pay(40, 10) == 400.0\n"
+        "    assert weekly_pay(40, 10) == 400\n    with pytest.raises(ValueError):\n        weekly_pay(-1, 10)\n"
+    )
+    failures = hard_failures(checks_of(answer(tests, title="Tests"), OVERTIME_TASK))
+    assert failures["python.tests_agree"] == (
+        "the tests expect weekly_pay(45, 10) to be both 475.0 and 525.0: no code passes both"
+    )
+    agreeing = tests.replace("== 525.0", "== 475")  # the same value twice (400 and 400.0 too) is no contradiction
+    assert "python.tests_agree" not in hard_failures(checks_of(answer(agreeing, title="Tests"), OVERTIME_TASK))
+    stateful = "def test_ids():\n    assert next_id() == 1\n    assert next_id() == 2\n    assert box.take(1) == 4\n"
+    stateful += "    assert box.take(1) == 3\n"
+    assert "python.tests_agree" not in hard_failures(checks_of(answer(stateful, title="Tests"), OVERTIME_TASK))

@@ -21,6 +21,7 @@ as before.
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import io
 import json
@@ -426,6 +427,8 @@ def _static_checks(
                 ),
             )
         )
+    if contradiction := _contradicting_asserts(tree, tests):
+        checks.append(CheckResult(name="python.tests_agree", passed=False, detail=contradiction))
     if tests is not None:
         redefined = _redefined(tests, defined)
         checks.append(
@@ -445,6 +448,40 @@ def _static_checks(
             )
         )
     return checks
+
+
+def _contradicting_asserts(tree: ast.Module, tests: str | None) -> str:
+    """Two asserts that expect one call on the same constants to give two values (no code passes both), or "".
+
+    multipart_set4_after, mp4-overtime-pay: ``assert weekly_pay(45, 10) == 475.0`` and, the next line,
+    ``assert weekly_pay(45, 10) == 525.0``: the tests part passed every check of its own.
+    """
+    trees = [tree]
+    if tests is not None:
+        with contextlib.suppress(SyntaxError):
+            trees.append(ast.parse(tests))
+    expected: dict[str, object] = {}
+    for node in (n for t in trees for n in ast.walk(t)):
+        if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)):
+            continue
+        left, ops, rights = node.test.left, node.test.ops, node.test.comparators
+        if not (isinstance(left, ast.Call) and len(ops) == 1 and isinstance(ops[0], ast.Eq)):
+            continue
+        # a plain function on constants only: a method (``cart.add(1)``) or a call with no arguments
+        # (``next_id()``) may answer differently each time
+        if not isinstance(left.func, ast.Name) or not left.args or left.keywords:
+            continue
+        if not all(isinstance(a, ast.Constant) for a in left.args):
+            continue
+        try:
+            value = ast.literal_eval(rights[0])
+        except ValueError:
+            continue
+        call = ast.unparse(left)
+        if call in expected and expected[call] != value:
+            return f"the tests expect {call} to be both {expected[call]!r} and {value!r}: no code passes both"
+        expected.setdefault(call, value)
+    return ""
 
 
 def _sandbox_checks(code: str, tests: str | None, ctx: CheckContext, examples: Examples) -> list[CheckResult]:

@@ -67,7 +67,7 @@ include:"): a real consulting agreement's "Assembled contract" part was its prom
 _CHECK_NAME = re.compile(
     r"\b(?:contract\.(?:answers|complete|duplicates|ends|leaks|own_work|placeholders|structure|stubs|titles)"
     r"|prose\.repetition|python\.(?:complete|defines|examples|lint|own_doctests|parses|printed|runs|tests|tests_given"
-    r"|tests_use_module))\b"
+    r"|tests_use_module|tests_agree))\b"
 )
 """The checks' own names, which the retry feedback quotes: in an answer they are the feedback talking (a real
 checklist wrote "a prioritized order for each item: contract.duplicates, contract.placeholders, and
