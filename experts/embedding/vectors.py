@@ -6,6 +6,7 @@ Every vector that leaves an encoder, is read from a cache or is handed to the ro
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ import numpy.typing as npt
 
 from state.errors import CoeError
 
-__all__ = ["NORM_TOLERANCE", "VectorInvariantError", "Vectors", "check_vectors"]
+__all__ = ["NORM_TOLERANCE", "VectorInvariantError", "Vectors", "check_vectors", "load_vectors"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -68,3 +69,17 @@ def check_vectors(vectors: Any, dim: int, where: str) -> Vectors:
                 where, f"vector {first + row} has L2 norm {norms[row]:.6f}, expected 1 (normalise it)"
             )
     return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def load_vectors(path: Path, dim: int, rows: int | None = None) -> Vectors:
+    """The vectors ``np.save`` wrote at ``path``, held to :func:`check_vectors` (and to ``rows`` rows, if given).
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: it is no NumPy array file.
+        VectorInvariantError: naming ``path``: a vector breaks an invariant, or the file holds another number of rows.
+    """
+    vectors = check_vectors(np.load(path, allow_pickle=False), dim, str(path))
+    if rows is not None and vectors.shape[0] != rows:
+        raise VectorInvariantError(str(path), f"{vectors.shape[0]} vectors, expected {rows}")
+    return vectors

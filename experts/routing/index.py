@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from experts.catalog.scopes import Catalog
 from experts.embedding.encoder import Embedder, vectors_can_ship
-from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
+from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors, load_vectors
 from experts.routing.lexical import PROBE_KIND, LexicalProbe, train_probe
 from state.errors import ConfigError
 from state.files import atomic_write
@@ -276,11 +276,10 @@ class ExpertVectorCache:
         if path is None or not path.is_file():
             return None
         try:
-            vectors = check_vectors(np.load(path, allow_pickle=False), dim, str(path))
+            return load_vectors(path, dim, rows)
         except (OSError, ValueError, VectorInvariantError) as exc:
             logger.info("expert vectors %s cannot be read (%s); embedding again", path, exc)
             return None
-        return vectors if vectors.shape[0] == rows else None
 
     def _write(self, key: str, vectors: Vectors) -> None:
         path = self._path(key)
@@ -455,9 +454,7 @@ def _try_load(path: Path, wanted: str, embedder: Embedder) -> ExpertIndex | None
         lines = json.loads((path / "lines.json").read_text(encoding="utf-8"))
         parts = {}
         for kind in ("capability", "exclusion"):
-            vectors = check_vectors(
-                np.load(path / f"{kind}_vectors.npy", allow_pickle=False), embedder.dim, f"{path}/{kind}_vectors.npy"
-            )
+            vectors = load_vectors(path / f"{kind}_vectors.npy", embedder.dim)
             owners = [int(o) for o, _ in lines[kind]]
             texts = [str(t) for _, t in lines[kind]]
             index = faiss.read_index(str(path / f"{kind}.index"))

@@ -29,7 +29,7 @@ import numpy as np
 
 from experts.embedding.encoder import Embedder, vectors_can_ship
 from experts.embedding.faiss_index import build_faiss_index
-from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors
+from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors, load_vectors
 from state.files import atomic_write
 from state.paths import template_index_dir, templates_dir
 from state.template import Template, load_library
@@ -201,14 +201,10 @@ def _seeded(embedder: Embedder, content: str, count: int) -> Vectors | None:
     if path is None or not path.is_file():
         return None
     try:
-        vectors = check_vectors(np.load(path, allow_pickle=False), embedder.dim, str(path))
+        return load_vectors(path, embedder.dim, count)
     except (OSError, ValueError, VectorInvariantError) as exc:
         logger.warning("the shipped template vectors %s cannot be used (%s); embedding the library", path, exc)
         return None
-    if vectors.shape[0] != count:
-        logger.warning("the shipped template vectors %s hold %d rows for %d templates", path, len(vectors), count)
-        return None
-    return vectors
 
 
 def _try_load(path: Path, wanted: str, embedder: Embedder) -> TemplateIndex | None:
@@ -222,9 +218,7 @@ def _try_load(path: Path, wanted: str, embedder: Embedder) -> TemplateIndex | No
         import faiss
 
         ids = tuple(str(i) for i in json.loads((path / "template_ids.json").read_text(encoding="utf-8")))
-        vectors = check_vectors(
-            np.load(path / "template_vectors.npy", allow_pickle=False), embedder.dim, f"{path}/template_vectors.npy"
-        )
+        vectors = load_vectors(path / "template_vectors.npy", embedder.dim)
         index = faiss.read_index(str(path / "template.index"))
         if len(ids) != vectors.shape[0] or index.ntotal != len(ids) or index.d != embedder.dim:
             logger.warning("template index files in %s disagree with each other; rebuilding", path)
