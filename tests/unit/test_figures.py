@@ -30,6 +30,11 @@ def _figures() -> TaskFigures:
     return TaskFigures(model="m", note="", program="", output=OUTPUT, figures=read_figures(OUTPUT, TASK))
 
 
+def _programs(*texts: str) -> list[dict[str, str]]:
+    """The scripted answers of the figures programs, in order: the greedy one, then the sampled ones."""
+    return [{"slot": "@figures" + (f"-{n}" if n > 1 else ""), "text": text} for n, text in enumerate(texts, 1)]
+
+
 def test_a_figure_with_a_unit_word_after_it_is_read() -> None:
     task = "Our bakery's fixed costs are 3,000 a month, a loaf sells for 4.00 and costs 1.50 to make."
     assert [(f.name, f.value) for f in read_figures("Break-even point: 1200.00 loaves", task)] == [
@@ -93,8 +98,7 @@ def test_the_run_computes_the_figures_once_gives_them_to_every_part_and_sends_a_
     script = write_script(
         {
             "rules": [
-                {"slot": "@figures", "text": PROGRAM},
-                {"slot": "@figures-2", "text": PROGRAM.replace("pay * n - P", "n * pay - P")},
+                *_programs(PROGRAM, PROGRAM.replace("pay * n - P", "n * pay - P")),
                 {"slot": "model", "text": answer("Model", RIGHT_MEMO)},
                 {
                     "slot": "memo",
@@ -125,8 +129,7 @@ def test_figures_a_second_program_does_not_print_are_not_given_to_the_parts(writ
     script = write_script(
         {
             "rules": [
-                {"slot": "@figures", "text": naive},
-                {"slot": "@figures-2", "text": PROGRAM},
+                *_programs(naive, PROGRAM),
                 {"slot": "memo", "text": answer("Memo", REAL_MEMO)},
             ]
         }
@@ -143,15 +146,7 @@ def test_figures_a_second_program_does_not_print_are_not_given_to_the_parts(writ
 def test_a_third_program_settles_a_figure_the_first_two_disagree_on(write_script: Any) -> None:
     """The real models' pattern: a right greedy payment, a sampled one on the yearly rate, a third right again."""
     yearly = PROGRAM.replace("0.045 / 12", "0.045")
-    script = write_script(
-        {
-            "rules": [
-                {"slot": "@figures", "text": PROGRAM},
-                {"slot": "@figures-2", "text": yearly},
-                {"slot": "@figures-3", "text": PROGRAM.replace("pay * n - P", "n * pay - P")},
-            ]
-        }
-    )
+    script = write_script({"rules": _programs(PROGRAM, yearly, PROGRAM.replace("pay * n - P", "n * pay - P"))})
     state = run_plan(script, TASK, PLAN)
     assert state.figures is not None and [f.value for f in state.figures.figures] == [1389.58, 166874.36, 300.0]
     assert len(state.figures.more_programs) == 2 and state.figures.note.startswith("3 program(s) ran; 3 figure(s)")
@@ -167,15 +162,7 @@ def test_two_sampled_programs_do_not_outvote_the_greedy_one_and_the_program_show
         given = "fixed, price, cost = 3000, 4.00, 1.50\n"  # a program that uses none of the task's numbers is not used
         return f'```python\n{given}print("break-even loaves: {loaves}")\nprint("contribution per loaf: {margin}")\n```'
 
-    script = write_script(
-        {
-            "rules": [
-                {"slot": "@figures", "text": program("1200", "2.5")},
-                {"slot": "@figures-2", "text": program("2000", "2.5")},
-                {"slot": "@figures-3", "text": program("2000", "2.5")},
-            ]
-        }
-    )
+    script = write_script({"rules": _programs(program("1200", "2.5"), program("2000", "2.5"), program("2000", "2.5"))})
     state = run_plan(script, task, PLAN)
     assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
         ("contribution per loaf", 2.5)
@@ -191,11 +178,11 @@ def test_a_document_whose_programs_confirmed_no_figure_says_so(write_script: Any
     given = "fixed, price, cost = 3000, 4.00, 1.50\n"
     script = write_script(
         {
-            "rules": [
-                {"slot": "@figures", "text": f'```python\n{given}print("break-even loaves: 1200")\n```'},
-                {"slot": "@figures-2", "text": f'```python\n{given}print("break-even loaves: 2000")\n```'},
-                {"slot": "@figures-3", "text": f'```python\n{given}print("break-even loaves: 2000")\n```'},
-            ]
+            "rules": _programs(
+                f'```python\n{given}print("break-even loaves: 1200")\n```',
+                f'```python\n{given}print("break-even loaves: 2000")\n```',
+                f'```python\n{given}print("break-even loaves: 2000")\n```',
+            )
         }
     )
     state = run_plan(script, task, PLAN)
@@ -230,22 +217,12 @@ def test_a_program_that_leaves_out_numbers_the_task_gives_confirms_nothing(write
     assert left_out(ONE_MACHINE, SERVER_TASK) == [14.0, 9.0]
     assert left_out(FOURTEEN, SERVER_TASK) == []
     assert left_out(PROGRAM, TASK) == [25.0]  # 300 months for 25 years: one restated number is allowed
-    script = write_script(
-        {"rules": [{"slot": "@figures", "text": ONE_MACHINE}, {"slot": "@figures-2", "text": ONE_MACHINE}]}
-    )
+    script = write_script({"rules": _programs(ONE_MACHINE, ONE_MACHINE)})
     state = run_plan(script, SERVER_TASK, PLAN)
     assert state.figures is not None and state.figures.figures == []
     assert state.figures.note.startswith("program 1 left out 14, 9 of the task's numbers: not used")
     assert [f.name for f in state.figures.unconfirmed] == ["initial cost", "new cost", "annual saving"]
-    script = write_script(
-        {
-            "rules": [
-                {"slot": "@figures", "text": ONE_MACHINE},
-                {"slot": "@figures-2", "text": FOURTEEN},
-                {"slot": "@figures-3", "text": FOURTEEN.replace("/ 1000", "* 0.001")},
-            ]
-        }
-    )
+    script = write_script({"rules": _programs(ONE_MACHINE, FOURTEEN, FOURTEEN.replace("/ 1000", "* 0.001"))})
     state = run_plan(script, SERVER_TASK, PLAN)
     assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
         ("cost before", 987.84),
@@ -289,21 +266,11 @@ IN_KILOWATTS = FOURTEEN.replace("14 * 350 * 720 / 1000", "14 * 0.35 * 720").repl
 
 def test_programs_that_multiply_watts_by_a_price_per_kwh_confirm_nothing(write_script: Any) -> None:
     assert left_out(IN_KILOWATTS, SERVER_TASK) == []  # 0.35 is the task's 350 W, written in kW
-    script = write_script(
-        {"rules": [{"slot": "@figures", "text": IN_WATT_HOURS}, {"slot": "@figures-2", "text": IN_WATT_HOURS}]}
-    )
+    script = write_script({"rules": _programs(IN_WATT_HOURS, IN_WATT_HOURS)})
     state = run_plan(script, SERVER_TASK, PLAN)
     assert state.figures is not None and state.figures.figures == []
     assert "program 1 used W with kWh unconverted: not used" in state.figures.note
-    script = write_script(
-        {
-            "rules": [
-                {"slot": "@figures", "text": IN_WATT_HOURS},
-                {"slot": "@figures-2", "text": FOURTEEN},
-                {"slot": "@figures-3", "text": IN_KILOWATTS},
-            ]
-        }
-    )
+    script = write_script({"rules": _programs(IN_WATT_HOURS, FOURTEEN, IN_KILOWATTS)})
     state = run_plan(script, SERVER_TASK, PLAN)
     assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
         ("cost before", 987.84),
@@ -337,22 +304,14 @@ SOLAR_RIGHT = (
 
 
 def test_programs_that_print_a_negative_payback_period_confirm_nothing(write_script: Any) -> None:
-    script = write_script(
-        {"rules": [{"slot": "@figures", "text": SOLAR_WRONG}, {"slot": "@figures-2", "text": SOLAR_WRONG}]}
-    )
+    script = write_script({"rules": _programs(SOLAR_WRONG, SOLAR_WRONG)})
     state = run_plan(script, SOLAR_TASK, PLAN)
     assert state.figures is not None and state.figures.figures == []
     assert state.figures.note.startswith(
         "program 1 printed simple payback period -1.02, which cannot be negative: not used"
     )
     script = write_script(
-        {
-            "rules": [
-                {"slot": "@figures", "text": SOLAR_WRONG},
-                {"slot": "@figures-2", "text": SOLAR_RIGHT},
-                {"slot": "@figures-3", "text": SOLAR_RIGHT.replace("saving * years", "years * saving")},
-            ]
-        }
+        {"rules": _programs(SOLAR_WRONG, SOLAR_RIGHT, SOLAR_RIGHT.replace("saving * years", "years * saving"))}
     )
     state = run_plan(script, SOLAR_TASK, PLAN)
     assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
