@@ -17,6 +17,15 @@ answer states it again (the boxed ``17039.13`` two lines on is the same wrong nu
 Only numbers, parentheses and ``+ - * / // % **`` (and ``x`` or ``×`` for times, ``÷`` for division) are
 evaluated, with Python's own arithmetic on the parsed expression (never ``eval``); powers are bounded so that no
 expression can run away. Every change is returned, for the ledger.
+
+Two more forms are read, both seen stating a wrong figure with nothing to flag it:
+
+* a chain, ``\frac{16}{30} \times 41,600 = \frac{657,600}{30} = 21,920`` (multipart_set4_first, the new hire's
+  first pay: 16 x 41,600 is 665,600, so the chain's last step is right and its result wrong): every link of
+  a chain must have one value, and where a later link differs from the first the result is the first's
+  (``\frac{16}{30} \times 41,600 = 22,186.67``), the broken links dropped and the change in the ledger;
+* a figure and then its working in brackets, units and currency signs read as nothing:
+  ``$1,296 (4,200 kWh * $0.30/kWh)`` (multipart_set4_first, the solar payback: 1,260).
 """
 
 from __future__ import annotations
@@ -56,6 +65,16 @@ _LATEX_EXPR = rf"{_LATEX_TERM}{_LATEX_POWER}?(?:\s*{_LATEX_OP}\s*{_LATEX_TERM}{_
 _LATEX_STEP = re.compile(
     rf"({_LATEX_EXPR})\s*(=|\\approx|≈)\s*(-?{_NUM})(?!\d|[.,]\d|\s*(?:\^|\\times|\\cdot|[*/×÷]|\\frac))"
 )
+_CHAIN = re.compile(
+    rf"({_LATEX_EXPR})((?:\s*=\s*{_LATEX_EXPR})+?)\s*(=|\\approx|≈)\s*(-?{_NUM})"
+    r"(?!\d|[.,]\d|\s*(?:\^|\\times|\\cdot|[*/×÷]|\\frac|=))"
+)
+r"""A chain of equal expressions and its result: ``a \times b = \frac{c}{d} = e``."""
+_UNIT_WORD = r"(?:\s*/?\s*[A-Za-z][A-Za-z/]*)?"
+_WORKING_NUMBER = rf"(?:{_CURRENCY}\s?)?{_NUM}{_UNIT_WORD}"
+_WORKING = rf"{_WORKING_NUMBER}(?:\s*(?:[*×]|\sx\s)\s*{_WORKING_NUMBER})+"
+_FIGURE_WORKING = re.compile(rf"(?<![\w.])({_CURRENCY})\s?({_NUM})(?!\d|[.,]\d)\s*\(\s*({_WORKING})\s*\)")
+"""A sum of money and its working in brackets: ``$1,296 (4,200 kWh * $0.30/kWh)``."""
 _STEP_TOLERANCE = 1e-3
 """A LaTeX or ``≈`` step's result within this share of the value agrees (a rounded intermediate carried on)."""
 _PROPAGATED_DIGITS = 3
@@ -159,6 +178,11 @@ _UNIT_THEN_RESULT = re.compile(r"\s+[A-Za-z%°$€£][\w/%°]*\.?\s*(?:=|≈|is\
 def _inside_longer(text: str, m: re.Match[str]) -> bool:
     """Whether a step (expression, relation, result) is part of a longer chain, not a calculation of its own."""
     return _OPERATOR_BEFORE.search(text[: m.start()]) is not None or _CONTINUES.match(text, m.end()) is not None
+
+
+def _units(expression: str) -> set[str]:
+    r"""The LaTeX units an expression writes (``\text{ liters}``), as words."""
+    return {unit.strip() for unit in re.findall(r"\\(?:text|mathrm)\s*\{([^{}]*)\}", expression)}
 
 
 def _decimals(written: str) -> int:
@@ -283,7 +307,39 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
             wrong[written] = right
         return m.group(0)[: m.start(3) - m.start()] + right
 
+    def chain(m: re.Match[str]) -> str:
+        first, links, relation, written = m.groups()
+        if not re.search(rf"{_LATEX_OP}|\\[dt]?frac|\^", first) or _inside_longer(text, m):
+            return m.group(0)  # a number restated, or the end of a longer expression
+        parts = [link for link in re.split(r"\s*=\s*", links) if link.strip()]
+        if any(_units(link) != _units(first) for link in parts):
+            return m.group(0)  # "\frac{1}{2} \text{ gallon} = \frac{1}{2} \times 3.78541 \text{ liters}": a conversion
+        value = latex_value(first)
+        values = [latex_value(link) for link in parts]
+        if value is None or None in values or _agrees_rounded(written, value):
+            return m.group(0)
+        if all(abs(v - value) <= max(1e-9, abs(value) * _STEP_TOLERANCE) for v in values if v is not None):
+            return m.group(0)  # the links agree: the last step is checked as a step of its own
+        right = _shown_like(written, value)
+        changes.append(f"corrected {m.group(0).strip()} to {first.strip()} = {right}: the chain's links differ")
+        if _significant(written) >= _PROPAGATED_DIGITS:
+            wrong[written] = right
+        return f"{first.rstrip()} = {right}"
+
+    def figure_working(m: re.Match[str]) -> str:
+        currency, written, working = m.groups()
+        value = evaluate(re.sub(rf"{_CURRENCY}|/?\s*\b[A-Za-z][A-Za-z/]*\b(?<!\bx)", "", working))
+        if value is None or _same(written, value):
+            return m.group(0)
+        right = _shown_like(written, value)
+        changes.append(f"corrected {currency}{written} ({working.strip()}) to {currency}{right}")
+        if _significant(written) >= _PROPAGATED_DIGITS:
+            wrong[written] = right
+        return m.group(0).replace(written, right, 1)
+
     text = _BRACKETS.sub(bracket, text)
+    text = _CHAIN.sub(chain, text)
+    text = _FIGURE_WORKING.sub(figure_working, text)
     text = _LATEX_STEP.sub(latex_step, text)
     text = _MONEY_STEP.sub(money_step, text)
     text = _WITH_RESULT.sub(with_result, text)

@@ -578,6 +578,30 @@ def test_latex_steps_are_computed_and_a_wrong_result_is_corrected_where_it_is_st
     assert compute("0.00520833 \\times 4.79001 = 0.25600000000000003")[0].endswith("= 0.024948")
 
 
+def test_a_chain_whose_links_differ_and_a_figure_unlike_its_working_are_corrected() -> None:
+    # multipart_set4_first, mp4-new-hire-prorata: 16 x 41,600 is 665,600, so the chain's last step was right and the
+    # result wrong, and the email stated it again
+    pay = "- Calculation: \\( \\frac{16}{30} \\times 41,600 = \\frac{657,600}{30} = 21,920 \\)."
+    texts, changes = compute_all([pay, "her first (September) gross pay is $21,920"])
+    assert texts == [
+        "- Calculation: \\( \\frac{16}{30} \\times 41,600 = 22,186.67 \\).",
+        "her first (September) gross pay is $22,186.67",
+    ]
+    assert changes[0].endswith("to \\frac{16}{30} \\times 41,600 = 22,186.67: the chain's links differ")
+    # mp4-solar-payback: a figure, then its working in brackets with its units (4,200 x 0.30 is 1,260)
+    text, changes = compute("It saves $1,296 (4,200 kWh * $0.30/kWh) a year; 1,296 a year in all.")
+    assert text == "It saves $1,260 (4,200 kWh * $0.30/kWh) a year; 1,260 a year in all."
+    assert changes[0] == "corrected $1,296 (4,200 kWh * $0.30/kWh) to $1,260"
+    for right in (
+        "It saves $1,260 (4,200 kWh × $0.30/kWh) a year.",
+        "cost $24 (2 x $12)",
+        "\\[ 189.99 \\times (1 - 0.20) = 189.99 \\times 0.80 = 151.992 \\]",  # links that agree
+        "\\[ 1000 \\times 1.05^{10} = 1000 \\times 1.6289 = 1628.9 \\]",  # a rounded link carried on
+        "\\( \\frac{1}{2} \\text{ gallon} = \\frac{1}{2} \\times 3.78541 \\text{ liters} = 1.892705 \\)",  # conversion
+    ):
+        assert compute(right) == (right, [])
+
+
 def test_ranges_dates_and_versions_are_not_calculations() -> None:
     for text in ("It takes 3-5 days.", "Released on 11/23.", "Upgrade from 3.11 - 2 steps."):
         assert compute(text) == (text, [])
