@@ -21,6 +21,7 @@ from langgraph.types import Interrupt
 
 from state.errors import ConfigError
 from state.hitl import AnswerError, InterruptPayload, parse_clarify_answer, parse_plan_answer
+from state.yaml_text import safe_load
 
 _INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
 """How LangGraph names an interrupt (what an answers file maps from)."""
@@ -59,7 +60,7 @@ def resume_value(interrupts: Sequence[Interrupt], answer: str | None, answers_fi
         raise ConfigError("--answer", "the run is not waiting for an answer")
     if answers_file is not None:
         try:
-            data = yaml.safe_load(answers_file.read_text(encoding="utf-8"))
+            data = safe_load(answers_file.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(str(answers_file), f"cannot read the answers: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
@@ -155,7 +156,7 @@ def _edit_plan(p: InterruptPayload) -> object:
         path = fh.name
     input(f"  the plan is in {path}: edit it, save, then press Enter ")
     try:
-        framework = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        framework = safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         return {"action": "edit", "framework": f"unreadable: {exc}"}
     return {"action": "edit", "framework": framework}

@@ -41,6 +41,7 @@ from langgraph_sdk import Auth
 from state.errors import ConfigError
 from state.paths import LOCAL_USER, is_identity
 from state.settings import process_env
+from state.yaml_text import safe_load
 
 __all__ = ["KEYS_ENV", "ApiKey", "auth", "load_keys"]
 
@@ -65,7 +66,7 @@ def load_keys(path: Path) -> list[ApiKey]:
         ConfigError: naming the file and the entry that is wrong.
     """
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(str(path), f"cannot read the API keys file ({exc})", field=KEYS_ENV) from None
     entries = data.get("keys") if isinstance(data, dict) else None

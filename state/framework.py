@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from state.errors import FrameworkError
 from state.io import MAX_TASK_CHARS
+from state.yaml_text import safe_load
 
 SLOT_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$"
 MAX_SLOTS = 64
@@ -296,7 +297,7 @@ def load_framework_file(path: str) -> Framework:
     """Read a YAML (or JSON) framework file and validate it."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+            data = safe_load(fh.read())
     except FileNotFoundError:
         raise FrameworkError(path, ["file not found"]) from None
     except OSError as exc:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from state.errors import ConfigError
 from state.paths import profiles_path
+from state.yaml_text import safe_load
 
 __all__ = ["AUTO", "Detected", "Profile", "detect", "load_profiles", "select_profile"]
 
@@ -88,7 +89,7 @@ def load_profiles(path: Path | None = None) -> dict[str, Profile]:
 @functools.lru_cache(maxsize=4)
 def _load(path: str) -> dict[str, Profile]:
     try:
-        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data: Any = safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(path, "hardware profiles file not found") from None
     except yaml.YAMLError as exc:

@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from state.framework import MAX_SLOTS, Framework, SlotSpec, validation_errors
+from state.yaml_text import safe_load
 
 __all__ = [
     "Adaptable",
@@ -235,7 +236,7 @@ def load_library(paths: Iterable[Path], known_experts: Iterable[str]) -> Library
         name = str(path)
         report.files.append(name)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = safe_load(path.read_text(encoding="utf-8"))
         except OSError as exc:
             report.issues.append(Issue("error", name, "(file)", "", f"cannot read: {exc.strerror or exc}"))
             continue

@@ -29,6 +29,7 @@ from experts.backends.protocol import ChatMessage, ExpertBackend, GenerationRequ
 from state.errors import BackendError, ConfigError, GenerationStopped
 from state.paths import config_dir
 from state.scope_decision import ScopeDecision
+from state.yaml_text import safe_load
 
 __all__ = ["GRAMMAR", "SLOT_ID", "ScopeReading", "examples_path", "read_scope", "reading_messages", "second_reading"]
 
@@ -67,7 +68,7 @@ def examples_path() -> Path:
 @lru_cache(maxsize=4)
 def _examples(path: Path) -> tuple[tuple[str, str], ...]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
         rows = tuple((str(e["request"]), str(e["answer"])) for e in data["examples"])
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         raise ConfigError(str(path), f"a list of {{request, answer}} entries is needed ({exc})", "examples") from exc

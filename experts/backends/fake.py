@@ -24,6 +24,7 @@ from experts.backends.grammar import follow_outline_bounds
 from experts.backends.protocol import EitherStop, Generation, GenerationRequest
 from state.errors import BackendError, ConfigError, GenerationStopped
 from state.settings import Settings, process_env
+from state.yaml_text import safe_load
 
 
 class FakeResponse(BaseModel):
@@ -102,7 +103,7 @@ class FakeScript(BaseModel):
 def load_script(path: str) -> FakeScript:
     """Load and validate a fake-backend script file; errors name the file and field."""
     try:
-        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data: Any = safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(path, "fake script file not found", field="fake_script") from None
     except OSError as exc:

@@ -21,6 +21,7 @@ from experts.catalog.scopes import problems
 from state.errors import ConfigError
 from state.files import atomic_write
 from state.paths import user_experts_dir
+from state.yaml_text import safe_load
 
 __all__ = [
     "ANSWER_KEPT",
@@ -117,7 +118,7 @@ def load_exam(path: Path, expert_id: str) -> Exam:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(str(path), f"cannot read the exam: {exc}") from None
     errors: list[str] = []

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from state.errors import ConfigError
 from state.paths import CATALOG_ENV, catalog_dir
+from state.yaml_text import safe_load
 
 __all__ = [
     "GENERAL_EXPERT",
@@ -296,7 +297,7 @@ def problems(path: Path, exc: ValidationError) -> list[str]:
 def read_yaml(path: Path, errors: list[str]) -> Any:
     """A YAML file's data, or None with the problem (file, line) appended to ``errors``."""
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         errors.append(f"{path}: cannot read: {exc.strerror or exc}")
     except yaml.YAMLError as exc:

@@ -44,6 +44,7 @@ from state.errors import ConfigError, ModelUnavailableError
 from state.files import atomic_write
 from state.paths import catalog_dir, user_experts_dir
 from state.template import load_library
+from state.yaml_text import safe_load
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -388,9 +389,8 @@ def copy_expert(found: AddedExpert, target: Path) -> None:
 
 
 def _raw_model(directory: Path) -> Any:
-    import yaml
 
-    data = yaml.safe_load((directory / SCOPE_FILE).read_text(encoding="utf-8"))
+    data = safe_load((directory / SCOPE_FILE).read_text(encoding="utf-8"))
     return data.get("model", {}).get("model") if isinstance(data, dict) else None
 
 
@@ -398,7 +398,7 @@ def _pin_model_path(scope_path: Path, model: str) -> None:
     """A GGUF path given relative to the expert's directory becomes absolute in the copy (the copy moved)."""
     import yaml
 
-    data = yaml.safe_load(scope_path.read_text(encoding="utf-8"))
+    data = safe_load(scope_path.read_text(encoding="utf-8"))
     data["model"]["model"] = model
     atomic_write(scope_path, lambda tmp: tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8"))
 

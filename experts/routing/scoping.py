@@ -48,6 +48,7 @@ from experts.routing.templates import TemplateIndex
 from state.errors import ConfigError
 from state.paths import config_dir
 from state.scope_decision import DefaultRule, ScopeDecision, ScopeKind
+from state.yaml_text import safe_load
 
 __all__ = [
     "MARGIN",
@@ -84,7 +85,7 @@ def _prototype_vectors(embedder: Embedder, path: Path) -> Vectors:
         cached = _cache.get(key)
         if cached is None:
             try:
-                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+                data = safe_load(path.read_text(encoding="utf-8"))
             except (OSError, yaml.YAMLError) as exc:
                 raise ConfigError(str(path), f"cannot read the trivial-request prototypes: {exc}") from exc
             lines = data.get("prototypes") if isinstance(data, dict) else None
