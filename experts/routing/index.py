@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from experts.catalog.scopes import Catalog
 from experts.embedding.encoder import Embedder, vectors_can_ship
+from experts.embedding.static import StaticEmbedder
 from experts.embedding.vectors import VectorInvariantError, Vectors, check_vectors, load_vectors
 from experts.routing.lexical import PROBE_KIND, LexicalProbe, train_probe
 from state.errors import ConfigError
@@ -50,6 +51,7 @@ __all__ = [
     "load_examples",
     "load_or_build_index",
     "probe_training_rows",
+    "seeds_ship",
     "write_expert_seeds",
 ]
 
@@ -216,7 +218,8 @@ class ExpertVectorCache:
     One file per expert and embedder: ``experts/<sha256 of model, dimension, lines>.npy`` holding the capability
     rows, then the exclusion rows. Entries no expert uses any more are left; they are small (a few hundred KB).
 
-    A new install has none yet: the shipped experts' vectors for the bundled encoder ship with the package
+    A new install has none yet: the shipped experts' vectors for the bundled encoder (and for the static table
+    distilled from it) ship with the package
     (``expert_seeds/``, under the same keys, written by :func:`write_expert_seeds`) and are read when the cache
     has no entry, so a first run embeds only the experts a user added or edited (docs/decisions/routing.md).
     """
@@ -236,7 +239,7 @@ class ExpertVectorCache:
 
         Only the bundled encoder's weights are known ahead (pinned by SHA-256); a user's own model has no seed.
         """
-        if self.seeds is None or not vectors_can_ship(embedder):
+        if self.seeds is None or not seeds_ship(embedder):
             return None
         return self.seeds / _seed_name(embedder, key)
 
@@ -297,6 +300,17 @@ class ExpertVectorCache:
             logger.warning("cannot cache expert vectors in %s: %s", path.parent, exc.strerror or exc)
 
 
+def seeds_ship(embedder: Embedder) -> bool:
+    """Whether the shipped experts' vectors under ``embedder`` ship.
+
+    The bundled encoder's do, and so do those of the static table distilled from it (the router's first stage:
+    embedding its expert lines was 2.1 s of a profiled first command before they shipped).
+    """
+    if isinstance(embedder, StaticEmbedder):
+        return vectors_can_ship(embedder.encoder)
+    return vectors_can_ship(embedder)
+
+
 def _seed_name(embedder: Embedder, key: str) -> str:
     return f"expert-{embedder.backend}-{key[:32]}.npy"
 
@@ -305,9 +319,10 @@ def write_expert_seeds(catalog: Catalog, embedder: Embedder, directory: Path = S
     """Embed every expert of ``catalog`` and write the vectors that ship (old seeds of the backend removed).
 
     Run it after changing a shipped scope document's lines (``write_expert_seeds(load_catalog(),
-    get_embedder("onnx"))``); ``tests/unit/test_expert_seeds.py`` fails until the seeds are the catalog's.
+    get_embedder("onnx"))``, and again with ``StaticEmbedder(get_embedder("onnx"))`` for the router's first stage);
+    ``tests/unit/test_expert_seeds.py`` fails until the seeds are the catalog's.
     """
-    if not vectors_can_ship(embedder):
+    if not seeds_ship(embedder):
         raise ValueError(f"no expert vectors ship for the {embedder.backend} encoder {embedder.model_id}")
     vectors, _ = ExpertVectorCache(None, seeds=None).vectors(catalog, embedder)  # embedded, not read back
     directory.mkdir(parents=True, exist_ok=True)

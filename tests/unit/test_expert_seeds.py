@@ -11,7 +11,8 @@ import pytest
 
 from experts.catalog.scopes import Catalog, load_shipped
 from experts.embedding import get_embedder
-from experts.embedding.encoder import BertSentenceEncoder
+from experts.embedding.encoder import BertSentenceEncoder, Embedder
+from experts.embedding.static import StaticEmbedder
 from experts.routing.index import SEED_DIR, ExpertVectorCache, load_or_build_index, write_expert_seeds
 from tests.conftest import KeywordEmbedder
 
@@ -26,15 +27,18 @@ def _refuse(texts: list[str]) -> Any:
     raise AssertionError(f"embedded {len(texts)} scope lines")
 
 
-def test_every_shipped_expert_has_its_vectors() -> None:
-    """Regenerate with ``write_expert_seeds(load_shipped(), get_embedder("onnx"))`` after editing a scope's lines."""
+@pytest.mark.parametrize("static", [False, True], ids=["encoder", "static table"])
+def test_every_shipped_expert_has_its_vectors(static: bool) -> None:
+    """Regenerate with ``write_expert_seeds(load_shipped(), get_embedder("onnx"))`` after editing a scope's lines,
+    and with ``StaticEmbedder(get_embedder("onnx"))`` for the router's first stage."""
     catalog, encoder = _shipped()
+    embedder: Embedder = StaticEmbedder(encoder) if static else encoder
     cache = ExpertVectorCache(None)
-    paths = [cache.seed_path(encoder, cache.key(encoder, s.capabilities, s.exclusions)) for s in catalog]
+    paths = [cache.seed_path(embedder, cache.key(embedder, s.capabilities, s.exclusions)) for s in catalog]
     stale = [s.id for s, p in zip(catalog, paths, strict=True) if p is None or not p.is_file()]
     assert not stale, f"no shipped vectors for {stale}: run write_expert_seeds"
-    assert len(list(SEED_DIR.glob("expert-onnx-*.npy"))) == len(catalog)  # old seeds are removed, not shipped
-    fresh = encoder.encode([line for s in catalog for line in s.capabilities + s.exclusions])
+    assert len(list(SEED_DIR.glob(f"expert-{embedder.backend}-*.npy"))) == len(catalog)  # old seeds removed
+    fresh = embedder.encode([line for s in catalog for line in s.capabilities + s.exclusions])
     shipped = np.concatenate([np.load(p) for p in paths if p is not None])
     np.testing.assert_allclose(shipped, fresh, atol=1e-5)  # another CPU rounds the last bits differently
 
@@ -52,6 +56,17 @@ def test_a_first_run_reads_the_seeds_and_embeds_no_line(monkeypatch: pytest.Monk
         patch.setattr(ExpertVectorCache, "seed_path", lambda *_: None)
         again = load_or_build_index(catalog, encoder, tmp_path / "seeded")
     assert not again.built  # the index it wrote is read next time
+
+
+def test_the_routers_first_stage_reads_its_seeds_on_a_first_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    catalog, encoder = _shipped()
+    static = StaticEmbedder(encoder, cache=tmp_path / "models")  # a new model cache: rows made on demand
+    with monkeypatch.context() as patch:
+        patch.setattr(static, "encode", _refuse)
+        index = load_or_build_index(catalog, static, tmp_path / "seeded", part="static")
+    assert index.built and index.embedded_experts == 0
 
 
 def test_an_edited_expert_alone_is_embedded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
