@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from experts.embedding.encoder import BertSentenceEncoder, bert_config
-from experts.embedding.model_files import verify_model_files, weights_key
+from experts.embedding.model_files import is_bundled_model, verify_model_files, weights_key
 from experts.embedding.vectors import Vectors
 from state.errors import ConfigError
 from state.files import atomic_write
@@ -88,8 +88,12 @@ class _Graph:
         return self.node("LayerNormalization", [x, gamma, beta], name, axis=-1, epsilon=self.eps)
 
 
-def build_model(model_dir: Path) -> Any:
-    """The ONNX model of a BERT sentence encoder (mean pooling, normalised) from a sentence-transformers dir."""
+def build_model(model_dir: Path, *, check: bool = True) -> Any:
+    """The ONNX model of a BERT sentence encoder (mean pooling, normalised) from a sentence-transformers dir.
+
+    ``check``: run ONNX's checker on it (1.3 s of a new install's first command here, most of building the graph;
+    the bundled model's graph is checked by ``tests/unit/test_embedding.py`` instead, a user's own model here).
+    """
     import onnx
     from onnx import TensorProto, helper
 
@@ -114,7 +118,8 @@ def build_model(model_dir: Path) -> Any:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="college-of-experts")
     model.ir_version = min(model.ir_version, 10)
-    onnx.checker.check_model(model)
+    if check:
+        onnx.checker.check_model(model)
     return model
 
 
@@ -241,7 +246,7 @@ def _cached_model(model_dir: Path, precision: str = "float32") -> Path:
         import onnx
 
         verify_model_files(model_dir, ("model.safetensors",))  # the weights the graph is built from
-        model = build_model(model_dir)
+        model = build_model(model_dir, check=not is_bundled_model(model_dir))
         _write_atomically(path, lambda tmp: onnx.save_model(model, str(tmp)))
         logger.info("built the ONNX sentence encoder %s", path)
     if precision == "float32":

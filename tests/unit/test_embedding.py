@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from experts.embedding import VectorInvariantError, check_vectors, default_model_dir, get_embedder
+from experts.embedding.onnx_bert import build_model
 from state.errors import ConfigError
 
 REFERENCE = Path(__file__).parents[1] / "fixtures" / "minilm_reference.npz"
@@ -24,6 +25,13 @@ def test_onnx_backend_matches_sentence_transformers_reference() -> None:
     # Batching and padding do not change a text's vector.
     one_by_one = np.vstack([get_embedder("onnx").encode([t]) for t in texts])
     assert np.abs(one_by_one - vectors).max() < 1e-5
+
+
+def test_the_bundled_model_s_graph_passes_onnx_s_checker() -> None:
+    # a new install builds it unchecked (the checker was 1.3 s of the first command); a user's own model is checked
+    import onnx
+
+    onnx.checker.check_model(build_model(default_model_dir(), check=False))
 
 
 def test_embedder_is_shared_and_names_the_sentence_transformers_model() -> None:
