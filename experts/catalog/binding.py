@@ -126,9 +126,10 @@ def prepare_models(settings: Settings, catalog: Catalog) -> threading.Thread | N
     if settings.backend != "llama":
         return None
     base = (settings.model_path or "").strip()  # "": the default bundled model
-    wanted = [base, (settings.planner_model or "").strip() or base]
+    wanted = [(settings.planner_model or "").strip() or base]
     if settings.true_experts:
         wanted += _local_models(catalog)
+    wanted.append(base)  # last: most experts and the planner run on another model when one is installed
     with _prepared_lock:
         names = [m for m in dict.fromkeys(wanted) if m not in _prepared]
         if not names:

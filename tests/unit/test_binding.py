@@ -62,8 +62,9 @@ def test_the_bound_models_are_verified_once_in_the_background(monkeypatch: pytes
     thread = prepare_models(settings, catalog)
     assert thread is not None and not thread.daemon  # exiting mid-assembly would leave a partial file behind
     thread.join(5)
-    # the base model (""), the planner's, every local true expert's: each once, whatever binds it
-    assert seen[0] == ""
+    # the planner's, every local true expert's, the base model (""): each once, whatever binds it; the planner's
+    # first (the README demo's expert runs on it), the base last
+    assert seen[0] == "/models/coder.gguf" and seen[-1] == ""
     assert sorted(seen) == ["", "/models/coder.gguf", "/models/writer.gguf", "qwen2.5-coder-1.5b"]
     assert prepare_models(settings, catalog) is None  # this process has them (or is verifying them) already
     assert prepare_models(resolve_settings({"backend": "fake"}, env={}), catalog) is None  # nothing to load
