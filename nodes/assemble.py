@@ -74,9 +74,9 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
             parts.append(f"> **Missing:** this part failed: {st.error or 'unknown error'}")
         else:
             parts.append(f"> **Missing:** this part did not run (status: {st.status.value}).")
-    if state.figures is not None and (state.figures.figures or state.figures.unconfirmed):
+    if state.figures is not None:
         parts.append(f"## {FIGURES_TITLE}")
-        parts.append(_figures_section(state.figures) if state.figures.figures else _unconfirmed_section(state.figures))
+        parts.append(_figures_shown(state.figures))
     warnings = [(f"[{n.slot_id}] " if n.slot_id else "") + f"{n.level}: {n.message}" for n in state.notices]
     missing = state.completion.missing if state.completion is not None else []
     if missing:  # what the completion round could not give the document (its notices are not repeated below)
@@ -129,6 +129,29 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
             )
         ],
     }
+
+
+def _figures_shown(figures: TaskFigures) -> str:
+    """The figures' section: the confirmed figures, else the unconfirmed ones, else that none was computed."""
+    if figures.figures:
+        return _figures_section(figures)
+    if figures.unconfirmed:
+        return _unconfirmed_section(figures)
+    return _uncomputed_section(figures)
+
+
+def _uncomputed_section(figures: TaskFigures) -> str:
+    """The figures' section when no program gave a figure (it failed, printed none, or none could be written).
+
+    multipart_set4_first, the new hire's pro-rata pay: the task's figures were wanted, the program gave none, and
+    the document stated a first pay of 21,920 (1,937.53) with nothing to say that no program had checked it.
+    """
+    program = f" The program:\n\n```python\n{figures.program.strip()}\n```" if figures.program.strip() else ""
+    return (
+        f"No figure was computed: the program {figures.model} wrote for the task gave none ({figures.note}), so the "
+        "parts were given none. The numbers in the parts above were not checked by a program: check every one "
+        f"before relying on it.{program}"
+    )
 
 
 def _unconfirmed_section(figures: TaskFigures) -> str:

@@ -192,6 +192,18 @@ def test_a_document_whose_programs_confirmed_no_figure_says_so(write_script: Any
     assert "break-even loaves (1,200.00), break-even loaves (2,000.00)" in doc and "Check every number" in doc
 
 
+def test_a_document_whose_program_gave_no_figure_says_its_numbers_are_unchecked(write_script: Any) -> None:
+    """multipart_set4_first, mp4-new-hire-prorata: no program printed a figure and the document said nothing of it."""
+    task = "Our bakery's fixed costs are 3,000 a month, a loaf sells for 4.00 and costs 1.50: compute the break-even."
+    script = write_script({"rules": _programs('```python\nprint("we need to sell enough loaves")\n```')})
+    state = run_plan(script, task, PLAN)
+    assert state.figures is not None and state.figures.figures == state.figures.unconfirmed == []
+    doc = state.document or ""
+    assert "## Computed figures\n\nNo figure was computed: the program" in doc
+    assert "no figure in 'we need to sell enough loaves" in doc and "check every one before relying on it" in doc
+    assert 'print("we need to sell enough loaves")' in doc  # the program shown, as a computed figure's is
+
+
 SERVER_TASK = (
     "Our server room runs 14 machines drawing 350 W each, around the clock. We're thinking of consolidating onto 9 "
     "machines at 420 W each. Using 720 hours a month and 0.28 per kWh, work out the monthly energy and cost before "
