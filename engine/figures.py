@@ -88,6 +88,10 @@ def compute_figures(
     a month, where it is 1,389.58); another got the payment right and the total interest wrong (simple interest,
     281,250); a sampled one used the yearly rate as the monthly one (11,250.02). Any of them alone would have had
     every part state its figures. The program shown is one that printed the figures given.
+
+    A first program that fails is drawn again, sampled (the new hire's greedy program subtracted two date strings,
+    multipart_set4_first, and until then no other was drawn); two failures end it. A first program that runs and
+    prints no figure ends it at once: the task's numbers give none.
     """
     runs: list[tuple[str, str, list[Figure]]] = []
     partial: list[tuple[str, str, list[Figure]]] = []  # programs that left out numbers the task gives
@@ -118,9 +122,12 @@ def compute_figures(
             partial.append(run)
         else:
             runs.append(run)
-        if n == 0 and (isinstance(run, str) or not run[2]):
-            why = run if isinstance(run, str) else f"no figure in {run[1][-120:]!r}"
-            return TaskFigures(model=model, note=why, program="" if isinstance(run, str) else run[0])
+        if n == 0 and not isinstance(run, str) and not run[2]:  # it ran and printed no figure: the task has none
+            return TaskFigures(model=model, note=f"no figure in {run[1][-120:]!r}", program=run[0])
+        if n == 1 and not runs and not partial:  # a failed first program is drawn again, sampled, once
+            return TaskFigures(model=model, note="; ".join(notes))
+    if not runs and not partial:
+        return TaskFigures(model=model, note="; ".join(notes))
     if not runs:  # every program left numbers out: none is given to the parts, the first is shown
         program, output, found = partial[0]
         return TaskFigures(
@@ -216,7 +223,8 @@ def _run_program(
         return "the answer held no Python program"
     ran = run_python({"figures.py": program}, "figures.py", limits=limits)
     if ran.timed_out or ran.returncode != 0 or ran.violations:
-        why = "timed out" if ran.timed_out else (ran.violations or [ran.stderr.strip()[-160:]])[0]
+        error = (ran.stderr.strip().splitlines() or ["no error output"])[-1][-160:]  # the exception's own line
+        why = "timed out" if ran.timed_out else (ran.violations or [error])[0]
         return f"the program failed: {why}"
     output = ran.stdout.strip()
     return program, output, read_figures(output, task)

@@ -204,6 +204,23 @@ def test_a_document_whose_program_gave_no_figure_says_its_numbers_are_unchecked(
     assert 'print("we need to sell enough loaves")' in doc  # the program shown, as a computed figure's is
 
 
+def test_a_failed_first_program_is_drawn_again_and_two_failures_end_it(write_script: Any) -> None:
+    """mp4-new-hire-prorata: the greedy program subtracted two date strings, and no other program was drawn."""
+    task = "Our bakery's fixed costs are 3,000 a month, a loaf sells for 4.00 and costs 1.50: compute the break-even."
+    given = "fixed, price, cost = 3000, 4.00, 1.50\n"
+    failed = '```python\nprint("2026-09-30" - "2026-09-14")\n```'
+    good = f'```python\n{given}print("break-even loaves: 1200")\n```'
+    state = run_plan(write_script({"rules": _programs(failed, good, good)}), task, PLAN)
+    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+        ("break-even loaves", 1200.0)
+    ]
+    assert "program 1: the program failed: TypeError: unsupported operand" in state.figures.note
+    state = run_plan(write_script({"rules": _programs(failed, failed, good)}), task, PLAN)
+    assert state.figures is not None and state.figures.figures == state.figures.unconfirmed == []
+    assert state.figures.note.count("the program failed: TypeError") == 2  # the third was not drawn
+    assert "the program failed: TypeError: unsupported operand type(s) for -: 'str' and 'str'" in (state.document or "")
+
+
 SERVER_TASK = (
     "Our server room runs 14 machines drawing 350 W each, around the clock. We're thinking of consolidating onto 9 "
     "machines at 420 W each. Using 720 hours a month and 0.28 per kWh, work out the monthly energy and cost before "
