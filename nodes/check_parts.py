@@ -56,10 +56,11 @@ def check_parts(state: PlannedPassport) -> dict[str, Any]:
             for d in found
         ]
         said = any(n.source == NODE and n.message.startswith(DISAGREE) for n in state.notices)
-        if kept or said:  # the notices are rebuilt: a later pass (after the completion round) says it once
+        stale = _superseded(state, kept) if rounds == SEND_BACK_ROUNDS + 1 else []
+        if kept or said or stale:  # the notices are rebuilt: a later pass (after the completion round) says it once
             base = notices if kept else [*state.notices, *notices]
             base = [n for n in base if not (n.source == NODE and n.message.startswith(DISAGREE))]
-            update["notices"] = [RESET, *base, *told]
+            update["notices"] = [RESET, *_without(base, stale), *told]
         else:
             update["notices"] = [*notices, *told]
         return update
@@ -113,6 +114,24 @@ def _first_writings_back(state: PlannedPassport) -> dict[str, FirstWriting]:
         if first_passed and (failed is None or any(not own_asserts_failed(c) for c in failed)):
             back[sid] = first
     return back
+
+
+def _superseded(state: PlannedPassport, kept: dict[str, FirstWriting]) -> list[Notice]:
+    """The notices of first writings that a second writing replaced: they speak of text the document no longer shows.
+
+    multipart_set4_first, the room clashes: the script part's first writing opened a ``bookings.csv``; sent back,
+    its second writing did not, and the document still warned that the kept answer failed on ``bookings.csv``.
+    """
+    return [n for sid, first in state.first_writings.items() if sid not in kept for n in first.notices]
+
+
+def _without(notices: list[Notice], gone: list[Notice]) -> list[Notice]:
+    """``notices`` less one equal notice for each of ``gone`` (the earliest: a second writing's own come later)."""
+    left = list(notices)
+    for notice in gone:
+        if notice in left:
+            left.remove(notice)
+    return left
 
 
 def _why(slot_id: str) -> str:

@@ -526,3 +526,25 @@ def test_a_fuller_writing_of_an_earlier_parts_sketch_is_not_a_second_definition(
         "    items.append(item)\n    return item\n```"
     )
     assert disagreements([_part("design", sketch), _part("implementation", full)]) == []
+
+
+def test_a_second_writing_takes_the_first_writings_warnings_with_it(write_script: Any) -> None:
+    """multipart_set4_first, the room clashes: the script's first writing failed on a ``bookings.csv`` it opened;
+    sent back, its second writing passed, and the document still warned of ``bookings.csv``."""
+    from tests.unit.plan_runs import run_plan
+
+    body = lambda text: text.partition("```python\n")[2].partition("```")[0]  # noqa: E731
+    function = answer("Income tax function", f"```python\n{body(TAX_FUNCTION)}```")
+    opens = f"```python\nimport csv\nrows = list(csv.reader(open('bookings.csv')))\n{body(TAX_TESTS)}```"
+    right = body(TAX_TESTS_AGAIN).replace("== 1500", "== 5000.0").replace("== 3000", "== 9000.0")
+
+    def run(draws_failing: int) -> str:
+        tests = {"slot": "tests", "first_calls": [{"text": answer("Tests", opens)}] * draws_failing}
+        rules = [{"slot": "income_tax_function", "text": function}, {**tests, "text": answer("Tests", right)}]
+        state = run_plan(write_script({"rules": rules}), TAX_TASK, TAX_PLAN)
+        assert [e.action for e in state.ledger if e.action == "send_back"] == ["send_back"]
+        return (state.document or "").partition("## Warnings")[2]
+
+    assert "bookings.csv" not in run(4)  # every draw of the first writing failed; the second writing's first passed
+    # every draw of both writings failed: the second writing's warning is said once, not once per writing
+    assert run(8).count("kept answer (c1 of 4) fails its checks: python.runs: FileNotFoundError") == 1
