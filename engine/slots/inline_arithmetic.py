@@ -275,6 +275,14 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
         changes.append(f"computed {expression.strip()} = {_show(value)}")
         return f"{expression.rstrip()} = {_show(value)}"
 
+    def corrected(written: str, value: float, step: Callable[[str], str]) -> str:
+        """``value`` written as ``written`` was; the change recorded (``step(right)``), and chased where restated."""
+        right = _shown_like(written, value)
+        changes.append(f"corrected {step(right)}")
+        if _significant(written) >= _PROPAGATED_DIGITS:
+            wrong[written] = right
+        return right
+
     def money_step(m: re.Match[str]) -> str:
         expression, relation, sign, currency, written = m.groups()
         if relation == "≈" or _inside_longer(text, m):
@@ -282,12 +290,11 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
         value = evaluate(re.sub(_CURRENCY, "", expression))
         if value is None or _same(sign + written, value):
             return m.group(0)
-        right = _shown_like(written, abs(value))
-        shown = f"{'-' if value < 0 else ''}{currency}{right}"
-        changes.append(f"corrected {expression.strip()} = {sign}{currency}{written} to {shown}")
-        if _significant(written) >= _PROPAGATED_DIGITS:
-            wrong[written] = right
-        return m.group(0)[: m.start(3) - m.start()] + shown  # its own spacing and line breaks kept
+        minus = "-" if value < 0 else ""
+        right = corrected(
+            written, abs(value), lambda r: f"{expression.strip()} = {sign}{currency}{written} to {minus}{currency}{r}"
+        )
+        return m.group(0)[: m.start(3) - m.start()] + f"{minus}{currency}{right}"  # its spacing and line breaks kept
 
     def latex_step(m: re.Match[str]) -> str:
         expression, relation, written = m.groups()
@@ -301,10 +308,7 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
         value = latex_value(expression)
         if value is None or _agrees_rounded(written, value):
             return m.group(0)
-        right = _shown_like(written, value)
-        changes.append(f"corrected {expression.strip()} {relation} {written} to {right}")
-        if _significant(written) >= _PROPAGATED_DIGITS:
-            wrong[written] = right
+        right = corrected(written, value, lambda r: f"{expression.strip()} {relation} {written} to {r}")
         return m.group(0)[: m.start(3) - m.start()] + right
 
     def chain(m: re.Match[str]) -> str:
@@ -320,10 +324,8 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
             return m.group(0)
         if all(abs(v - value) <= max(1e-9, abs(value) * _STEP_TOLERANCE) for v in values if v is not None):
             return m.group(0)  # the links agree: the last step is checked as a step of its own
-        right = _shown_like(written, value)
-        changes.append(f"corrected {m.group(0).strip()} to {first.strip()} = {right}: the chain's links differ")
-        if _significant(written) >= _PROPAGATED_DIGITS:
-            wrong[written] = right
+        said = m.group(0).strip()
+        right = corrected(written, value, lambda r: f"{said} to {first.strip()} = {r}: the chain's links differ")
         return f"{first.rstrip()} = {right}"
 
     def figure_working(m: re.Match[str]) -> str:
@@ -331,10 +333,7 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
         value = evaluate(re.sub(rf"{_CURRENCY}|/?\s*\b[A-Za-z][A-Za-z/]*\b(?<!\bx)", "", working))
         if value is None or _same(written, value):
             return m.group(0)
-        right = _shown_like(written, value)
-        changes.append(f"corrected {currency}{written} ({working.strip()}) to {currency}{right}")
-        if _significant(written) >= _PROPAGATED_DIGITS:
-            wrong[written] = right
+        right = corrected(written, value, lambda r: f"{currency}{written} ({working.strip()}) to {currency}{r}")
         return m.group(0).replace(written, right, 1)
 
     text = _BRACKETS.sub(bracket, text)
