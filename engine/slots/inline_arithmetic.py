@@ -18,14 +18,17 @@ Only numbers, parentheses and ``+ - * / // % **`` (and ``x`` or ``×`` for times
 evaluated, with Python's own arithmetic on the parsed expression (never ``eval``); powers are bounded so that no
 expression can run away. Every change is returned, for the ledger.
 
-Two more forms are read, both seen stating a wrong figure with nothing to flag it:
+Three more forms are read, each seen stating a wrong figure with nothing to flag it:
 
 * a chain, ``\frac{16}{30} \times 41,600 = \frac{657,600}{30} = 21,920`` (multipart_set4_first, the new hire's
   first pay: 16 x 41,600 is 665,600, so the chain's last step is right and its result wrong): every link of
   a chain must have one value, and where a later link differs from the first the result is the first's
   (``\frac{16}{30} \times 41,600 = 22,186.67``), the broken links dropped and the change in the ledger;
 * a figure and then its working in brackets, units and currency signs read as nothing:
-  ``$1,296 (4,200 kWh * $0.30/kWh)`` (multipart_set4_first, the solar payback: 1,260).
+  ``$1,296 (4,200 kWh * $0.30/kWh)`` (multipart_set4_first, the solar payback: 1,260);
+* a product or quotient whose numbers carry units, ``14 * 350 W = 49,000`` (the server room's memo: 4,900) and
+  ``0.999 * 43200 minutes = 41760`` (a runbook's error budget: 43,156.8); sums are left alone (their terms may
+  be in different units: "2 hours + 30 minutes").
 """
 
 from __future__ import annotations
@@ -75,6 +78,13 @@ _WORKING_NUMBER = rf"(?:{_CURRENCY}\s?)?{_NUM}{_UNIT_WORD}"
 _WORKING = rf"{_WORKING_NUMBER}(?:\s*(?:[*×]|\sx\s)\s*{_WORKING_NUMBER})+"
 _FIGURE_WORKING = re.compile(rf"(?<![\w.])({_CURRENCY})\s?({_NUM})(?!\d|[.,]\d)\s*\(\s*({_WORKING})\s*\)")
 """A sum of money and its working in brackets: ``$1,296 (4,200 kWh * $0.30/kWh)``."""
+_UNIT_WORDS = r"(?:\s*/?\s*[A-Za-z][A-Za-z/]*){0,2}"
+_UNIT_TERM = rf"(?:{_CURRENCY}\s?)?{_NUM}{_UNIT_WORDS}"
+_UNIT_STEP = re.compile(
+    rf"(?<![\w.$£€])({_UNIT_TERM}(?:\s*(?:[*×/÷]|\sx\s)\s*{_UNIT_TERM})+)\s*=\s*({_CURRENCY})?\s?(-?{_NUM})"
+    r"(?!\d|[.,]\d)"
+)
+"""A product or quotient whose numbers carry units: ``14 * 350 W = 49,000`` (4,900; the server room's memo)."""
 _STEP_TOLERANCE = 1e-3
 """A LaTeX or ``≈`` step's result within this share of the value agrees (a rounded intermediate carried on)."""
 _PROPAGATED_DIGITS = 3
@@ -185,6 +195,11 @@ def _units(expression: str) -> set[str]:
     return {unit.strip() for unit in re.findall(r"\\(?:text|mathrm)\s*\{([^{}]*)\}", expression)}
 
 
+def _without_units(expression: str) -> str:
+    """An expression's currency signs and unit words taken out (``x`` between spaces stays: it is "times")."""
+    return re.sub(rf"{_CURRENCY}|/?\s*\b(?!x\b)[A-Za-z][A-Za-z/]*\b", "", expression)
+
+
 def _decimals(written: str) -> int:
     return len(written.split(".")[1]) if "." in written else 0
 
@@ -283,6 +298,18 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
             wrong[written] = right
         return right
 
+    def unit_step(m: re.Match[str]) -> str:
+        expression, currency, written = m.groups()
+        if not re.search(rf"{_CURRENCY}|\d\s*/?\s*[A-Za-wyz]", expression):
+            return m.group(0)  # plain numbers: with_result reads them
+        if _inside_longer(text, m) or re.search(r"(?:[-+*/×÷]|\sx)\s*$", text[: m.start()]):
+            return m.group(0)  # the end of a longer expression ("4,200 kWh * $0.30/kWh + 4,200 kWh * ...")
+        value = evaluate(_without_units(expression))
+        if value is None or _same(written, value):
+            return m.group(0)
+        right = corrected(written, value, lambda r: f"{expression.strip()} = {currency or ''}{written} to {r}")
+        return m.group(0)[: m.start(3) - m.start()] + right
+
     def money_step(m: re.Match[str]) -> str:
         expression, relation, sign, currency, written = m.groups()
         if relation == "≈" or _inside_longer(text, m):
@@ -330,7 +357,7 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
 
     def figure_working(m: re.Match[str]) -> str:
         currency, written, working = m.groups()
-        value = evaluate(re.sub(rf"{_CURRENCY}|/?\s*\b[A-Za-z][A-Za-z/]*\b(?<!\bx)", "", working))
+        value = evaluate(_without_units(working))
         if value is None or _same(written, value):
             return m.group(0)
         right = corrected(written, value, lambda r: f"{currency}{written} ({working.strip()}) to {currency}{r}")
@@ -341,5 +368,6 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
     text = _FIGURE_WORKING.sub(figure_working, text)
     text = _LATEX_STEP.sub(latex_step, text)
     text = _MONEY_STEP.sub(money_step, text)
+    text = _UNIT_STEP.sub(unit_step, text)
     text = _WITH_RESULT.sub(with_result, text)
     return _WITHOUT_RESULT.sub(without_result, text)

@@ -602,6 +602,23 @@ def test_a_chain_whose_links_differ_and_a_figure_unlike_its_working_are_correcte
         assert compute(right) == (right, [])
 
 
+def test_a_product_whose_numbers_carry_units_is_computed() -> None:
+    # multipart_set3_units, the server room's memo, and multipart_new8's runbook: units between the numbers
+    text, changes = compute("Today: 14 * 350 W = 49,000 W, so 49,000 W around the clock.")
+    assert text == "Today: 14 * 350 W = 4,900 W, so 4,900 W around the clock."
+    assert changes[0] == "corrected 14 * 350 W = 49,000 to 4,900"
+    assert compute("0.999 * 43200 minutes = 41760 minutes")[0] == "0.999 * 43200 minutes = 43156.80 minutes"
+    assert compute("35,680,000 kWh * 0.28 per kWh = $10,000,240")[0].endswith("= $9,990,400.00")
+    for right in (
+        "30 days * 24 hours/day * 60 minutes/hour = 43200",
+        "5 years * 12 months/year = 60 months",
+        "$9000 / $15 = 600.00",
+        # the end of a longer sum is no step of its own (mp4-solar-payback's email)
+        "$1,788 (4,200 kWh * $0.30/kWh + 4,200 kWh * $0.08/kWh * 5 years = $1,788)",
+    ):
+        assert compute(right)[1] == [], right
+
+
 def test_ranges_dates_and_versions_are_not_calculations() -> None:
     for text in ("It takes 3-5 days.", "Released on 11/23.", "Upgrade from 3.11 - 2 steps."):
         assert compute(text) == (text, [])
