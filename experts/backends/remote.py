@@ -194,9 +194,13 @@ class RemoteBackend:
         self.retries = retries
         self.grammar: GrammarPolicy = grammar
         self.timeout = timeout
-        limits = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
+        # (connect, read, write, pool) as a plain tuple: httpx takes it, and so does httpx2, the client openai builds
+        # for ChatOpenAI's async side, which refuses an httpx.Timeout since its 2.17
+        limits = (min(connect_timeout, timeout), timeout, timeout, timeout)
         fresh = None if transport is not None else httpx.HTTPTransport  # a test's mock serves every request
-        self._http = httpx.Client(timeout=limits, transport=_Transport(transport or httpx.HTTPTransport(), fresh))
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(limits), transport=_Transport(transport or httpx.HTTPTransport(), fresh)
+        )
         self.chat = ChatOpenAI(
             base_url=self.base_url,
             api_key=api_key or _NO_KEY,

@@ -61,6 +61,15 @@ def backend(handler: Callable[[httpx.Request], httpx.Response], **kwargs: Any) -
     return RemoteBackend(URL, transport=httpx.MockTransport(handler), **kwargs)
 
 
+def test_the_timeouts_reach_both_clients_as_a_plain_tuple() -> None:
+    # httpx2 (openai's own client, built for ChatOpenAI's async side) refuses an httpx.Timeout since its 2.17
+    b = RemoteBackend(URL, timeout=30, connect_timeout=5)
+    limits = b._http.timeout
+    assert (limits.connect, limits.read, limits.write, limits.pool) == (5, 30, 30, 30)
+    assert b.chat.request_timeout == (5, 30, 30, 30)
+    assert RemoteBackend(URL, timeout=2, connect_timeout=5)._http.timeout.connect == 2  # never above the whole
+
+
 def test_success_maps_the_answer_and_usage() -> None:
     rec = Recorder((200, completion()))
     gen = backend(rec, model="qwen").generate(REQUEST)
