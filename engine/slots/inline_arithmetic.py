@@ -346,10 +346,11 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
         if any(_units(link) != _units(first) for link in parts):
             return m.group(0)  # "\frac{1}{2} \text{ gallon} = \frac{1}{2} \times 3.78541 \text{ liters}": a conversion
         value = latex_value(first)
-        values = [latex_value(link) for link in parts]
-        if value is None or None in values or _agrees_rounded(written, value):
-            return m.group(0)
-        if all(abs(v - value) <= max(1e-9, abs(value) * _STEP_TOLERANCE) for v in values if v is not None):
+        read = [latex_value(link) for link in parts]
+        values = [v for v in read if v is not None]
+        if value is None or len(values) < len(read) or _agrees_rounded(written, value):
+            return m.group(0)  # a link that does not read, or a chain that ends on its right value
+        if all(abs(v - value) <= max(1e-9, abs(value) * _STEP_TOLERANCE) for v in values):
             return m.group(0)  # the links agree: the last step is checked as a step of its own
         said = m.group(0).strip()
         right = corrected(written, value, lambda r: f"{said} to {first.strip()} = {r}: the chain's links differ")
