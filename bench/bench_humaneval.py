@@ -54,7 +54,7 @@ from state import Passport
 
 TASK = "Complete the following Python function:\n```python\n{prompt}```"
 GOAL_POINTS = 10.0
-GOAL_TIME_RATIO = 3.0
+GOAL_TIME_RATIO = 1.5  # issue 39: within 1.5x the bare 1.5B's median time
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 _PY_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)
