@@ -9,9 +9,11 @@ from what it uses: a test that loads a GGUF model without ``model``, connects to
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import socket
+import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +36,59 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         where = item.path.relative_to(TESTS)
         if where.parts[0] in DIRECTORY_MARKS:
             item.add_marker(DIRECTORY_MARKS[where.parts[0]])
+
+
+ONE_AT_A_TIME = frozenset({"model", "server"})
+"""Marks of the tests that load a real model (a server loads one too). Under pytest-xdist (``-n``) they are one work
+unit, which one worker runs in order while the others share every other test: two llama.cpp processes on this
+machine's two cores slow each other to their timeouts. The other tests, process-heavy ones included, are spread."""
+_MODEL_TESTS = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hooks: pytest without it never calls them
+def pytest_configure_node(node: Any) -> None:
+    """Tell each worker where to write the node ids of its model tests (:data:`ONE_AT_A_TIME`)."""
+    config = node.config
+    if _MODEL_TESTS not in config.stash:
+        config.stash[_MODEL_TESTS] = Path(tempfile.mkdtemp(prefix="coe-pytest-models-"))
+    node.workerinput["coe_model_tests"] = str(config.stash[_MODEL_TESTS])
+
+
+@pytest.hookimpl(tryfirst=True)  # before the worker reports its collection to the controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker: write the node ids of the tests that load a real model, for the scheduler."""
+    workerinput = getattr(session.config, "workerinput", None)
+    if workerinput is None or "coe_model_tests" not in workerinput:
+        return
+    ids = [item.nodeid for item in session.items if any(item.get_closest_marker(m) for m in ONE_AT_A_TIME)]
+    path = Path(workerinput["coe_model_tests"]) / f"{workerinput['workerid']}.json"
+    path.with_suffix(".tmp").write_text(json.dumps(ids), encoding="utf-8")
+    path.with_suffix(".tmp").replace(path)  # whole or absent when the controller reads it
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Spread the tests one by one (``--dist load``), but for the model tests, which are one unit.
+
+    pytest-xdist's ``--dist loadgroup`` would group them by an ``xdist_group`` mark, through a change to the test's
+    node id that pytest 9.2 no longer lets it make (pytest-xdist issue 1386): its groups are silently spread. The
+    workers write their model tests' ids instead (:func:`pytest_collection_finish`), which the controller reads
+    once every worker has collected, when it schedules.
+    """
+    if config.getvalue("dist") != "load":
+        return None  # a --dist the caller chose
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneAtATime(LoadScopeScheduling):
+        models: set[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.models is None:
+                folder = config.stash[_MODEL_TESTS]
+                self.models = {i for f in folder.glob("*.json") for i in json.loads(f.read_text(encoding="utf-8"))}
+            return "model tests" if nodeid in self.models else nodeid
+
+    return OneAtATime(config, log)
 
 
 def _postgres_address(conninfo: str, **kwargs: Any) -> tuple[bool, str]:
