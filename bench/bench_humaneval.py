@@ -20,7 +20,7 @@ so load on the machine affects both alike; the model is loaded before timing. Th
 them are :mod:`bench.versus`, shared with :mod:`bench.bench_review`.
 
 Reported: pass@1 of each, the difference in points against the goal (+10), the median wall time per problem of
-each and their ratio against the goal (<= 3x), how the harness scoped and routed the problems, how many
+each and their ratio against the goal (<= 1.5x), how the harness scoped and routed the problems, how many
 candidates it drew, and the tokens it generated and threw away per kept token. Every problem's outcome is in the
 JSON.
 
