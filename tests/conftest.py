@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import re
+import shutil
 import socket
 import tempfile
 import zlib
@@ -62,8 +63,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     ids = [item.nodeid for item in session.items if any(item.get_closest_marker(m) for m in ONE_AT_A_TIME)]
     path = Path(workerinput["coe_model_tests"]) / f"{workerinput['workerid']}.json"
-    path.with_suffix(".tmp").write_text(json.dumps(ids), encoding="utf-8")
-    path.with_suffix(".tmp").replace(path)  # whole or absent when the controller reads it
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(ids), encoding="utf-8")
+    partial.replace(path)  # whole or absent when the controller reads it
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the folder of the workers' lists of model tests (the controller's, under pytest-xdist)."""
+    if _MODEL_TESTS in config.stash:
+        shutil.rmtree(config.stash[_MODEL_TESTS], ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)
