@@ -7,14 +7,18 @@ directory is read-only, the user cache directory):
 * ``capability.index`` / ``exclusion.index``: FAISS ``IndexFlatIP`` over those vectors;
 * ``lines.json``: for every row, the expert it belongs to and the line's text;
 * ``expert_ids.json``: expert ids in catalog order;
-* ``probe_buckets.npy`` / ``probe_idf.npy`` / ``probe_weights.npy``: the learned term (a classifier over the
-  texts' words, see :class:`experts.routing.lexical.LexicalProbe`), when the catalog has routing examples;
+* ``probe_buckets.npy`` / ``probe_idf.npy`` / ``probe_weights.npy`` / ``probe_layers.npy``: the learned term (a
+  classifier over the texts' words, its shipped experts fitted among themselves, see
+  :class:`experts.routing.lexical.LexicalProbe`), when the catalog has routing examples;
 * ``metadata.json``: content hash, embedding model id, dimension, counts, build time. Written last.
+* ``experts/``: each expert's embedded lines on their own (:class:`ExpertVectorCache`) and the learned term's
+  base layer (``probe-base-<hash>.npz``), so adding an expert embeds and fits that expert alone.
 
-The content hash covers every embedded line, the experts' kinds, the routing examples, the embedding model id
-and the cache format, so editing a scope document or the examples (or switching models) rebuilds the index on
-the next use; nothing is built at import time. Every file is replaced atomically, and a reader that finds files
-that do not agree with the metadata rebuilds instead of trusting them.
+The content hash covers every embedded line, the experts' kinds, the routing examples, which experts are
+shipped (the learned term's base layer), the embedding model id and the cache format, so editing a scope
+document or the examples (or switching models) rebuilds the index on the next use; nothing is built at import
+time. Every file is replaced atomically, and a reader that finds files that do not agree with the metadata
+rebuilds instead of trusting them.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ __all__ = [
     "ExpertIndex",
     "ExpertVectorCache",
     "LineIndex",
+    "base_experts",
     "cache_dir",
     "load_examples",
     "load_or_build_index",
@@ -63,7 +68,7 @@ EXAMPLES_FILE = "routing_examples.tsv"
 GUARD_FILE = "routing_guard.tsv"
 """The routing lessons' guard set beside them (same format; never trained on; :mod:`experts.routing.lesson_check`).
 Added experts' exam tasks join it."""
-PROBE_ARRAYS = ("buckets", "idf", "weights")
+PROBE_ARRAYS = ("buckets", "idf", "weights", "layers")
 """The learned term's arrays, each cached as ``probe_<name>.npy``."""
 SEED_DIR = Path(__file__).with_name("expert_seeds")
 """The shipped experts' vectors for the bundled encoder (:meth:`ExpertVectorCache.seed_path`)."""
@@ -175,7 +180,7 @@ def content_hash(catalog: Catalog, embedder: Embedder, examples: list[tuple[str,
     """The cache key: catalog routing content + routing examples + embedding model + cache format."""
     rows = examples if examples is not None else load_examples(catalog)
     examples_hash = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
-    probe = PROBE_KIND
+    probe = f"{PROBE_KIND}:{','.join(base_experts(catalog))}"
     payload = (
         f"{FORMAT_VERSION}\n{embedder.model_id}\n{embedder.dim}\n{catalog.routing_hash()}\n{examples_hash}\n{probe}"
     )
@@ -197,6 +202,11 @@ def _line_index(vectors: Vectors, owners: list[int], texts: list[str], faiss_ind
         texts=tuple(texts),
         faiss_index=faiss_index if faiss_index is not None else _faiss_index(vectors),
     )
+
+
+def base_experts(catalog: Catalog) -> list[str]:
+    """The learned term's base layer: the experts shipped with the catalog (not added, installed or promoted)."""
+    return [expert for expert in catalog.ids if catalog.origin(expert).kind == "shipped"]
 
 
 def probe_training_rows(catalog: Catalog) -> tuple[list[str], list[int]]:
@@ -372,7 +382,8 @@ def build_index(
     examples = load_examples(catalog)
     if examples and probe is None:
         texts, labels = probe_training_rows(catalog)
-        probe = train_probe(texts, np.asarray(labels, dtype=np.int64), len(ids))
+        base = [ids.index(expert) for expert in base_experts(catalog)]
+        probe = train_probe(texts, np.asarray(labels, dtype=np.int64), len(ids), base=base, cache=cache.directory)
     return ExpertIndex(
         expert_ids=ids,
         capability=_line_index(cap_vecs, cap_owners, cap_texts),
@@ -492,8 +503,9 @@ def _try_load(path: Path, wanted: str, embedder: Embedder) -> ExpertIndex | None
                 probe = LexicalProbe(
                     buckets=arrays["buckets"].astype(np.int64),
                     idf=arrays["idf"].astype(np.float32),
-                    unseen_idf=float(meta["probe_unseen_idf"]),
+                    unseen_idf=tuple(float(u) for u in meta["probe_unseen_idf"]),
                     weights=arrays["weights"].astype(np.float32),
+                    layers=arrays["layers"].astype(np.int64),
                 )
             except ValueError as exc:
                 raise VectorInvariantError(f"{path}/probe_weights.npy", str(exc)) from exc
@@ -561,7 +573,7 @@ def _write(path: Path, index: ExpertIndex) -> None:
             "exclusion": len(index.exclusion.texts),
             "examples": index.examples if index.probe is not None else 0,
         },
-        "probe_unseen_idf": index.probe.unseen_idf if index.probe is not None else None,
+        "probe_unseen_idf": list(index.probe.unseen_idf) if index.probe is not None else None,
         "index_type": "IndexFlatIP",
         "build_seconds": round(index.seconds, 3),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

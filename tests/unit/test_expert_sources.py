@@ -16,7 +16,7 @@ from cli.main import app
 from engine.exam_checks import exam_failures
 from experts.catalog import add_expert, load_catalog, remove_expert
 from experts.catalog.exams import ExamChecks, ExamRecord, TaskResult, read_record, write_record
-from experts.routing.index import ExpertVectorCache, build_index
+from experts.routing.index import ExpertVectorCache, base_experts, build_index
 from experts.routing.router import get_router
 from state.errors import ConfigError
 from state.paths import user_experts_dir
@@ -209,6 +209,20 @@ def test_adding_an_expert_embeds_only_its_lines(tmp_path: Path) -> None:
     again = build_index(grown, CountingEmbedder(), vector_cache=ExpertVectorCache(None))  # type: ignore[arg-type]
     np.testing.assert_allclose(second.capability.vectors, again.capability.vectors, rtol=1e-6)
     assert second.content_hash != first.content_hash
+
+
+def test_an_added_expert_leaves_the_shipped_experts_learned_term_as_it_was(tmp_path: Path) -> None:
+    shipped = load_catalog()
+    first = build_index(shipped, CountingEmbedder())  # type: ignore[arg-type]
+    add_expert(expert_dir(tmp_path, examples_txt="Write a Rust function that totals a tax form\n"))
+    grown = load_catalog()
+    assert base_experts(grown) == list(shipped.ids)
+    second = build_index(grown, CountingEmbedder())  # type: ignore[arg-type]
+    assert first.probe is not None and second.probe is not None
+    assert second.probe.layers.tolist() == [0] * len(shipped) + [1]
+    texts = ["Fix my Rust lifetimes", "Draft a clause on patient data", "Write a Python script that renames files"]
+    np.testing.assert_allclose(second.probe.scores(texts)[:, : len(shipped)], first.probe.scores(texts), atol=1e-6)
+    assert second.probe.logits(["Fix the borrow checker error in my Rust crate"])[0].argmax() == len(shipped)
 
 
 def failed_record(expert: str, version: str = "1.0") -> ExamRecord:

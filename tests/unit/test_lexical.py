@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from experts.routing import lexical
 from experts.routing.lexical import BUCKETS, PROBE_BALANCE, LexicalProbe, term_counts, train_probe
 
 EXPERTS = ["python_coder", "medical_clinical", "legal_drafting"]
@@ -73,11 +77,17 @@ def test_inconsistent_arrays_are_refused() -> None:
     with pytest.raises(ValueError, match="3 texts for 2 labels"):
         train_probe(["a b", "c d", "e f"], np.array([0, 1]), 2)
     with pytest.raises(ValueError, match="disagree"):
-        LexicalProbe(buckets=probe.buckets[:-1], idf=probe.idf, unseen_idf=probe.unseen_idf, weights=probe.weights)
+        replace(probe, buckets=probe.buckets[:-1])
+    with pytest.raises(ValueError, match="disagree"):
+        replace(probe, layers=np.array([0, 0, 1]))  # a layer the probe has no IDF for
+    with pytest.raises(ValueError, match="disagree"):
+        replace(probe, layers=np.zeros(2, dtype=np.int64))
     weights = probe.weights.copy()
     weights[0, 0] = np.inf
     with pytest.raises(ValueError, match="NaN or infinite"):
-        LexicalProbe(buckets=probe.buckets, idf=probe.idf, unseen_idf=probe.unseen_idf, weights=weights)
+        replace(probe, weights=weights)
+    with pytest.raises(ValueError, match="outside"):
+        train_probe(["a b", "c d"], np.array([0, 1]), 2, base=[0, 2])
 
 
 def test_the_sparse_fit_is_the_dense_weighted_ridge_solution() -> None:
@@ -87,7 +97,7 @@ def test_the_sparse_fit_is_the_dense_weighted_ridge_solution() -> None:
     for row, text in enumerate(texts):
         counts = term_counts(text)
         cols = np.searchsorted(probe.buckets, list(counts))
-        values = np.log1p(list(counts.values())) * probe.idf[cols]
+        values = np.log1p(list(counts.values())) * probe.idf[0, cols]
         x[row, cols] = values / np.linalg.norm(values)
     labels = [EXPERTS.index(e) for e, _ in TRAINING]
     targets = np.eye(len(EXPERTS))[labels] - 1.0 / len(EXPERTS)
@@ -96,3 +106,65 @@ def test_the_sparse_fit_is_the_dense_weighted_ridge_solution() -> None:
     weight *= len(texts) / weight.sum()
     dense = np.linalg.solve(x.T @ (weight[:, None] * x) + np.eye(x.shape[1]), x.T @ (weight[:, None] * targets))
     assert np.allclose(probe.weights, dense, atol=1e-5)
+
+
+ADDED = [
+    ("rust_coder", "Write a Rust function that parses the patient records export"),
+    ("rust_coder", "Fix the borrow checker error in this Rust crate"),
+    ("rust_coder", "Port the Python parser to idiomatic Rust with cargo"),
+]
+
+
+def test_added_experts_never_move_the_base_experts_columns() -> None:
+    base_only = _probe()
+    experts = [*EXPERTS, "rust_coder"]
+    rows = TRAINING + ADDED
+    labels = np.array([experts.index(e) for e, _ in rows], dtype=np.int64)
+    grown = train_probe([t for _, t in rows], labels, len(experts), base=range(len(EXPERTS)))
+    assert grown.layers.tolist() == [0, 0, 0, 1] and len(grown.unseen_idf) == 2
+    texts = ["Draft a clause on patient data", "Write a Rust crate that parses invoices", "zyzzyva", "Fix it"]
+    # the base experts score every text exactly as the probe fitted on their texts alone does
+    assert np.allclose(grown.scores(texts)[:, :3], base_only.scores(texts), atol=1e-6)
+    # the added expert is fitted over every text, so it takes its own work and leaves the base experts theirs
+    for text, want in [
+        ("Write a Rust function that checks each patient record", "rust_coder"),
+        ("Fix the cargo build of the Rust parser", "rust_coder"),
+        ("Write a Python tool that checks each patient record", "python_coder"),
+        ("Draft a clause on patient data", "legal_drafting"),
+    ]:
+        assert experts[int(np.argmax(grown.logits([text])[0]))] == want, text
+    # one layer when there is nothing to keep apart: no base, one base expert, or every expert in it
+    for base in [(), [0], range(len(experts))]:
+        flat = train_probe([t for _, t in rows], labels, len(experts), base=base)
+        assert flat.layers.tolist() == [0, 0, 0, 0] and len(flat.unseen_idf) == 1
+    # and fitted in one layer, the added expert's texts move the base experts' columns
+    assert not np.allclose(flat.scores(texts)[:, :3], base_only.scores(texts), atol=1e-3)
+
+
+def test_the_base_layer_is_fitted_once_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    experts = [*EXPERTS, "rust_coder"]
+    rows = TRAINING + ADDED
+    labels = np.array([experts.index(e) for e, _ in rows], dtype=np.int64)
+    fits: list[int] = []
+    real = lexical._fit
+
+    def counting(texts: list[str], *args: Any) -> Any:
+        fits.append(len(texts))
+        return real(texts, *args)
+
+    monkeypatch.setattr(lexical, "_fit", counting)
+    first = train_probe([t for _, t in rows], labels, len(experts), base=range(3), cache=tmp_path)
+    (saved,) = tmp_path.glob("probe-base-*.npz")
+    assert fits == [len(rows), len(TRAINING)]
+    again = train_probe([t for _, t in rows], labels, len(experts), base=range(3), cache=tmp_path)
+    assert fits == [len(rows), len(TRAINING), len(rows)]  # the added layer alone
+    assert np.array_equal(again.weights, first.weights) and again.unseen_idf == first.unseen_idf
+    # other base texts are another fit; a damaged file is fitted again and replaced
+    train_probe([t for _, t in rows][1:], labels[1:], len(experts), base=range(3), cache=tmp_path)
+    assert len(list(tmp_path.glob("probe-base-*.npz"))) == 2
+    for path in tmp_path.glob("probe-base-*.npz"):
+        path.write_bytes(b"not an archive")
+    fits.clear()
+    mended = train_probe([t for _, t in rows], labels, len(experts), base=range(3), cache=tmp_path)
+    assert fits == [len(rows), len(TRAINING)] and np.array_equal(mended.weights, first.weights)
+    assert saved.read_bytes()[:2] == b"PK"

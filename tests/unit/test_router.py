@@ -479,12 +479,13 @@ def test_examples_are_cached_with_the_index_and_a_change_rebuilds_it(tmp_path: P
     _write_examples(scopes, ["python_coder\tcode medical"])
     cache, embedder = tmp_path / "cache", KeywordEmbedder()
     first = load_or_build_index(load_catalog(scopes), embedder, cache)
-    probe_files = {"probe_buckets.npy", "probe_idf.npy", "probe_weights.npy"}
+    probe_files = {"probe_buckets.npy", "probe_idf.npy", "probe_weights.npy", "probe_layers.npy"}
     assert first.built and probe_files <= {p.name for p in cache.iterdir()}
     again = load_or_build_index(load_catalog(scopes), embedder, cache)
     assert not again.built and again.probe is not None and first.probe is not None
     assert np.array_equal(again.probe.weights, first.probe.weights)
     assert np.array_equal(again.probe.buckets, first.probe.buckets) and again.probe.unseen_idf == first.probe.unseen_idf
+    assert np.array_equal(again.probe.layers, first.probe.layers)
     assert first_route(again, scopes, embedder) == first_route(first, scopes, embedder) != {}
     assert json.loads((cache / "metadata.json").read_text())["counts"]["examples"] == 1
     _write_examples(scopes, ["python_coder\tcode medical", "medical_clinical\tmedical"])
