@@ -14,8 +14,8 @@ by a helper as a user would, from their own capability lists) are then added one
   a text routed to the added expert the helper named for it counts as right, since that expert is now the best
   one for it; the helper's picks among the shipped experts always matched the original labels);
 * the time to add one expert (copy, check, and the router's index rebuilt for it: its lines embedded, the
-  others' read from the per-expert cache, the learned term retrained) and the p50 time to route one text, warm,
-  at 12, 42 and 100 experts.
+  others' read from the per-expert cache, the learned term's added layer fitted again, its shipped layer read
+  from its cache) and the p50 time to route one text, warm, at 12, 42 and 100 experts.
 
 ``python -m bench.bench_catalog`` writes ``bench/results/catalog.{json,md}``; ``--quick`` adds two experts and
 routes a few texts (a test of the bench, not a measurement).
