@@ -18,6 +18,20 @@ REQUIRED OUTPUT STRUCTURE (mandatory):
    functions again).
 4. Do not use the task's wording as a title, and write nothing after the last section."""
 
+CONTRACT_CODE_EXPLAINED = """\
+REQUIRED OUTPUT STRUCTURE (mandatory):
+1. First write the line "## Outline". Under it write "1. " and a short title that names the code (for example
+   its main function), then "2. " and a short title for the explanation the task asks for.
+2. Then write "## 1. " with the same title, and under it exactly one ```{language} code block holding the
+   complete code: every import, every function written out in full, nothing left to fill in. Nothing else goes
+   in section 1.
+3. Then write "## 2. " with its title, and under it one paragraph of three to six full sentences that explains
+   what the task asks you to explain (why this code is right, how it works), naming the parts of section 1.
+4. Do not use the task's wording as a title, and write nothing after the last section."""
+"""The contract of a code task that also asks for its explanation ("write the index that helps it and explain
+why"): the explanation is a required second section, not the optional usage note (review_third, sql-index: the
+code contract's note is optional and short, and the answer was one CREATE INDEX line with no word of why)."""
+
 CONTRACT_FUNCTION = """\
 REQUIRED OUTPUT STRUCTURE (mandatory):
 1. First write the line "## Outline". Under it write the line "1. {function}".

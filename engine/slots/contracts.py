@@ -28,7 +28,15 @@ from experts.backends.grammar import outline_grammar
 from experts.routing.scoping import function_tested, function_to_complete
 from state.framework import Deliverable, SlotSpec
 
-__all__ = ["CONTRACTS", "Contract", "contract_for", "contract_of", "deliverable_of", "infer_deliverable"]
+__all__ = [
+    "CONTRACTS",
+    "EXPLAINS_CODE",
+    "Contract",
+    "contract_for",
+    "contract_of",
+    "deliverable_of",
+    "infer_deliverable",
+]
 
 CODE_EXPERTS = {"python_coder": "python", "sql_specialist": "sql"}
 """Experts whose work is code, and its language."""
@@ -75,6 +83,14 @@ _NAMES_CODE = re.compile(
     re.I,
 )
 """Words of a task about code: a quantity asked about code ("how long does this query take") is the code expert's."""
+EXPLAINS_CODE = re.compile(
+    r"\b(?:and|then)\s+(?:briefly\s+)?(?:explain|justify|describe)\s+"
+    r"(?:why|how|it|them|this|that|(?:your|the|each|every)\s+(?:code|query|index|choice|choices|approach|logic|"
+    r"design|steps?|line|reasoning|trade-?offs))\b",
+    re.I,
+)
+"""A code task that asks for its own explanation ("write the index that helps it and explain why", "...and explain
+how it works"): the same deliverable (the planner keeps it one part), explained in a section of its own."""
 _MAKES_CODE = re.compile(
     r"\b(?:write|rewrite|create|implement|build|add|generate|refactor|fix|optimi[sz]e|propose|code)\b", re.I
 )
@@ -139,6 +155,8 @@ class Contract:
     """The answer budget when neither the person nor the expert's scope sets one."""
     function: str | None = None
     """The one function the task hands over to complete (code only): the deliverable is that function."""
+    explained: bool = False
+    """Code whose task also asks to explain it: section 2 is that explanation, required (:data:`EXPLAINS_CODE`)."""
 
     @property
     def code_first(self) -> bool:
@@ -201,7 +219,8 @@ def contract_for(spec: SlotSpec, expert: str | None) -> Contract:
 
     A Python slot whose text hands over one function to complete, or asks for one function and gives its tests
     (:func:`~experts.routing.scoping.function_tested`), gets one item only: the code, no note (the person asked
-    for that function, nothing more).
+    for that function, nothing more). A code slot whose text asks to explain the code (:data:`EXPLAINS_CODE`) gets
+    two: the code, and the explanation, required.
     """
     contract = contract_of(*deliverable_of(spec, expert))
     name = None
@@ -209,4 +228,6 @@ def contract_for(spec: SlotSpec, expert: str | None) -> Contract:
         name = function_to_complete(spec.description) or function_tested(spec.description)
     if contract.deliverable == "code" and name is not None:
         return replace(contract, max_items=1, function=name)
+    if contract.deliverable == "code" and EXPLAINS_CODE.search(" ".join([spec.title, spec.description])):
+        return replace(contract, min_items=2, max_items=2, max_block_lines=6, max_line_chars=600, explained=True)
     return contract

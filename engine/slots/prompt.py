@@ -208,6 +208,8 @@ def _contract_text(contract: Contract) -> str:
     if contract.deliverable == "code":
         if contract.function is not None:
             return prompts.CONTRACT_FUNCTION.format(language=contract.language or "text", function=contract.function)
+        if contract.explained:
+            return prompts.CONTRACT_CODE_EXPLAINED.format(language=contract.language or "text")
         return prompts.CONTRACT_CODE.format(language=contract.language or "text")
     if contract.deliverable == "data":
         return prompts.CONTRACT_DATA.format(language=contract.language or "json")
@@ -265,6 +267,13 @@ def _prose_body(text: str) -> str:
     return _outside_code(text, under_section)
 
 
+EXPLANATION_TITLE = "Why it works"
+"""The second section's title when a plain answer to a code task that asks for an explanation is wrapped."""
+_FENCED = re.compile(r"^```.*?^```[ \t]*$", re.M | re.S)
+_ANNOUNCED = re.compile(r"[^.!?\n]*:[ \t]*\n*(?=\0)")
+"""The clause that announced a code block taken out ("Here's how you can create the index:"): it goes with it."""
+
+
 def _one_part(title: str, body: str) -> str:
     """An answer of one part, ``title``, in the contract's shape."""
     return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n"
@@ -280,7 +289,8 @@ def plain_result(text: str, contract: Contract, title: str, *, slot_id: str, exp
     body = "" if contract.code_first else _prose_body(text)
     if not body:
         wrapped = wrap_plain(text, contract, title)
-        return parse_output(wrapped, slot_id, expert, attempts, min_items=1, max_items=contract.max_items)
+        least = contract.min_items if contract.explained else 1  # an explanation asked for is not optional
+        return parse_output(wrapped, slot_id, expert, attempts, min_items=least, max_items=contract.max_items)
     return SlotResult(
         slot_id=slot_id,
         expert=expert,
@@ -298,7 +308,9 @@ def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
     Code and data: the answer's code block, verbatim, as the one section; the block kept is the one that defines
     the function the task hands over (when it does), else the longest block in the contract's language (an
     untagged block counts). Everything else of the answer (the model's explanation, its usage examples) is left
-    out: the contract of a code slot is the code. With no block, the text as is (it fails the contract).
+    out: the contract of a code slot is the code. A code task that asks to explain the code (``explained``) keeps
+    the answer's words outside its code blocks as the second section, the explanation. With no block, the text
+    as is (it fails the contract).
 
     Prose, plans and tables: the whole answer as the one section ``title``, its own Markdown headings under the
     section's, their hierarchy kept (the answer's top level becomes ``###``, the next ``####``: a title over its
@@ -322,4 +334,11 @@ def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
     code = max(blocks, key=len)
     named = _DEFINED.search(code)
     title = contract.function or (named.group(1) if named else "Code")
+    if contract.explained:
+        why = _prose_body(_ANNOUNCED.sub("", _FENCED.sub("\0", text)).replace("\0", ""))
+        if why:
+            return (
+                f"## Outline\n1. {title}\n2. {EXPLANATION_TITLE}\n\n## 1. {title}\n```{language}\n{code}\n```\n\n"
+                f"## 2. {EXPLANATION_TITLE}\n{why}\n"
+            )
     return _one_part(title, f"```{language}\n{code}\n```")

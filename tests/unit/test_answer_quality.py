@@ -507,6 +507,40 @@ def test_a_function_handed_over_to_complete_is_delivered_as_code_alone() -> None
     assert other.max_items == 2  # a function to write from a description may come with a usage note
 
 
+SQL_INDEX_TASK = (
+    "Our PostgreSQL query SELECT * FROM events WHERE account_id = $1 AND created_at > now() - interval '7 days' "
+    "ORDER BY created_at DESC is slow on a 50-million-row table. Write the index that helps it and explain why."
+)
+
+
+def test_a_code_task_that_asks_why_requires_the_explanation_as_its_second_section() -> None:
+    # review_third, sql-index: the code contract's note is optional, and the answer was one CREATE INDEX line
+    contract = contract_for(SlotSpec(id="a", title="A", description=SQL_INDEX_TASK), "sql_specialist")
+    assert (contract.deliverable, contract.language, contract.min_items, contract.max_items) == ("code", "sql", 2, 2)
+    assert contract.explained
+    spec = SlotSpec(id="answer", title="Answer", description=SQL_INDEX_TASK, deliverable="code", language="sql")
+    system, _ = build_messages(replace(job(SQL_INDEX_TASK), spec=spec, expert="sql_specialist"), settings())
+    assert "three to six full sentences" in system.content and "Usage" not in system.content
+    code_only = "## Outline\n1. Index\n\n## 1. Index\n```sql\nCREATE INDEX e ON events (account_id, created_at);\n```\n"
+    assert not parse_output(code_only, "a", "sql_specialist", min_items=2, max_items=2).compliant
+    for text in ["Write a function inc(x)", "Write the index that helps this query", "Explain why indexes help"]:
+        assert not contract_for(SlotSpec(id="s", title="S", description=text), "sql_specialist").explained, text
+    # a plain answer keeps its words outside the code as the explanation
+    plain = (
+        "Index the account first. Here is the index:\n\n"
+        "```sql\nCREATE INDEX e ON events (account_id, created_at DESC);\n```\n\n"
+        "The equality column comes first, so the index finds one account's rows, already in date order."
+    )
+    wrapped = wrap_plain(plain, contract)
+    result = parse_output(wrapped, "a", "sql_specialist", min_items=2, max_items=2)
+    assert result.compliant and [s.title for s in result.sections] == ["Code", "Why it works"]
+    why = result.sections[1].body
+    assert "equality column comes first" in why and "```" not in why
+    assert "Index the account first." in why and "Here is the index" not in why  # the block's announcement goes
+    code_alone = plain_result(plain.split("\n\n")[1], contract, "A", slot_id="a", expert="sql_specialist", attempts=1)
+    assert not code_alone.compliant  # a plain answer with no word of why fails the contract it was asked under
+
+
 # --- arithmetic is computed, not trusted ---------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ EXPECTED = {
     "TASK_PROMPT": {"task", "expected_outputs", "constraints", "references", "feedback"},
     "FEEDBACK_BLOCK": {"problems"},
     "CONTRACT_CODE": {"language"},
+    "CONTRACT_CODE_EXPLAINED": {"language"},
     "CONTRACT_FUNCTION": {"language", "function"},
     "CONTRACT_DATA": {"language"},
     "CONTRACT_PROSE": {"max_items"},
