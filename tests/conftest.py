@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from state.files import atomic_write
+
 FIXTURES = Path(__file__).parent / "fixtures"
 POSTGRES_URL = os.environ.get("COE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 TESTS = Path(__file__).parent
@@ -63,9 +65,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     ids = [item.nodeid for item in session.items if any(item.get_closest_marker(m) for m in ONE_AT_A_TIME)]
     path = Path(workerinput["coe_model_tests"]) / f"{workerinput['workerid']}.json"
-    partial = path.with_suffix(".tmp")
-    partial.write_text(json.dumps(ids), encoding="utf-8")
-    partial.replace(path)  # whole or absent when the controller reads it
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(ids), encoding="utf-8"))  # whole or absent when read
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -276,7 +276,14 @@ _ANNOUNCED = re.compile(r"[^.!?\n]*:[ \t]*\n*(?=\0)")
 
 def _one_part(title: str, body: str) -> str:
     """An answer of one part, ``title``, in the contract's shape."""
-    return f"## Outline\n1. {title}\n\n## 1. {title}\n{body}\n"
+    return _in_parts((title, body))
+
+
+def _in_parts(*parts: tuple[str, str]) -> str:
+    """An answer of numbered parts, each ``(title, body)``, in the contract's shape (outline, then sections)."""
+    outline = "".join(f"{n}. {title}\n" for n, (title, _) in enumerate(parts, 1))
+    sections = "\n".join(f"## {n}. {title}\n{body}\n" for n, (title, body) in enumerate(parts, 1))
+    return f"## Outline\n{outline}\n{sections}"
 
 
 def plain_result(text: str, contract: Contract, title: str, *, slot_id: str, expert: str, attempts: int) -> SlotResult:
@@ -337,8 +344,5 @@ def wrap_plain(text: str, contract: Contract, title: str = "Answer") -> str:
     if contract.explained:
         why = _prose_body(_ANNOUNCED.sub("", _FENCED.sub("\0", text)).replace("\0", ""))
         if why:
-            return (
-                f"## Outline\n1. {title}\n2. {EXPLANATION_TITLE}\n\n## 1. {title}\n```{language}\n{code}\n```\n\n"
-                f"## 2. {EXPLANATION_TITLE}\n{why}\n"
-            )
+            return _in_parts((title, f"```{language}\n{code}\n```"), (EXPLANATION_TITLE, why))
     return _one_part(title, f"```{language}\n{code}\n```")

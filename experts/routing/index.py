@@ -51,7 +51,7 @@ __all__ = [
     "ExpertIndex",
     "ExpertVectorCache",
     "LineIndex",
-    "base_experts",
+    "base_positions",
     "cache_dir",
     "load_examples",
     "load_or_build_index",
@@ -180,7 +180,7 @@ def content_hash(catalog: Catalog, embedder: Embedder, examples: list[tuple[str,
     """The cache key: catalog routing content + routing examples + embedding model + cache format."""
     rows = examples if examples is not None else load_examples(catalog)
     examples_hash = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
-    probe = f"{PROBE_KIND}:{','.join(base_experts(catalog))}"
+    probe = f"{PROBE_KIND}:{','.join(map(str, base_positions(catalog)))}"
     payload = (
         f"{FORMAT_VERSION}\n{embedder.model_id}\n{embedder.dim}\n{catalog.routing_hash()}\n{examples_hash}\n{probe}"
     )
@@ -204,9 +204,9 @@ def _line_index(vectors: Vectors, owners: list[int], texts: list[str], faiss_ind
     )
 
 
-def base_experts(catalog: Catalog) -> list[str]:
-    """The learned term's base layer: the experts shipped with the catalog (not added, installed or promoted)."""
-    return [expert for expert in catalog.ids if catalog.origin(expert).kind == "shipped"]
+def base_positions(catalog: Catalog) -> list[int]:
+    """The learned term's base layer: the positions of the shipped experts (not added, installed or promoted)."""
+    return [pos for pos, expert in enumerate(catalog.ids) if catalog.origin(expert).kind == "shipped"]
 
 
 def probe_training_rows(catalog: Catalog) -> tuple[list[str], list[int]]:
@@ -382,8 +382,8 @@ def build_index(
     examples = load_examples(catalog)
     if examples and probe is None:
         texts, labels = probe_training_rows(catalog)
-        base = [ids.index(expert) for expert in base_experts(catalog)]
-        probe = train_probe(texts, np.asarray(labels, dtype=np.int64), len(ids), base=base, cache=cache.directory)
+        labelled = np.asarray(labels, dtype=np.int64)
+        probe = train_probe(texts, labelled, len(ids), base=base_positions(catalog), cache=cache.directory)
     return ExpertIndex(
         expert_ids=ids,
         capability=_line_index(cap_vecs, cap_owners, cap_texts),

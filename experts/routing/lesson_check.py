@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from experts.catalog.scopes import Catalog
-from experts.routing.index import EXAMPLES_FILE, GUARD_FILE, base_experts, load_examples, probe_training_rows
+from experts.routing.index import EXAMPLES_FILE, GUARD_FILE, base_positions, load_examples, probe_training_rows
 from experts.routing.lexical import LexicalProbe, train_probe
 from experts.routing.router import ExpertRouter, FastStage, routing_text
 
@@ -129,7 +129,7 @@ _probes_lock = threading.Lock()
 def probe_with_lessons(catalog: Catalog, lessons: list[Lesson]) -> LexicalProbe:
     """The learned term trained on the catalog's rows and the lessons (cached in the process by their content)."""
     bounded = _bounded(lessons)
-    content = [catalog.routing_hash(), str(catalog.directory), base_experts(catalog)]
+    content = [catalog.routing_hash(), str(catalog.directory), base_positions(catalog)]
     key = hashlib.sha256(json.dumps([*content, [(x.text, x.expert) for x in bounded]]).encode()).hexdigest()
     with _probes_lock:
         probe = _probes.get(key)
@@ -138,8 +138,8 @@ def probe_with_lessons(catalog: Catalog, lessons: list[Lesson]) -> LexicalProbe:
             for lesson in bounded:
                 texts += [routing_text(lesson.text)] * LESSON_WEIGHT
                 labels += [catalog.ids.index(lesson.expert)] * LESSON_WEIGHT
-            base = [catalog.ids.index(expert) for expert in base_experts(catalog)]
-            probe = train_probe(texts, np.asarray(labels, dtype=np.int64), len(catalog.ids), base=base)
+            labelled = np.asarray(labels, dtype=np.int64)
+            probe = train_probe(texts, labelled, len(catalog.ids), base=base_positions(catalog))
             _probes[key] = probe
     return probe
 

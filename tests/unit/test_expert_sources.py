@@ -16,7 +16,7 @@ from cli.main import app
 from engine.exam_checks import exam_failures
 from experts.catalog import add_expert, load_catalog, remove_expert
 from experts.catalog.exams import ExamChecks, ExamRecord, TaskResult, read_record, write_record
-from experts.routing.index import ExpertVectorCache, base_experts, build_index
+from experts.routing.index import ExpertVectorCache, base_positions, build_index
 from experts.routing.router import get_router
 from state.errors import ConfigError
 from state.paths import user_experts_dir
@@ -216,7 +216,7 @@ def test_an_added_expert_leaves_the_shipped_experts_learned_term_as_it_was(tmp_p
     first = build_index(shipped, CountingEmbedder())  # type: ignore[arg-type]
     add_expert(expert_dir(tmp_path, examples_txt="Write a Rust function that totals a tax form\n"))
     grown = load_catalog()
-    assert base_experts(grown) == list(shipped.ids)
+    assert base_positions(grown) == list(range(len(shipped))) and grown.ids[: len(shipped)] == shipped.ids
     second = build_index(grown, CountingEmbedder())  # type: ignore[arg-type]
     assert first.probe is not None and second.probe is not None
     assert second.probe.layers.tolist() == [0] * len(shipped) + [1]
