@@ -174,6 +174,16 @@ def test_the_line_that_announced_a_repeated_block_goes_with_it() -> None:
         ("It strips the text. Then it calls `is_pal", "stops inside an inline code span it opened"),
         ("Here is the code:\n\n```python\ndef f(x):\n    return g(x)", "ends inside a code block it never closed"),
         ("It returns the cleaned text, the one `str.lower()` made", "stops mid-sentence"),
+        # review_whole_dec07, sql-running-total and sql-top-customers: the usage notes broke off on a column's name
+        (
+            "The result is a table with three columns: `sale_date`, `amount`, and `running_total`. The `amount` "
+            "column shows the revenue for each day, and the `running_total`",
+            "stops mid-sentence",
+        ),
+        (
+            "This query assumes that the `orders` table has an `id` column, an `amount` column, and a `created_at`",
+            "stops",
+        ),
     ],
 )
 def test_a_text_left_inside_code_does_not_end(text: str, why: str) -> None:
@@ -188,6 +198,7 @@ def test_a_text_left_inside_code_does_not_end(text: str, why: str) -> None:
         "Use ``a`b`` for a backtick inside code.",
         "Type the backtick (`) before the name.",  # a stray backtick in a finished sentence
         "Run it with `python main.py`",
+        "Then call `main()`",
         f"```python\n{FUNCTION}```",
     ],
 )
@@ -205,6 +216,28 @@ def test_a_paragraph_that_breaks_off_in_a_code_span_before_a_block_is_found() ->
     assert broken_paragraph(note.replace("`EXE", "`EXECUTE` call.")) is None
     assert broken_paragraph("Run it like this:\n\n```bash\npython `main.py`\n```\n") is None
     assert broken_paragraph("Type the backtick (`) before the name.\n```text\nx\n```") is None
+
+
+def test_a_usage_note_that_breaks_off_on_a_column_name_is_cut_back_to_its_last_full_sentence() -> None:
+    """review_whole_dec07, sql-running-total: the query's note stopped on "and the `running_total`", every check
+    passed (a line ending on a backtick read as finished), and the document ended mid-sentence."""
+    task = "Write a SQL query that shows each day's revenue and the running total of revenue by day."
+    query = "SELECT sale_date, amount, SUM(amount) OVER (ORDER BY sale_date) AS running_total\nFROM sales;"
+    whole = "The result is a table with three columns: `sale_date`, `amount`, and `running_total`."
+    gone = "The `amount` column shows the revenue for each day, and the `running_total`"
+    raw = f"## Outline\n1. Query\n2. Usage\n\n## 1. Query\n```sql\n{query}\n```\n\n## 2. Usage\n{whole} {gone}\n"
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="code", language="sql")
+    job = SlotJob(
+        spec=spec, task=task, constraints=(), expert="sql_specialist", persona="You write SQL.", references={},
+        max_tokens=600, temperature=0.0,
+    )  # fmt: skip
+    outcome = run_slot(job, Scripted([raw]), settings(best_of=1), emit=lambda _: None)
+    result = outcome.result
+    assert result is not None and result.quality is not None
+    assert result.sections[-1].body == whole and result.raw.rstrip().endswith("and `running_total`.")
+    cuts = {e.action: e.outputs_summary for e in outcome.ledger if e.agent == "harness"}
+    assert f"{gone!r} removed" in cuts["cut_unfinished_end"]
+    assert {c.name: c.passed for c in result.quality.checks}["contract.ends"]
 
 
 def test_the_demos_ending_fails_and_is_cut_back_to_its_last_full_sentence() -> None:

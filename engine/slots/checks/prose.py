@@ -84,6 +84,8 @@ def _unfinished(raw: str) -> _End | None:
         return end  # "3. **Band 3: £37,501 to £150,000**" after two bands with their rates: the list stopped
     if last.startswith(("|", "#", "-", "*", "+", ">")) or re.match(r"^\d+[.)]\s", last):
         return None
+    if _ENDS_ON_SPAN.search(last):
+        return end  # "..., and the `running_total`": a sentence stopped on a name, not a line that is one command
     if re.search(r"[.!?:;)\]\"'`*_}>\u2026\u201d\u2019]$", last) or last.endswith("}}"):
         return None
     if _CLOSING.match(last):
@@ -93,6 +95,13 @@ def _unfinished(raw: str) -> _End | None:
         return None  # a signature under its closing
     return end
 
+
+_ENDS_ON_SPAN = re.compile(r"\b(?:the|a|an|each|every|its|their|this|that|these|those|your|our)\s+`[^`]+`$", re.I)
+"""A line of prose that ends on a determiner and an inline code span, no sentence end after it: the noun it
+names never came. Every last line of a section that ends on a code span in the 682 saved documents (seven) was a
+note cut off at its token limit, each on such a determiner (the review set's SQL usage notes: "... an `amount`
+column, and a `created_at`", "... and the `running_total`"), none of them a bare reply's; "Run it with
+`python main.py`" is a finished line."""
 
 _CLOSING = re.compile(
     r"^(?:(?:best|kind|kindest|warm|warmest|with|many)\s+)?(?:regards|wishes|sincerely|thanks|thank you|cheers|"
