@@ -470,6 +470,26 @@ def test_sql_is_parsed_in_the_tasks_dialect() -> None:
     assert "\x1b" not in detail and "\n" not in detail  # sqlglot underlines with terminal codes: none in a caveat
 
 
+def test_a_shell_script_that_uses_a_variable_it_never_sets_fails_shellcheck() -> None:
+    # review_whole_dec07, ops-backup-script (and three runs before it): the file was "$DATE-$database_name.sql"
+    # with the name read from "$1" only, so every backup was named "2026-12-07-.sql"
+    script = (
+        '#!/bin/bash\nBACKUP_DIR="/backups"\nDATE=$(date +"%Y-%m-%d")\n'
+        'BACKUP_FILE="$BACKUP_DIR/$DATE-$database_name.sql"\n'
+        'pg_dump -U postgres -d "$1" > "$BACKUP_FILE"\nfind "$BACKUP_DIR" -type f -mtime +14 -delete\n'
+    )
+    text = f"## Outline\n1. Script\n\n## 1. Script\n```bash\n{script}```\n"
+    task = "Write a bash script that backs up a PostgreSQL database with pg_dump into /backups"
+    assert failed(text, task, "code", "bash") == {
+        "bash.lint": "1 finding(s); SC2154: database_name is referenced but not assigned."
+    }
+    fixed = text.replace('"$1" >', '"$database_name" >').replace("#!/bin/bash\n", '#!/bin/bash\ndatabase_name="$1"\n')
+    assert failed(fixed, task, "code", "bash") == {}
+    # an upper-case name may come from the environment, and a finding of style is soft: neither fails the script
+    soft = text.replace("$database_name", "$PGDATABASE").replace("#!/bin/bash\n", "#!/bin/bash\ncd /backups\n")
+    assert failed(soft, task, "code", "bash") == {}
+
+
 @pytest.mark.parametrize(
     ("text", "expert", "expected"),
     [

@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Mapping
 from typing import Any
 
@@ -371,7 +372,8 @@ def block_checks(language: str, code: str, task: str) -> list[CheckResult]:
     if language == "csv":
         return [_csv_check(code)]
     if language in ("bash", "sh", "shell"):
-        return [_bash_check(code)]
+        parses = _bash_check(code)
+        return [parses, _shellcheck(code)] if parses.passed else [parses]
     if language == "dockerfile":
         first = next((ln.strip() for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
         ok = first.upper().startswith(("FROM", "ARG"))
@@ -862,6 +864,44 @@ def _csv_check(code: str) -> CheckResult:
     ok = len(rows) >= 2 and len(widths) == 1
     detail = "" if ok else f"{len(rows)} rows with {sorted(widths)} columns"
     return CheckResult(name="csv.parses", passed=ok, detail=detail)
+
+
+UNSET_VARIABLE = "SC2154"
+"""ShellCheck's "referenced but not assigned" (lower-case names only: upper-case ones may come from the
+environment): the review set's backup script named its file ``$DATE-$database_name.sql`` and read the name from
+``$1``, so every backup was ``2026-12-07-.sql`` (four runs, every check passed)."""
+
+
+def _shellcheck(code: str) -> CheckResult:
+    """``bash.lint``: ShellCheck's warnings and errors; a variable used that the script never sets fails it (hard).
+
+    Other findings (an unused variable, ``cd`` without ``|| exit``) are soft: the script may still do its work.
+    """
+    found = shutil.which("shellcheck") or shutil.which("shellcheck", path=sysconfig.get_path("scripts"))
+    if found is None:
+        return CheckResult(name="bash.lint", passed=True, severity="soft", detail="shellcheck is not installed")
+    script = code if code.startswith("#!") else "#!/bin/bash\n" + code
+    try:
+        out = subprocess.run(
+            [found, "--severity=warning", "--format=json1", "-"],
+            input=script,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        comments = json.loads(out.stdout or "{}").get("comments", [])
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return CheckResult(name="bash.lint", passed=True, severity="soft", detail=f"shellcheck did not run: {exc}")
+    if not comments:
+        return CheckResult(name="bash.lint", passed=True, severity="soft")
+    unset = [c for c in comments if f"SC{c.get('code')}" == UNSET_VARIABLE]
+    first = (unset or comments)[0]
+    return CheckResult(
+        name="bash.lint",
+        passed=False,
+        severity="hard" if unset else "soft",
+        detail=f"{len(comments)} finding(s); SC{first.get('code')}: {first.get('message')}",
+    )
 
 
 def _bash_check(code: str) -> CheckResult:
