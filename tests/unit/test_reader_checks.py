@@ -561,3 +561,37 @@ def test_a_part_of_a_task_whose_figures_are_computed_has_its_arithmetic_computed
 
     assert "14 × 350 × 720 = 3,528,000 Wh" in kept(True)
     assert "= 70,560 Wh" in kept(False)  # a finance part of a task with no computed figures: as written
+
+
+# --- a table row short of a cell ------------------------------------------------------------------------------
+
+COMPARISON = (
+    "| Feature | REST | GraphQL | gRPC |\n| --- | --- | --- | --- |\n"
+    "| Data Representation | JSON | JSON | Protobuf |\n"
+    "| Cost | Generally cheaper than GraphQL but more expensive than gRPC | More expensive than REST but more "
+    "expensive than gRPC |\n"
+)
+
+
+def test_a_table_row_short_of_a_cell_fails_and_a_whole_table_is_kept() -> None:
+    """review_whole_dec07, arch-comparison-table: the "Cost" row had three cells under four columns."""
+    task = "Compare REST, GraphQL and gRPC for a mobile app's backend API in a table."
+    spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="table")
+    job = SlotJob(
+        spec=spec, task=task, constraints=(), expert="software_architect", persona="You design systems.",
+        references={}, max_tokens=600, temperature=0.0,
+    )  # fmt: skip
+    whole = COMPARISON.replace("than gRPC |\n", "than gRPC | Cheapest to run at scale |\n")
+    ragged, fixed = (f"## Outline\n1. Comparison\n\n## 1. Comparison\n{t}" for t in (COMPARISON, whole))
+    outcome = run_slot(job, Scripted([ragged, fixed]), settings(), emit=lambda _: None)
+    result = outcome.result
+    assert result is not None and result.quality is not None
+    first, kept = result.quality.candidates[0], result.quality.chosen
+    [rows] = [c for c in first.checks if c.name == "table.rows"]
+    assert not rows.passed and rows.detail.startswith("a row has 3 cells where its header has 4 ('| Cost |")
+    assert kept == "c2" and "Cheapest to run at scale" in result.body_text()
+    # a pipe inside a code span or escaped is the cell's own, and a table inside a code block is code
+    piped = "## Outline\n1. T\n\n## 1. T\n| a | b |\n|---|---|\n| `x|y` | 1 \\| 2 |\n"
+    assert checks_of(piped, "table")["table.rows"][0]
+    fenced = "## Outline\n1. T\n\n## 1. T\nLike this:\n\n```text\n| a | b |\n|---|---|\n| 1 |\n```\n"
+    assert checks_of(fenced, "prose")["table.rows"][0]

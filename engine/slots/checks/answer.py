@@ -7,7 +7,13 @@ import re
 from engine.slots.checks.check_context import CheckContext
 from engine.slots.checks.code import code_checks, loop_check
 from engine.slots.checks.contract import contract_checks, copied_share
-from engine.slots.checks.prose import about_itself_check, repetition_check, speaks_as_ai_check, table_check
+from engine.slots.checks.prose import (
+    about_itself_check,
+    repetition_check,
+    speaks_as_ai_check,
+    table_check,
+    table_rows_check,
+)
 from engine.slots.checks.text import WORD, norm, prose_unfenced, split_sentences, without_closed_code
 from state.quality import CheckResult
 from state.result import SlotResult
@@ -35,6 +41,7 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
     else:  # the note beside the code is read too: a looping note is as degenerate as looping prose
         checks.append(repetition_check(without_closed_code(body), ctx.task))
     checks.append(loop_check(body))  # and the code itself, in an answer of any kind
+    checks.append(table_rows_check(body))  # and its tables, whatever it delivers
     return checks, signals_of(result, ctx)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from engine.slots.checks.text import (
     split_sentences,
     text_lines,
     without_closed_code,
+    without_code,
 )
 from state.quality import CheckResult, Severity
 from state.result import SlotResult
@@ -238,6 +240,38 @@ def about_itself_check(text: str) -> CheckResult:
         if found
         else "",
     )
+
+
+_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def _cells(line: str) -> int:
+    """The cells of a Markdown table row (a pipe inside a code span or escaped is a cell's own)."""
+    row = re.sub(r"`[^`]*`", "x", line.strip()).replace("\\|", "x")
+    return len(row.removeprefix("|").removesuffix("|").split("|"))
+
+
+def table_rows_check(text: str) -> CheckResult:
+    """``table.rows``: every row of every Markdown table has as many cells as its header.
+
+    review_whole_dec07, arch-comparison-table: the "Cost" row of a four-column table had three cells, so its
+    gRPC column was empty and the row read as two products' costs; every check passed. Over the 37 tables of
+    the saved documents, 5 had such a row (harness, bare and reference documents alike).
+    """
+    lines = without_code(text).splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if not (line.strip().startswith("|") and _SEPARATOR.match(lines[i + 1])):
+            continue
+        width = _cells(line)
+        for row in itertools.takewhile(lambda r: r.strip().startswith("|"), lines[i + 2 :]):
+            if _cells(row) != width:
+                return CheckResult(
+                    name="table.rows",
+                    passed=False,
+                    detail=f"a row has {_cells(row)} cells where its header has {width} ({row.strip()[:60]!r}): "
+                    "give every row one cell per column",
+                )
+    return CheckResult(name="table.rows", passed=True)
 
 
 def table_check(result: SlotResult) -> CheckResult:
