@@ -88,6 +88,14 @@ the missing fact belongs, naming the fact, and keep writing around it:
 EXAMPLE_DESCRIPTIONS = frozenset({"the fact", "the question", "the detail", "short description"})
 """What the protocol's example placeholders ask for: a placeholder that asks only this was copied, not written."""
 
+UNCERTAINTY_PROTOCOL_FICTION = """\
+CREATIVE WRITING:
+Invent every name, place, event and detail the piece needs, and write it into the text. Write no placeholders,
+no definitions and no explanations of words: a reader wants the piece itself."""
+"""The protocol of creative writing: a mystery scene's "{{ASSIST:user:the clue}}" and "{{ASSIST:user:the police}}"
+were filled with a consulted definition each ("The police are law enforcement agencies that ...") inside the
+story, in four review runs (review_whole_dec07, cw-train-scene)."""
+
 UNCERTAINTY_PROTOCOL_CODE = """\
 UNKNOWN VALUES:
 Never invent a value the task does not give (a hostname, a password, a file name, a limit): take it as a

@@ -84,6 +84,10 @@ _PERSONAL = re.compile(
     re.IGNORECASE,
 )
 """Words of a user request that point at the person or their own world (a name, a date, their systems)."""
+_NAMED = re.compile(r"(?<=[a-z,;:] )(?!I\b)[A-Z][\w'&-]*")
+"""A capitalised word inside a request: a name, most often the person's own shop, product or client
+(review_whole_dec07, cw-slogan: "What is the main focus of Spoke & Chain?" was put to the writer itself, which
+answered that the bicycle repair shop makes jewellery for women, and the answer stood as a section's title)."""
 
 
 def asks_the_person(description: str) -> bool:
@@ -92,7 +96,7 @@ def asks_the_person(description: str) -> bool:
     One that names nothing of theirs is a general question the expert put to the wrong party ("potassium-rich
     foods", "types of exercises" in a real patient leaflet); in a mode that cannot ask, the expert is consulted.
     """
-    return bool(_PERSONAL.search(description))
+    return bool(_PERSONAL.search(description) or _NAMED.search(description))
 
 
 def parse_consult_answer(text: str) -> tuple[str | None, str]:

@@ -31,6 +31,7 @@ from state.framework import Deliverable, SlotSpec
 __all__ = [
     "CONTRACTS",
     "EXPLAINS_CODE",
+    "FICTION",
     "Contract",
     "contract_for",
     "contract_of",
@@ -91,6 +92,13 @@ EXPLAINS_CODE = re.compile(
 )
 """A code task that asks for its own explanation ("write the index that helps it and explain why", "...and explain
 how it works"): the same deliverable (the planner keeps it one part), explained in a section of its own."""
+FICTION = re.compile(
+    r"\b(?<!user )(?:stor(?:y|ies)|scenes?|poems?|haikus?|limericks?|sonnets?|verses?|slogans?|taglines?|lyrics|"
+    r"songs?|fables?|fairy[- ]tales?|novels?|screenplays?|toasts?|jingles?)\b",
+    re.I,
+)
+"""Creative writing ("the opening scene of a mystery novel", "five slogans for ..."; not "user stories"): its
+prompt asks for invention and no placeholders (:data:`engine.prompts.UNCERTAINTY_PROTOCOL_FICTION`)."""
 _MAKES_CODE = re.compile(
     r"\b(?:write|rewrite|create|implement|build|add|generate|refactor|fix|optimi[sz]e|propose|code)\b", re.I
 )
@@ -157,6 +165,8 @@ class Contract:
     """The one function the task hands over to complete (code only): the deliverable is that function."""
     explained: bool = False
     """Code whose task also asks to explain it: section 2 is that explanation, required (:data:`EXPLAINS_CODE`)."""
+    fiction: bool = False
+    """Prose that is creative writing (:data:`FICTION`): invented, never a placeholder."""
 
     @property
     def code_first(self) -> bool:
@@ -230,4 +240,6 @@ def contract_for(spec: SlotSpec, expert: str | None) -> Contract:
         return replace(contract, max_items=1, function=name)
     if contract.deliverable == "code" and EXPLAINS_CODE.search(" ".join([spec.title, spec.description])):
         return replace(contract, min_items=2, max_items=2, max_block_lines=6, max_line_chars=600, explained=True)
+    if contract.deliverable == "prose" and FICTION.search(" ".join([spec.title, spec.description])):
+        return replace(contract, fiction=True)
     return contract

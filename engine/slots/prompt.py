@@ -199,7 +199,11 @@ def _messages_system(job: SlotJob, contract: Contract) -> str:
         persona=job.persona,
         output_contract=_contract_text(contract),
         uncertainty_protocol=(
-            prompts.UNCERTAINTY_PROTOCOL_CODE if contract.code_first else prompts.UNCERTAINTY_PROTOCOL
+            prompts.UNCERTAINTY_PROTOCOL_CODE
+            if contract.code_first
+            else prompts.UNCERTAINTY_PROTOCOL_FICTION
+            if contract.fiction
+            else prompts.UNCERTAINTY_PROTOCOL
         ),
     )
 

@@ -129,6 +129,10 @@ def test_requests_that_name_the_persons_world_are_theirs() -> None:
     personal = ["Name", "Insert Date", "Landlord's Name", "who approves the project budget", "your clinic's ward codes"]
     assert all(asks_the_person(d) for d in personal)
     assert not any(asks_the_person(d) for d in ["potassium-rich foods", "types of exercises"])
+    # a name inside the request is most often the person's own (review_whole_dec07, cw-slogan: the writer asked
+    # about the shop and answered itself that the bicycle repair shop makes jewellery)
+    assert asks_the_person("What is the main focus of Spoke & Chain?")
+    assert not asks_the_person("the clue")
 
 
 def test_expert_consult_fills_with_the_consulted_expert_as_source(kb: KnowledgeBase) -> None:

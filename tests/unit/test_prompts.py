@@ -131,3 +131,26 @@ def test_a_function_tasks_prompt_shares_its_persona_and_contract_heading_with_ot
     assert shared.startswith("You are a careful Python developer.") and shared.endswith("(mandatory):\n")
     assert "add" not in shared.split("\n")[-2]
     assert fit_prompt(replace(job, contract=code), settings).shared is None  # nothing names the task: all shared
+
+
+def _asking(text: str) -> SlotJob:
+    from dataclasses import replace
+
+    job = _job()
+    return replace(job, spec=job.spec.model_copy(update={"description": text}))
+
+
+def test_creative_writing_is_asked_for_invention_and_no_placeholders() -> None:
+    # review_whole_dec07, cw-train-scene: "{{ASSIST:user:the clue}}" in a mystery scene was filled with a consulted
+    # definition ("The clue is a secret message or information that is hidden or concealed.") inside the story
+    settings = resolve_settings({"backend": "fake"}, env={})
+    for text in [
+        "Write the opening scene of a mystery novel set on a night train through the Alps.",
+        "Write five slogans for a bicycle repair shop called Spoke & Chain.",
+        "A haiku about autumn rain",
+    ]:
+        system, _ = build_messages(_asking(text), settings)
+        assert prompts.UNCERTAINTY_PROTOCOL_FICTION in system.content and "{{ASSIST" not in system.content, text
+    for text in ["Write user stories for the checkout page.", "Explain how the cache is invalidated."]:
+        system, _ = build_messages(_asking(text), settings)
+        assert "{{ASSIST:lookup:the fact}}" in system.content, text
