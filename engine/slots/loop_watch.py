@@ -3,9 +3,10 @@
 A small model that starts repeating itself usually goes on until ``max_tokens``: on the review set a README
 task spent 984 s on four slots of looping text that the repetition check (:func:`engine.slots.checks.repetition_check`)
 then failed. :class:`LoopWatch` reads the answer as it is written (``GenerationRequest.on_token``) and sets the
-request's ``halt`` once the text loops beyond doubt: a sentence four times, a line four times in a row, or an
-eight-word phrase six times. Each is stricter than the repetition check's (three, three and four), so a halted
-answer is one the check fails anyway: halting changes what a loop costs, never which candidate is kept. Code is
+request's ``halt`` once the text loops beyond doubt: a sentence four times, a line four times in a row, an
+eight-word phrase six times, or a paragraph twice. Each is as strict as the repetition check's (three, three,
+four and twice) or stricter, so a halted answer is one the check fails anyway: halting changes what a loop costs,
+never which candidate is kept. Code is
 not read (closed or still open code blocks): repeated lines are normal in code, and the check does not judge
 them either.
 

@@ -595,3 +595,18 @@ def test_a_table_row_short_of_a_cell_fails_and_a_whole_table_is_kept() -> None:
     assert checks_of(piped, "table")["table.rows"][0]
     fenced = "## Outline\n1. T\n\n## 1. T\nLike this:\n\n```text\n| a | b |\n|---|---|\n| 1 |\n```\n"
     assert checks_of(fenced, "prose")["table.rows"][0]
+
+
+def test_a_paragraph_written_twice_is_a_loop() -> None:
+    """The mystery scene through `coe run` on 2026-12-07: its last two paragraphs came again word for word."""
+    from engine.slots.checks import repetition_check
+
+    again = (
+        "The conductor then explained how he would be taking the passengers to the mountain top where the missing "
+        "person was hiding. He would wait for them there until they arrived safely."
+    )
+    opening = "As the train slowly pulled into the station, the passengers gathered."
+    story = f"{opening}\n\n{again}\n\nThey set off.\n\n{again}\n"
+    check = repetition_check(story)
+    assert not check.passed and check.detail.startswith("a paragraph is written twice ('the conductor then")
+    assert repetition_check(story.replace(f"\n\n{again}\n", "\n")).passed
