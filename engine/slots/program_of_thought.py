@@ -54,6 +54,7 @@ __all__ = [
     "final_statement",
     "fractions_read",
     "is_money",
+    "last_line",
     "printed_values",
     "readable",
     "repair_messages",

@@ -46,6 +46,7 @@ from engine.slots.program_of_thought import (
     calculate,
     concludes_check,
     is_money,
+    last_line,
     result_check,
     verdict,
     with_working,
@@ -193,13 +194,43 @@ def _vote(slot: _Slot, chosen: _Draw, backend: ExpertBackend, emit: ProgressSink
     calc = slot.calculation
     if calc is None or not calc.values:
         return None
+    early = list(slot.recalculations)  # drawn for a candidate's vote already (:func:`_second_opinion`): they count
 
     def again() -> Calculation | None:
+        if early:
+            return early.pop(0)
         drawn = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE, len(slot.recalculations) + 1)
         slot.recalculations.append(drawn)
         return drawn
 
     return verdict(chosen.result.body_text(), calc, again, told=chosen.told)
+
+
+def _second_opinion(slot: _Slot, draw: _Draw, backend: ExpertBackend, emit: ProgressSink) -> None:
+    """A second program votes on ``draw`` before an answer is drawn told the first program's value.
+
+    Only for a candidate not told the value whose one failed hard check is ``math.result``, once a slot. When the
+    second program prints the candidate's value, the answer and a program outvote the first program (the vote's
+    ``answer``): the candidate passes and no answer is drawn told a value two voices reject. On GSM8K train rows
+    40-49 four of ten runs drew that told answer and kept the first one anyway, by the vote that came after it
+    (docs/decisions/answers.md). Otherwise the program is kept for the vote on the answer finally kept.
+    """
+    failed = [c.name for c in draw.checks if c.severity == "hard" and not c.passed]
+    calc = slot.calculation
+    if draw.told or failed != ["math.result"] or calc is None or not calc.values or slot.recalculations:
+        return
+    second = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE, 1, why="the answer does not state its value")
+    slot.recalculations.append(second)
+    if second is None or not second.values or not result_check(draw.result.body_text(), second).passed:
+        return
+    sided = CheckResult(
+        name="math.result",
+        passed=True,
+        detail=f"the answer states what a second program printed ({last_line(second.output)[:60]!r}), against the "
+        f"first program's {last_line(calc.output)[:60]!r}",
+    )
+    draw.checks = [sided if c.name == "math.result" else c for c in draw.checks]
+    draw.record = draw.record.model_copy(update={"checks": draw.checks, "score": score(draw.checks)})
 
 
 def _stating(slot: _Slot, chosen: _Draw) -> _Draw:
@@ -354,7 +385,7 @@ def _draw_candidates(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) ->
         bigger = job.escalation if plan.model == "escalation" else None
         model, owner = bigger if bigger is not None else (job.model, backend)
         try:
-            slot.draw(plan, owner, model, feedback, told=told)
+            made = slot.draw(plan, owner, model, feedback, told=told)
         except _DrawFailed as exc:
             if not slot.draws:
                 raise
@@ -364,6 +395,7 @@ def _draw_candidates(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) ->
                 )
             )
             return
+        _second_opinion(slot, made, backend, emit)
 
 
 @dataclass

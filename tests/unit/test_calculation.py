@@ -176,8 +176,9 @@ def answer(value: str) -> str:
 
 
 def test_a_math_slot_keeps_the_candidate_that_states_the_computed_result() -> None:
-    # the second answer is told the value, so a second program must print it too for the check to pass
-    backend = Scripted([PROGRAM, answer("0.6"), answer("about 0.518"), "```python\nprint(1 - 625 / 1296)\n```"])
+    # a second program votes on the first answer and prints the first program's value: the second answer is told
+    # it, and passes on the two programs' word
+    backend = Scripted([PROGRAM, answer("0.6"), "```python\nprint(1 - 625 / 1296)\n```", answer("about 0.518")])
     settings = resolve_settings({"backend": "fake", "best_of": 3, "calculate": True}, env={})
     events: list[dict[str, object]] = []
     outcome = run_slot(math_job(), backend, settings, emit=events.append)
@@ -203,13 +204,14 @@ def test_no_candidate_states_it_the_kept_one_says_what_the_program_printed() -> 
     settings = resolve_settings({"backend": "fake", "best_of": 2, "calculate": True}, env={})
     outcome = run_slot(math_job(), backend, settings, emit=lambda _: None)
     assert outcome.result is not None
-    # the program, two candidates, the judge of their tie, and a second program for the vote
+    # the program, the first candidate, a second program for the vote on it (it prints nothing: no vote), the
+    # second candidate told the value, and the judge of their tie
     assert [r.slot_id for r in backend.requests] == [
         "answer@calculate",
         "answer",
+        "answer@recalculate",
         "answer",
         "answer@judge",
-        "answer@recalculate",
     ]
     assert any("math.result" in n.message and "0.5177" in n.message for n in outcome.notices)
 
@@ -323,35 +325,39 @@ def test_a_value_the_answer_was_told_is_confirmed_by_another_program_or_outvoted
     right = "```python\nr = 0.0625 / 12\nprint(round(336000 * r / (1 - (1 + r) ** -360), 2))\n```"
     settings = resolve_settings({"backend": "fake", "best_of": 4, "calculate": True}, env={})
     plain = "The loan is $336,000, and the payment is $2,100."
-    outcome = run_slot(
-        finance_job(HOUSE), Scripted([wrong, plain, told("11,141.67"), right, right]), settings, emit=lambda _: None
-    )
+    # the first answer states neither: a second program votes first, then the answer told the first's value
+    backend = Scripted([wrong, plain, right, told("11,141.67"), right])
+    outcome = run_slot(finance_job(HOUSE), backend, settings, emit=lambda _: None)
+    order = ["answer@calculate", "answer", "answer@recalculate", "answer", "answer@recalculate"]
+    assert [r.slot_id for r in backend.requests] == order
     assert outcome.result is not None and outcome.result.quality is not None
     assert not outcome.result.quality.passed and "11,141.67" in outcome.result.body_text()
     first = outcome.result.sections[0]  # the programs' result comes first
     assert first.title == "Computed result" and "**Result: 2068.81**" in first.body
-    # an earlier answer, not told the value, that states the programs' result is kept instead
-    plain = "The loan is $336,000, and the monthly payment is about $2,068.81."
-    outcome = run_slot(
-        finance_job(HOUSE), Scripted([wrong, plain, told("11,141.67"), right, right]), settings, emit=lambda _: None
-    )
+    # a first answer that states what the second program prints is kept on their vote: no answer is told the
+    # value two voices reject (GSM8K train rows 40-49: four told answers drawn and then outvoted)
+    stated = "The loan is $336,000, and the monthly payment is about $2,068.81."
+    backend = Scripted([wrong, stated, right])
+    outcome = run_slot(finance_job(HOUSE), backend, settings, emit=lambda _: None)
+    assert [r.slot_id for r in backend.requests] == order[:3]
     assert outcome.result is not None and outcome.result.quality is not None and outcome.result.quality.passed
     assert outcome.result.quality.chosen == "c1" and "11,141.67" not in outcome.result.body_text()
     working = outcome.result.sections[-1]
     assert "**Result: 2068.81**" in working.body and "so the result is the answer's" in working.body
-    [select] = [e for e in outcome.ledger if e.action == "select"]
-    assert "states the result two programs printed" in select.outputs_summary
+    [first] = outcome.result.quality.candidates
+    [sided] = [c for c in first.checks if c.name == "math.result"]
+    assert sided.passed and "printed ('2068.81'), against the first program's '11141.67'" in sided.detail
     # a second program that prints nothing does not vote: a third does
     fails = "```python\nraise SystemExit(1)\n```"
     program = wrong.replace("336000 * (1 - 0.0625 / 12) / 30", "11141.67")
-    backend = Scripted([wrong, "The payment is $2,100.", told("11,141.67"), fails, program])
+    backend = Scripted([wrong, "The payment is $2,100.", told("11,141.67"), fails, program])  # it fails stubs too
     outcome = run_slot(finance_job(HOUSE), backend, settings, emit=lambda _: None)
     assert outcome.result is not None and outcome.result.quality is not None and outcome.result.quality.passed
     assert "another program printed it too" in outcome.result.sections[-1].body
     # no program confirms it: the value is said to be unconfirmed, and the check fails
     outcome = run_slot(
         finance_job(HOUSE),
-        Scripted([wrong, plain, told("11,141.67"), right, "no program"]),
+        Scripted([wrong, plain, right, told("11,141.67"), "no program"]),
         settings,
         emit=lambda _: None,
     )
