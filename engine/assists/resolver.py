@@ -74,13 +74,17 @@ _HEDGE = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_ABOUT_ITS_FIELD = re.compile(r"\bexpertise\b|\boutside (?:my|the) (?:field|scope|area)\b", re.IGNORECASE)
+"""A consulted answer about who should answer, not the answer ("This requires system design expertise, not
+software architecture expertise.", filled into a disk-full checklist as a fact, review_general_on_1p5b)."""
 
 
 _PERSONAL = re.compile(
     r"\b(?:you|your|yours|we|our|ours|us|my|mine|their|who|whom|whose|name|names|signatory|signature|date|dates|"
     r"day|time|times|deadline|when|where|location|address|venue|phone|e-?mail|contact|budget|price|cost|insert|"
     r"company|organi[sz]ation|team|client|customer|patient|person|people|staff|employee|landlord|tenant|"
-    r"recipient|sender|preferred|preference|prefer|own|internal|local|current|existing)\b",
+    r"recipient|sender|preferred|preference|prefer|own|internal|local|current|existing|state|province|country|"
+    r"jurisdiction)\b",
     re.IGNORECASE,
 )
 """Words of a user request that point at the person or their own world (a name, a date, their systems)."""
@@ -120,6 +124,8 @@ def parse_consult_answer(text: str) -> tuple[str | None, str]:
         return None, f"gave an answer of {len(body)} characters (at most {CONSULT_ANSWER_CHARS})"
     if _HEDGE.search(_strip_placeholders(body)):
         return None, "said it was not sure"
+    if _ABOUT_ITS_FIELD.search(body):
+        return None, "answered about whose field it is, not the question"
     return body, ""
 
 

@@ -132,6 +132,9 @@ def test_requests_that_name_the_persons_world_are_theirs() -> None:
     # a name inside the request is most often the person's own (review_whole_dec07, cw-slogan: the writer asked
     # about the shop and answered itself that the bicycle repair shop makes jewellery)
     assert asks_the_person("What is the main focus of Spoke & Chain?")
+    # review_whole_dec07, legal-nda: "the laws of {{ASSIST:user:State/Province}}" was filled with a definition of
+    # the words ("State/Province is a legal term used to identify the administrative division of a country")
+    assert asks_the_person("State/Province") and asks_the_person("the governing jurisdiction")
     assert not asks_the_person("the clue")
 
 
@@ -268,6 +271,9 @@ def test_parse_consult_answer() -> None:
     assert parse_consult_answer("ANSWER:   ")[1] == "gave an empty answer"
     assert parse_consult_answer("**ANSWER:** 5 s")[0] == "5 s"
     assert parse_consult_answer("ANSWER: " + "word " * 100)[1].startswith("gave an answer of")
+    # review_general_on_1p5b, the disk-full checklist: an answer about whose field it is was filled in as a fact
+    scope = "ANSWER: This requires system design expertise, not software architecture expertise."
+    assert parse_consult_answer(scope) == (None, "answered about whose field it is, not the question")
 
 
 def test_an_answer_that_only_repeats_the_question_is_no_answer() -> None:
