@@ -271,6 +271,8 @@ def test_a_failed_shipped_expert_leaves_routing_with_its_routing_examples() -> N
         ("```yaml\non: push\njobs: {}\n```", {"code": "yaml"}, []),
         ("```bash\nif [ -d x ]; then echo; fi\n```", {"code": "bash"}, []),
         ("```bash\nif [ -d x ]; then echo\n```", {"code": "bash"}, ["code (bash): bash -n"]),
+        ('```bash\ncd /tmp\necho "$1"\n```', {"code": "bash"}, []),  # ShellCheck's style warning is no fault
+        ('```bash\necho "$name"\n```', {"code": "bash"}, ["code (bash): shellcheck"]),  # never set
         ("The payment is $1,798.65 a month.", {"number": 1798.65}, []),
         ("The payment is $2,500 a month.", {"number": 1798.65}, ["number: 1798.65 is not stated"]),
         ("no code here", {"code": "json"}, ["code (json): no ```json block"]),

@@ -893,7 +893,7 @@ def _shellcheck(code: str) -> CheckResult:
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         return CheckResult(name="bash.lint", passed=True, severity="soft", detail=f"shellcheck did not run: {exc}")
     if not comments:
-        return CheckResult(name="bash.lint", passed=True, severity="soft")
+        return CheckResult(name="bash.lint", passed=True)
     unset = [c for c in comments if f"SC{c.get('code')}" == UNSET_VARIABLE]
     first = (unset or comments)[0]
     return CheckResult(
