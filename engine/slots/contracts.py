@@ -93,8 +93,8 @@ EXPLAINS_CODE = re.compile(
 """A code task that asks for its own explanation ("write the index that helps it and explain why", "...and explain
 how it works"): the same deliverable (the planner keeps it one part), explained in a section of its own."""
 FICTION = re.compile(
-    r"\b(?<!user )(?:stor(?:y|ies)|scenes?|poems?|haikus?|limericks?|sonnets?|verses?|slogans?|taglines?|lyrics|"
-    r"songs?|fables?|fairy[- ]tales?|novels?|screenplays?|toasts?|jingles?)\b",
+    r"\b(?<!user )(?<!behind the )(?:stor(?:y|ies)|scenes?|poems?|haikus?|limericks?|sonnets?|verses?|slogans?|"
+    r"taglines?|lyrics|songs?|fables?|fairy[- ]tales?|novels?|screenplays?|toasts?|jingles?)\b",
     re.I,
 )
 """Creative writing ("the opening scene of a mystery novel", "five slogans for ..."; not "user stories"): its

@@ -6,9 +6,8 @@ then failed. :class:`LoopWatch` reads the answer as it is written (``GenerationR
 request's ``halt`` once the text loops beyond doubt: a sentence four times, a line four times in a row, an
 eight-word phrase six times, or a paragraph twice. Each is as strict as the repetition check's (three, three,
 four and twice) or stricter, so a halted answer is one the check fails anyway: halting changes what a loop costs,
-never which candidate is kept. Code is
-not read (closed or still open code blocks): repeated lines are normal in code, and the check does not judge
-them either.
+never which candidate is kept. Code is not read (closed or still open code blocks): repeated lines are normal in
+code, and the check does not judge them either.
 
 When every candidate of a slot looped, the kept one is still degenerate; :func:`cut_loops` then removes its
 repeats before it is delivered: every sentence of five words or more said before, and a last fragment that only

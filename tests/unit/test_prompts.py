@@ -151,6 +151,10 @@ def test_creative_writing_is_asked_for_invention_and_no_placeholders() -> None:
     ]:
         system, _ = build_messages(_asking(text), settings)
         assert prompts.UNCERTAINTY_PROTOCOL_FICTION in system.content and "{{ASSIST" not in system.content, text
-    for text in ["Write user stories for the checkout page.", "Explain how the cache is invalidated."]:
+    for text in [
+        "Write user stories for the checkout page.",
+        "Explain how the cache is invalidated.",
+        "Explain what happens behind the scenes when a browser loads a page.",
+    ]:
         system, _ = build_messages(_asking(text), settings)
         assert "{{ASSIST:lookup:the fact}}" in system.content, text
