@@ -233,13 +233,14 @@ def contract_for(spec: SlotSpec, expert: str | None) -> Contract:
     two: the code, and the explanation, required.
     """
     contract = contract_of(*deliverable_of(spec, expert))
+    asked = " ".join([spec.title, spec.description])
     name = None
     if contract.language == "python":
         name = function_to_complete(spec.description) or function_tested(spec.description)
     if contract.deliverable == "code" and name is not None:
         return replace(contract, max_items=1, function=name)
-    if contract.deliverable == "code" and EXPLAINS_CODE.search(" ".join([spec.title, spec.description])):
+    if contract.deliverable == "code" and EXPLAINS_CODE.search(asked):
         return replace(contract, min_items=2, max_items=2, max_block_lines=6, max_line_chars=600, explained=True)
-    if contract.deliverable == "prose" and FICTION.search(" ".join([spec.title, spec.description])):
+    if contract.deliverable == "prose" and FICTION.search(asked):
         return replace(contract, fiction=True)
     return contract

@@ -198,14 +198,17 @@ def _messages_system(job: SlotJob, contract: Contract) -> str:
     return prompts.SYSTEM_PROMPT.format(
         persona=job.persona,
         output_contract=_contract_text(contract),
-        uncertainty_protocol=(
-            prompts.UNCERTAINTY_PROTOCOL_CODE
-            if contract.code_first
-            else prompts.UNCERTAINTY_PROTOCOL_FICTION
-            if contract.fiction
-            else prompts.UNCERTAINTY_PROTOCOL
-        ),
+        uncertainty_protocol=_protocol(contract),
     )
+
+
+def _protocol(contract: Contract) -> str:
+    """What the expert is told to do with what it does not know: code, creative writing, or everything else."""
+    if contract.code_first:
+        return prompts.UNCERTAINTY_PROTOCOL_CODE
+    if contract.fiction:
+        return prompts.UNCERTAINTY_PROTOCOL_FICTION
+    return prompts.UNCERTAINTY_PROTOCOL
 
 
 def _contract_text(contract: Contract) -> str:

@@ -197,13 +197,18 @@ def _vote(slot: _Slot, chosen: _Draw, backend: ExpertBackend, emit: ProgressSink
     early = list(slot.recalculations)  # drawn for a candidate's vote already (:func:`_second_opinion`): they count
 
     def again() -> Calculation | None:
-        if early:
-            return early.pop(0)
-        drawn = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE, len(slot.recalculations) + 1)
-        slot.recalculations.append(drawn)
-        return drawn
+        return early.pop(0) if early else _recalculated(slot, backend, emit)
 
     return verdict(chosen.result.body_text(), calc, again, told=chosen.told)
+
+
+def _recalculated(
+    slot: _Slot, backend: ExpertBackend, emit: ProgressSink, why: str = "the values so far disagree"
+) -> Calculation | None:
+    """One more program for the vote, sampled, numbered after the ones drawn before, and kept with them."""
+    drawn = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE, len(slot.recalculations) + 1, why=why)
+    slot.recalculations.append(drawn)
+    return drawn
 
 
 def _second_opinion(slot: _Slot, draw: _Draw, backend: ExpertBackend, emit: ProgressSink) -> None:
@@ -219,8 +224,7 @@ def _second_opinion(slot: _Slot, draw: _Draw, backend: ExpertBackend, emit: Prog
     calc = slot.calculation
     if draw.told or failed != ["math.result"] or calc is None or not calc.values or slot.recalculations:
         return
-    second = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE, 1, why="the answer does not state its value")
-    slot.recalculations.append(second)
+    second = _recalculated(slot, backend, emit, why="the answer does not state its value")
     if second is None or not second.values or not result_check(draw.result.body_text(), second).passed:
         return
     sided = CheckResult(
@@ -418,7 +422,8 @@ class _Slot:
     verdict: Verdict | None = None
     """The vote on the kept answer and the programs (a second one drawn when they disagree)."""
     recalculations: list[Calculation | None] = field(default_factory=list)
-    """The second program, drawn for the vote when the kept answer and the first disagree."""
+    """The programs drawn for the vote, in order: a second when a candidate and the first disagree
+    (:func:`_second_opinion`), more when the kept answer's vote needs them."""
     ledger: list[LedgerEntry] = field(default_factory=list)
     draws: list[_Draw] = field(default_factory=list)
     reported_cuts: set[str] = field(default_factory=set)
