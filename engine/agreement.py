@@ -20,7 +20,10 @@ What is compared (docs/answers.md, "Parts that agree"):
   ``/items`` in the implementations).
 * Configuration: a part whose Python code reads keys (``config["db_url"]``) that the YAML config file another
   part wrote does not have (``database_url``).
-* Figures: a part that states one of the task's computed figures (:mod:`engine.figures`) with another value.
+* Figures: a part that states one of the task's computed figures (:mod:`engine.figures`) with another value; and,
+  for a quantity no program computed, a part that gives a named quantity (``NPV``, "the monthly payment":
+  :mod:`engine.slots.checks.quantities`) another value than an earlier part gave it (a memo's payback period
+  against the model part's).
 * Templates: a part titled as a template defines placeholders (``{{name}}``, ``{name}``, ``[Patient Name]``); a
   part whose Python code fills placeholders (``.replace("{{name}}", ...)``, ``.format(name=...)``) must fill
   exactly those (mp-reminder-sms: the script filled ``{{appointment_name}}``, the template had ``[Recipient's
@@ -48,7 +51,8 @@ from dataclasses import dataclass
 
 from engine.figures import figures_constraint, stated_otherwise
 from engine.slots.checks import module_code, module_name, python_modules, tests_against
-from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, without_closed_code
+from engine.slots.checks.quantities import Stated, same_value, stated_values
+from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm, without_closed_code
 from engine.slots.sandbox import SandboxLimits
 from state.figures import TaskFigures
 from state.result import SlotResult
@@ -78,7 +82,8 @@ class Disagreement:
     kind: str
     """``sql.columns`` (a query uses a column the table lacks), ``sql.tables`` or ``python.names`` (two
     definitions of one name differ), ``http.endpoints`` (another API's paths), ``config.keys`` (keys the config
-    file lacks), ``figures`` (a computed figure stated otherwise; ``source_id`` "figures"),
+    file lacks), ``figures`` (a computed figure stated otherwise; ``source_id`` "figures"), ``figures.named`` (a
+    named quantity another part gave another value),
     ``template.placeholders`` (placeholders filled that the template lacks, or left unfilled), ``sql.rows`` (row
     keys the query does not select), ``python.imports`` (a name imported from a part's module that it lacks, or
     from a module no part delivers), ``python.tests`` (a part's tests fail against the module they import)."""
@@ -110,6 +115,7 @@ def disagreements(
     )
     if figures is not None and figures.figures:
         found += _figure_disagreements(parts, figures, task)
+    found += _named_disagreements(parts, figures)
     order = {p.slot_id: at for at, p in enumerate(parts)}
     return sorted(found, key=lambda d: (order[d.slot_id], d.kind))
 
@@ -831,6 +837,35 @@ def _figure_disagreements(parts: Sequence[Part], figures: TaskFigures, task: str
                 )
             )
     return out
+
+
+def _named_disagreements(parts: Sequence[Part], figures: TaskFigures | None) -> list[Disagreement]:
+    """A part that gives a named quantity another value than the first part to give it one.
+
+    A quantity a program computed for the task is left to :func:`_figure_disagreements`: the program, not the
+    first part, says what its value is.
+    """
+    computed = {w for f in (figures.figures if figures is not None else []) for w in norm(f.name).split()}
+    first: dict[str, tuple[Part, Stated]] = {}
+    out = []
+    for part in parts:
+        for stated in stated_values(part.result.raw):
+            if set(stated.name.split()) <= computed:
+                continue
+            owner, given = first.setdefault(stated.name, (part, stated))
+            if owner.slot_id != part.slot_id and not same_value(given, stated):
+                out.append(
+                    Disagreement(
+                        slot_id=part.slot_id,
+                        source_id=owner.slot_id,
+                        kind="figures.named",
+                        detail=f"gives the {stated.label} as {stated.shown} where part {owner.slot_id} gives "
+                        f"{given.shown}",
+                        facts=f'The part "{owner.title}" gives the {given.label} as {given.shown} '
+                        f'("{given.line[:160]}"): state the same value.',
+                    )
+                )
+    return _once(out)
 
 
 def _once(found: list[Disagreement]) -> list[Disagreement]:

@@ -548,3 +548,19 @@ def test_a_second_writing_takes_the_first_writings_warnings_with_it(write_script
     assert "bookings.csv" not in run(4)  # every draw of the first writing failed; the second writing's first passed
     # every draw of both writings failed: the second writing's warning is said once, not once per writing
     assert run(8).count("kept answer (c1 of 4) fails its checks: python.runs: FileNotFoundError") == 1
+
+
+def test_a_named_quantity_another_part_gives_otherwise_is_sent_back_unless_a_program_computed_it() -> None:
+    """mp4-solar-payback: the model part's payback and the email's were two figures, neither checked."""
+    from state.figures import Figure, TaskFigures
+
+    model = "## 1. Payback\nThe annual savings are 1,260.00, so the payback period is 3.2 years."
+    email = "## 1. Email\nDear Sam, the payback period is 5 years (12,960 / 2,592)."
+    agreeing = "## 1. Email\nDear Sam, the payback period is about 3.2 years."
+    [found] = disagreements([_part("model", model), _part("email", email)])
+    assert (found.slot_id, found.source_id, found.kind) == ("email", "model", "figures.named")
+    assert found.detail == "gives the payback period as 5 where part model gives 3.2"
+    assert found.facts.startswith('The part "Model" gives the payback period as 3.2 ("The annual savings are')
+    assert disagreements([_part("model", model), _part("email", agreeing)]) == []
+    computed = TaskFigures(model="m", note="", figures=[Figure(name="payback period", value=3.2)])
+    assert [d.kind for d in disagreements([_part("model", model), _part("email", email)], computed)] == ["figures"]

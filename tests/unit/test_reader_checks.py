@@ -610,3 +610,54 @@ def test_a_paragraph_written_twice_is_a_loop() -> None:
     check = repetition_check(story)
     assert not check.passed and check.detail.startswith("a paragraph is written twice ('the conductor then")
     assert repetition_check(story.replace(f"\n\n{again}\n", "\n")).passed
+
+
+# --- one named quantity, two values -----------------------------------------------------------------------------
+
+NPV_ANSWER = (
+    "## Outline\n1. Net Present Value (NPV) Calculation\n2. Project Evaluation\n\n"
+    "## 1. Net Present Value (NPV) Calculation\n"
+    "First, we calculate the present value of each cash flow:\n"
+    r"- Year 1: \( \frac{4000}{(1 + 0.10)^1} = \frac{4000}{1.10} = 3636.37 \)"
+    "\n"
+    r"- Year 2: \( \frac{4000}{(1 + 0.10)^2} = \frac{4000}{1.21} = 3305.79 \)"
+    "\n\n"
+    "Next, we sum these present values:\n"
+    r"\[ \text{NPV} = 3636.37 + 3305.79 + 3005.26 - 10000 = -52.58 \]"
+    "\n\n"
+    "## 2. Project Evaluation\n"
+    "The NPV of the project is negative (-236.88), which means that the present value of the future cash flows is "
+    "less than the initial investment. Therefore, this project is not worth it at a 10% discount rate.\n"
+)
+"""review_whole_dec07, fin-npv: the finance expert's kept answer (cut down), every check passed."""
+
+
+def test_a_quantity_given_two_values_fails() -> None:
+    passed, detail = checks_of(NPV_ANSWER, "prose")["numbers.one_value"]
+    assert not passed
+    assert detail == "the answer gives the NPV as -52.58 and as -236.88: work it out once and state one value"
+    agreeing = NPV_ANSWER.replace("negative (-236.88)", "negative (52.58)")  # the sign a word carries
+    assert checks_of(agreeing, "prose")["numbers.one_value"][0]
+    rounded = NPV_ANSWER.replace("(-236.88)", "at about -52.6")  # rounded, within 1%
+    assert checks_of(rounded, "prose")["numbers.one_value"][0]
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        # two conditions, each with its own number before the name (repeat_penalty_documents, math-percent)
+        "So, after a 20% rise, the final price is $120.\nSo, after a 20% fall, the final price is $96.",
+        # each year's own present value, written with a subscript
+        "\\( \\text{PV}_1 = 3636.36 \\) and \\( \\text{PV}_2 = 3305.79 \\).",
+        # a table's rows are one scenario each
+        "| scenario | result |\n|---|---|\n| low rate | the NPV is 893 |\n| high rate | the NPV is -53 |",
+        # a percentage and its fraction are one value
+        "The IRR is 15%.\n\nIn decimal form, IRR = 0.15.",
+        # an expression after the name is not its value
+        "The monthly payment is 300000 * 0.005 / (1 - 1.005 ** -360).\n\nThe monthly payment is $1,798.65.",
+        # a code block is not prose
+        "```python\nNPV = 5\n```\n\nThe NPV is -52.59.",
+    ],
+)
+def test_one_value_reads_conditions_subscripts_tables_and_code_as_no_second_value(prose: str) -> None:
+    assert checks_of(f"## Outline\n1. Answer\n\n## 1. Answer\n{prose}\n", "prose")["numbers.one_value"][0]

@@ -15,6 +15,8 @@ deliverable:
   with ``FROM``.
 * **data**: the block parses as its language.
 * The text beside code or data (the usage note) must not repeat itself either.
+* Any answer: every Markdown table row has its header's cells, and no named quantity is given two values
+  (:mod:`.quantities`: ``NPV = ... = -52.58`` and then "the NPV is -236.88").
 * **prose**, **plan** and **table** (:mod:`.prose`): no degenerate repetition (a sentence three times, a line
   repeated in a run, a phrase looping); the answer does not speak as an AI model ("As an AI language model, I
   ...") instead of doing the work; hedges are counted as a signal.

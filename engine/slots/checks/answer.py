@@ -14,6 +14,7 @@ from engine.slots.checks.prose import (
     table_check,
     table_rows_check,
 )
+from engine.slots.checks.quantities import one_value_check
 from engine.slots.checks.text import WORD, norm, prose_unfenced, split_sentences, without_closed_code
 from state.quality import CheckResult
 from state.result import SlotResult
@@ -42,6 +43,7 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
         checks.append(repetition_check(without_closed_code(body), ctx.task))
     checks.append(loop_check(body))  # and the code itself, in an answer of any kind
     checks.append(table_rows_check(body))  # and its tables, whatever it delivers
+    checks.append(one_value_check(body))  # and its prose's figures: one value for each named quantity
     return checks, signals_of(result, ctx)
 
 
