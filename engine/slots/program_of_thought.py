@@ -47,6 +47,7 @@ __all__ = [
     "MAX_VALUES",
     "RECALCULATE_TEMPERATURE",
     "Verdict",
+    "asks_a_size",
     "asks_a_value",
     "calculable",
     "calculate",
@@ -92,6 +93,13 @@ _ASKS_A_VALUE = re.compile(
 )
 """A task that asks for a value (a question, or a verb that asks for one: "Please determine the net present value
 ...", numeric_heldout_first, was answered with no program and no NPV, every check passing)."""
+
+_ASKS_A_SIZE = re.compile(
+    r"\bhow (?:many|much)\b[^.?!]{0,40}?\b(?:more|fewer|less|longer|shorter|older|younger|farther|further|"
+    r"taller|heavier|lighter|bigger|smaller|cheaper|dearer)\b",
+    re.I,
+)
+"""A question whose answer is the size of a difference ("how many fewer eyes does the lizard have than ...")."""
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?P<digits>-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?)"
@@ -490,7 +498,14 @@ _NOTES: dict[str, str] = {
 }
 
 
-def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *, money: bool = False) -> SlotResult:
+def asks_a_size(task: str) -> bool:
+    """Whether ``task`` asks how many more, fewer or less (a difference's size, never negative)."""
+    return _ASKS_A_SIZE.search(task) is not None
+
+
+def with_working(
+    result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *, money: bool = False, size: bool = False
+) -> SlotResult:
     """``result`` with a section giving the result, the program that computed it and its output.
 
     The section is the harness's, not the expert's: the result as the vote decided it (:class:`Verdict`), the
@@ -498,7 +513,10 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *
     ledger entry says the same. The headline gives the result as a reader writes it (:func:`readable`: to the cent
     when the task is about ``money``), saying what it was rounded from. It is the answer's last section, except
     when programs outvoted the answer (``computed``): then it comes first, so a reader meets the computed value
-    before the answer's own figure.
+    before the answer's own figure. When the task asks a ``size`` (how many fewer, how much more), a negative value
+    is given as its size, saying so: gsm8k row 73 asked how many fewer eyes a lizard has than its spots and
+    wrinkles together, the answer boxed 69, the program printed 3 - 72 = -69 (signs are not compared), and the
+    document's headline read "Result: -69".
     """
     calc = vote.shown
     value = last_line(calc.output)
@@ -511,6 +529,9 @@ def with_working(result: SlotResult, vote: Verdict, ledger: list[LedgerEntry], *
     headline = shown or computed_value
     changed = printed != headline and numbers_in(printed) != numbers_in(headline)  # "£74.9700" is £74.97
     asides = [f"rounded from {printed}"] if changed else []
+    if size and headline.startswith("-") and len(numbers_in(headline)) == 1:
+        shown, computed_value = (v.removeprefix("-") for v in (shown, computed_value))
+        asides.insert(0, f"the program printed {printed}: the task asks for a difference's size")
     if not vote.result:
         asides.append("not confirmed")
     head = f"**Result: {shown}**" if vote.result else f"**Computed: {computed_value}**"

@@ -41,6 +41,7 @@ from engine.slots.program_of_thought import (
     RECALCULATE_TEMPERATURE,
     Calculation,
     Verdict,
+    asks_a_size,
     asks_a_value,
     calculable,
     calculate,
@@ -699,7 +700,7 @@ def _tidy(result: SlotResult, slot: _Slot, chosen: _Draw) -> SlotResult:
     result = without_unprinted_output(result, job.task, slot.limits, ledger)  # a section left empty goes next
     result = without_repeated_sections(result, job.task, slot.references, ledger, job.others)
     if slot.verdict is not None:  # last: the working is the harness's, not cut as the answer's own
-        result = with_working(result, slot.verdict, ledger, money=is_money(job.task))
+        result = with_working(result, slot.verdict, ledger, money=is_money(job.task), size=asks_a_size(job.task))
     return result
 
 

@@ -6,6 +6,7 @@ from engine.slots.job import SlotJob
 from engine.slots.program_of_thought import (
     Calculation,
     Verdict,
+    asks_a_size,
     calculable,
     calculate,
     final_statement,
@@ -549,3 +550,25 @@ def test_a_number_with_a_scale_states_its_digits_and_its_value() -> None:
     assert states("It comes to 1.2 million dollars.", "1200000") and states("about $3.4bn", "3400000000")
     assert not states("Run 5km a day.", "5000")  # a unit, not a scale
     assert printed_values("85", task) == () and printed_values("85000", task) == ()  # echoes of "$85k"
+
+
+LIZARD = (
+    "Jan's three-eyed lizard has 3 times more wrinkles than eyes, and seven times more spots than wrinkles. How many "
+    "fewer eyes does the lizard have than the combined number of spots and wrinkles?"
+)
+"""gsm8k_rows70_79, row 73: the answer boxed 69, the program printed 3 - 72 = -69, and the headline read -69."""
+
+
+def test_a_difference_the_task_asks_the_size_of_is_given_as_its_size() -> None:
+    assert asks_a_size(LIZARD) and asks_a_size("How much more money does Betty need to buy the wallet?")
+    assert not asks_a_size("What is the net present value of the project at 10%?")
+    assert not asks_a_size("How many eyes does the lizard have? It has more wrinkles than eyes.")
+    shown = Calculation("m", "", "print(3 - 72)", "-69", printed_values("-69", LIZARD))
+    answer = SlotResult(slot_id="answer", expert="math_reasoning", raw="Therefore, the answer is \\boxed{69}.\n")
+    assert result_check(answer.raw, shown).passed  # signs are not compared
+    working = with_working(answer, Verdict("agrees", shown), [], size=True).raw
+    assert "**Result: 69** (the program printed -69: the task asks for a difference's size)" in working
+    assert "```text\n-69\n```" in working  # the output stays verbatim
+    assert "**Result: -69**: printed by" in with_working(answer, Verdict("agrees", shown), []).raw
+    positive = Calculation("m", "", "print(72 - 3)", "69", printed_values("69", LIZARD))
+    assert "**Result: 69**: printed by" in with_working(answer, Verdict("agrees", positive), [], size=True).raw
