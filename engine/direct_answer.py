@@ -27,7 +27,6 @@ from engine.slots.program_of_thought import (
     asks_a_value,
     calculate,
     is_money,
-    last_line,
     numbers_in,
     result_check,
     verdict,
@@ -100,7 +99,7 @@ def check_direct_answer(
 
     vote = verdict(answer, first, another)
     if vote.agreement == "computed":  # two programs against the answer: asked once more, told the value
-        told = tell(last_line(vote.shown.output))
+        told = tell(vote.shown.result)
         stated = result_check(told, vote.shown).passed
         checked.ledger.append(
             LedgerEntry(

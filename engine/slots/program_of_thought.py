@@ -55,11 +55,11 @@ __all__ = [
     "final_statement",
     "fractions_read",
     "is_money",
-    "last_line",
     "printed_values",
     "readable",
     "repair_messages",
     "result_check",
+    "result_lines",
     "stated_rounded",
     "verdict",
     "with_working",
@@ -73,6 +73,8 @@ RECALCULATE_TEMPERATURE = 0.6
 """The second program's temperature: another program for the vote, not the first one again."""
 MAX_VALUES = 3
 """A last line with more numbers than this is a report, not a result: no check."""
+RESULT_LINES = 4
+"""The most printed lines a result of several values spans (one value a line: the flour, the eggs, the milk)."""
 AGREED = ("agrees", "confirmed", "answer")
 """The votes whose result the kept answer states: its math.result check passes."""
 RELATIVE_TOLERANCE = 0.01
@@ -94,6 +96,10 @@ _ASKS_A_VALUE = re.compile(
 """A task that asks for a value (a question, or a verb that asks for one: "Please determine the net present value
 ...", numeric_heldout_first, was answered with no program and no NPV, every check passing)."""
 
+_OF_EACH = re.compile(
+    r"\bhow (?:much|many)\b(?:\s+\w+){0,2}\s+of each\b|\b(?:amounts?|quantit(?:y|ies)) of each\b", re.I
+)
+"""A question whose answer is one value for each of several things ("How much of each do I need for 10 people?")."""
 _ASKS_A_SIZE = re.compile(
     r"\bhow (?:many|much)\b[^.?!]{0,40}?\b(?:more|fewer|less|longer|shorter|older|younger|farther|further|"
     r"taller|heavier|lighter|bigger|smaller|cheaper|dearer)\b",
@@ -130,6 +136,14 @@ class Calculation:
     completion_tokens: int = 0
     error: str = ""
     """The line a failed program's run ended with ("TypeError: ..."); '' when it ran or none came back."""
+    lines: int = 1
+    """How many of the last printed lines give the result (:func:`result_lines`): one, or one a value asked."""
+
+    @property
+    def result(self) -> str:
+        """What the program printed as the result: its last line, or its last ``lines`` lines joined by "; "."""
+        printed = [line.strip() for line in self.output.splitlines() if line.strip()]
+        return "; ".join(printed[-self.lines :]) if printed else ""
 
 
 def calculable(task: str, expert: str, *, writes_code: bool = False) -> bool:
@@ -190,9 +204,15 @@ def calculate(
     gen = backend.generate(request)
 
     def made(
-        note: str, program: str = "", output: str = "", values: tuple[float | str, ...] = (), error: str = ""
+        note: str,
+        program: str = "",
+        output: str = "",
+        values: tuple[float | str, ...] = (),
+        error: str = "",
+        lines: int = 1,
     ) -> Calculation:
-        return Calculation(model, note, program, output, values, gen.prompt_tokens, gen.completion_tokens, error)
+        tokens = gen.prompt_tokens, gen.completion_tokens
+        return Calculation(model, note, program, output, values, *tokens, error, lines)
 
     program = program_in(gen.text)
     if watch.halt.is_set():
@@ -205,14 +225,15 @@ def calculate(
         why = "timed out" if ran.timed_out else (ran.violations or [error[-160:]])[0]
         return made(f"the program failed: {why}", program, error=why)
     output = ran.stdout.strip()
-    values = printed_values(output, task)
+    lines = result_lines(output, task)
+    values = printed_values(output, task, lines)
     if values and (skipped := unconverted(program, conversions(task))):
         c = skipped[0]
         return made(
             f"the program printed {output[-120:]!r} but used {c.given} with {c.named} unconverted", program, output
         )
     if values:
-        return made(f"the program printed {output[-120:]!r}", program, output, values)
+        return made(f"the program printed {output[-120:]!r}", program, output, values, lines=lines)
     if printed_values(output):
         return made(f"the program printed {output[-120:]!r}, only values the task states", program, output)
     return made(f"the program printed no single result ({output[-120:]!r})", program, output)
@@ -259,21 +280,41 @@ class _ProgramWatch:
                 self.halt.set()
 
 
-def printed_values(output: str, task: str = "") -> tuple[float | str, ...]:
-    """The values of a program's last printed line: its times of day and numbers, but those ``task`` states.
+def printed_values(output: str, task: str = "", lines: int = 1) -> tuple[float | str, ...]:
+    """The values of a program's last printed line (its last ``lines``): times of day and numbers, but the task's.
 
-    None when the line holds more than :data:`MAX_VALUES` (a report, not a result). A number the task states is
+    None when a line holds more than :data:`MAX_VALUES` (a report, not a result). A number the task states is
     an echo ("The sum of the first 100 positive integers is 5050"), or proves nothing when it is the result.
     """
-    lines = [line for line in output.splitlines() if line.strip()]
-    if not lines:
+    printed = [line for line in output.splitlines() if line.strip()]
+    found = [_line_values(line, task) for line in printed[-lines:]]
+    if not found or any(not 0 < len(values) <= MAX_VALUES for values in found):
         return ()
-    last = lines[-1]
-    times = [f"{int(m.group(1))}:{m.group(2)}" for m in _TIME.finditer(last)]
+    return tuple(v for values in found for v in values)
+
+
+def _line_values(line: str, task: str) -> tuple[float | str, ...]:
+    times = [f"{int(m.group(1))}:{m.group(2)}" for m in _TIME.finditer(line)]
     given = {abs(w) for w, _, _ in _numbers(task, scaled=True)}
-    numbers = [v for v, _, _ in _numbers(_TIME.sub(" ", last)) if abs(v) not in given]
-    values: tuple[float | str, ...] = (*times, *numbers)
-    return values if 0 < len(values) <= MAX_VALUES else ()
+    return (*times, *(v for v, _, _ in _numbers(_TIME.sub(" ", line)) if abs(v) not in given))
+
+
+def result_lines(output: str, task: str) -> int:
+    """How many of the last printed lines give the result: one, unless the task asks how much of each.
+
+    Then it is the last lines that each give one value, up to :data:`RESULT_LINES`: "How much of each do I need
+    for 10 people?" was printed as three lines (flour, eggs, milk), and the document's headline gave the milk's
+    375 ml alone as "the result" (2026-12-07, a bread recipe scaled from 4 people to 10).
+    """
+    if _OF_EACH.search(task) is None:
+        return 1
+    printed = [line for line in output.splitlines() if line.strip()]
+    count = 0
+    for line in reversed(printed[-RESULT_LINES:]):
+        if len(_line_values(line, task)) != 1:
+            break
+        count += 1
+    return max(count, 1)
 
 
 _LATEX_FRACTION = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d[\d,]*(?:\.\d+)?)\s*\}\s*\{\s*(-?\d[\d,]*(?:\.\d+)?)\s*\}")
@@ -353,7 +394,8 @@ def result_check(text: str, calc: Calculation) -> CheckResult:
     return CheckResult(
         name="math.result",
         passed=not missing,
-        detail=f"a program written for this task printed {calc.output[-100:]!r}, and the answer does not state "
+        detail=f"a program written for this task printed {(calc.result if calc.lines > 1 else calc.output[-100:])!r}, "
+        "and the answer does not state "
         f"{said[0]}: check each step, and state the result"
         if missing
         else "",
@@ -383,12 +425,12 @@ class Verdict:
     @property
     def result(self) -> str:
         """The value the document gives as the result ('' for a split or an unconfirmed value)."""
-        return "" if self.agreement in ("split", "unconfirmed") else last_line(self.shown.output)
+        return "" if self.agreement in ("split", "unconfirmed") else self.shown.result
 
     @property
     def check(self) -> CheckResult:
         """``math.result`` of the kept answer, as the vote decided it."""
-        shown = last_line(self.shown.output)
+        shown = self.shown.result
         other = _printed(self.other)
         details = {
             "agrees": "",
@@ -467,14 +509,8 @@ def _printed(calc: Calculation | None, limit: int | None = None) -> str:
 
     The download time's caveat read "a second one ''" and its working "printed 'nothing usable'".
     """
-    line = last_line(calc.output)[:limit] if calc is not None else ""
+    line = calc.result[:limit] if calc is not None else ""
     return repr(line) if line else "nothing usable"
-
-
-def last_line(output: str) -> str:
-    """The last printed line: the value as the program wrote it."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 def _same(a: float | str, b: float | str) -> bool:
@@ -519,12 +555,13 @@ def with_working(
     document's headline read "Result: -69".
     """
     calc = vote.shown
-    value = last_line(calc.output)
+    value = calc.result
     other = _printed(vote.other)
     first = vote.agreement == "computed"
-    shown = readable(stated_value(vote.result), money=money) if vote.result else ""
-    computed_value = readable(stated_value(value), money=money)
-    printed = stated_value(vote.result if vote.result else value)
+    several = calc.lines > 1  # one value a line, each line as printed: "Flour needed ...: 750.0 grams; Eggs ..."
+    shown = _as_read(vote.result, several, money) if vote.result else ""
+    computed_value = _as_read(value, several, money)
+    printed = value if several else stated_value(vote.result if vote.result else value)
     # the headline rounds a float's noise; the output below is verbatim
     headline = shown or computed_value
     changed = printed != headline and numbers_in(printed) != numbers_in(headline)  # "£74.9700" is £74.97
@@ -578,6 +615,11 @@ def with_working(
     outline = [*result.outline, OutlineItem(label=label, title=WORKING_TITLE, level=1)] if result.outline else []
     raw = f"{result.raw.rstrip()}\n\n{render_section(section)}\n"
     return result.model_copy(update={"raw": raw, "sections": [*result.sections, section], "outline": outline})
+
+
+def _as_read(printed: str, several: bool, money: bool) -> str:
+    """The headline's value: a line's value as a reader writes it, or several lines as printed."""
+    return printed if several else readable(stated_value(printed), money=money)
 
 
 def stated_rounded(text: str, calc: Calculation) -> str | None:

@@ -47,7 +47,6 @@ from engine.slots.program_of_thought import (
     calculate,
     concludes_check,
     is_money,
-    last_line,
     result_check,
     verdict,
     with_working,
@@ -231,8 +230,8 @@ def _second_opinion(slot: _Slot, draw: _Draw, backend: ExpertBackend, emit: Prog
     sided = CheckResult(
         name="math.result",
         passed=True,
-        detail=f"the answer states what a second program printed ({last_line(second.output)[:60]!r}), against the "
-        f"first program's {last_line(calc.output)[:60]!r}",
+        detail=f"the answer states what a second program printed ({second.result[:60]!r}), against the "
+        f"first program's {calc.result[:60]!r}",
     )
     draw.checks = [sided if c.name == "math.result" else c for c in draw.checks]
     draw.record = draw.record.model_copy(update={"checks": draw.checks, "score": score(draw.checks)})

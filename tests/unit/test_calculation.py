@@ -14,6 +14,7 @@ from engine.slots.program_of_thought import (
     printed_values,
     readable,
     result_check,
+    result_lines,
     with_working,
 )
 from engine.slots.run import SlotOutcome, run_slot
@@ -572,3 +573,34 @@ def test_a_difference_the_task_asks_the_size_of_is_given_as_its_size() -> None:
     assert "**Result: -69**: printed by" in with_working(answer, Verdict("agrees", shown), []).raw
     positive = Calculation("m", "", "print(72 - 3)", "69", printed_values("69", LIZARD))
     assert "**Result: 69**: printed by" in with_working(answer, Verdict("agrees", positive), [], size=True).raw
+
+
+RECIPE = (
+    "A bread recipe for 4 people needs 300 g of flour, 2 eggs and 150 ml of milk. How much of each do I need for 10 "
+    "people?"
+)
+RECIPE_OUTPUT = (
+    "Flour needed for 10 people: 750.0 grams\nEggs needed for 10 people: 5.0 eggs\n"
+    "Milk needed for 10 people: 375.0 milliliters"
+)
+"""2026-12-07, through ``coe run``: the program's three lines, of which the headline gave the milk alone."""
+
+
+def test_a_result_of_one_value_for_each_thing_asked_is_every_line() -> None:
+    assert result_lines(RECIPE_OUTPUT, RECIPE) == 3
+    assert printed_values(RECIPE_OUTPUT, RECIPE, 3) == (750.0, 5.0, 375.0)  # the 10 each line echoes is the task's
+    assert result_lines(RECIPE_OUTPUT, "How much milk do I need for 10 people if 4 need 150 ml?") == 1
+    assert result_lines("Step 1: 12\nThe total is\n42", RECIPE) == 1  # a line that gives no value ends the block
+    shown = Calculation("m", "", "print()", RECIPE_OUTPUT, printed_values(RECIPE_OUTPUT, RECIPE, 3), lines=3)
+    wrong = "For 10 people you need 30 grams of flour, 0.2 eggs and 15 ml of milk."
+    check = result_check(wrong, shown)
+    assert not check.passed and "printed 'Flour needed for 10 people: 750.0 grams; Eggs needed" in check.detail
+    right = "For 10 people you need 750 g of flour, 5 eggs and 375 ml of milk."
+    assert result_check(right, shown).passed
+    assert not result_check("You need 375 ml of milk.", shown).passed  # the milk alone is not the result
+    answer = SlotResult(slot_id="answer", expert="math_reasoning", raw=right + "\n")
+    working = with_working(answer, Verdict("agrees", shown), []).raw
+    assert (
+        "**Result: Flour needed for 10 people: 750.0 grams; Eggs needed for 10 people: 5.0 eggs; Milk needed for 10 "
+        "people: 375.0 milliliters**: printed by" in working
+    )
