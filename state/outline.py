@@ -158,8 +158,10 @@ def parse_output(
     derived = not items and bool(sections)
     if derived:
         items = [(s.label, s.title) for s in sections]
+    items = [(label, _unnumbered(title, label)) for label, title in items]
     titles = dict(items)
     for s in sections:
+        s.title = _unnumbered(s.title, s.label)
         if not s.title and titles.get(s.label):
             s.title = titles[s.label]
 
@@ -534,6 +536,15 @@ def _clean_title(raw: str) -> str:
         previous = text
         text = _strip_closing(text.lstrip("-\u2013\u2014: \t").rstrip(": \t"))
     return text
+
+
+def _unnumbered(title: str, label: str) -> str:
+    r"""``title`` without its own label written again at its start: section 1's ``1: Introduction`` is ``Introduction``.
+
+    A landlord email on the 0.5B read "1. 1: Introduction"; a story's "1. 1\. The Train Journey".
+    """
+    bare = re.sub(rf"^{re.escape(label)}\s*\\?[.:)]\s+(?=\S)", "", title)
+    return bare or title
 
 
 def _key(text: str) -> str:

@@ -277,6 +277,9 @@ def test_the_protocols_example_placeholder_copied_as_written_fails() -> None:
     assert "the detail" in copied["contract.placeholders"] and "contract.leaks" not in copied
     real = failed(prose(("Caching reads", PARAGRAPH_A + " Ask {{ASSIST:user:the cache size}}.")), TASK)
     assert "contract.placeholders" not in real
+    # 2026-12-07, a landlord email on the 0.5B: four bracketed copies, which no resolver reads, ended the email
+    squared = PARAGRAPH_A + "\n\n[[ASSIST:lookup:the fact]]\n[[ASSIST:user:the landlord's name]]"
+    assert "[[ASSIST:lookup:the fact]]" in failed(prose(("Caching reads", squared)), TASK)["contract.placeholders"]
 
 
 def test_copying_a_referenced_slot_fails_own_work() -> None:

@@ -762,3 +762,17 @@ def test_fuzzy_lookup_prefers_whole_word_containment_over_spelling_similarity() 
     assert found is not None and found.label == "3"
     found = r.section("storage")
     assert found is not None and found.label == "1"
+
+
+def test_a_title_that_writes_its_own_number_again_loses_it() -> None:
+    """2026-12-07, a landlord email on the 0.5B: its sections rendered as "1. 1: Introduction", "2. 2: Overview"."""
+    r = parse_output(
+        "## Outline\n1. 1: Introduction\n2. 2: Overview\n3. 3\\. Steps\n\n## 1. 1: Introduction\nDear Sam.\n\n"
+        "## 2. 2: Overview\nThe tap drips.\n\n## 3. 3\\. Steps\nFix it.\n",
+        "s",
+        "e",
+    )
+    assert [(i.label, i.title) for i in r.outline] == [("1", "Introduction"), ("2", "Overview"), ("3", "Steps")]
+    assert [s.title for s in r.sections] == ["Introduction", "Overview", "Steps"] and r.compliant, r.problems
+    kept = parse_output("## Outline\n1. 2024: A review\n\n## 1. 2024: A review\nIt was a year.\n", "s", "e")
+    assert [s.title for s in kept.sections] == ["2024: A review"]  # another number is the title's own

@@ -91,9 +91,13 @@ _INSTRUCTION_TITLE = re.compile(r"#|^\W*outline\W*$|code block holding|every imp
 """A title that copies the output structure's instructions ("`## Outline`", "`## 1. ` code block holding the
 complete code") instead of naming the part."""
 _EXAMPLE_PLACEHOLDER = re.compile(
-    r"\{\{\s*ASSIST\s*:[^{}]*?:\s*(?:" + "|".join(map(re.escape, sorted(EXAMPLE_DESCRIPTIONS))) + r")\s*\}\}", re.I
+    r"\{\{\s*ASSIST\s*:[^{}]*?:\s*(?:" + "|".join(map(re.escape, sorted(EXAMPLE_DESCRIPTIONS))) + r")\s*\}\}"
+    r"|\[\[\s*ASSIST\s*:[^\[\]\n]*\]\]",
+    re.I,
 )
-"""The uncertainty protocol's own example placeholders (whatever domain a copy names): they ask for nothing."""
+"""The uncertainty protocol's own example placeholders (whatever domain a copy names): they ask for nothing. And
+a placeholder in double square brackets, which no resolver reads: a landlord email on the 0.5B ended on four
+lines such as ``[[ASSIST:lookup:the fact]]``, every check passing (2026-12-07)."""
 WRITTEN_SOURCE = re.compile(r"[ \t]*(?:\[source:[^\]\n]*\]|\{\{\s*UNRESOLVED\s*:[^{}]*\}\})", re.I)
 """A source tag or an unresolved marker: the harness writes them when it resolves assists, after the checks. In a
 candidate they are the model's own, a citation nobody made (a real security plan on the 1.5B cited
