@@ -661,3 +661,54 @@ def test_a_quantity_given_two_values_fails() -> None:
 )
 def test_one_value_reads_conditions_subscripts_tables_and_code_as_no_second_value(prose: str) -> None:
     assert checks_of(f"## Outline\n1. Answer\n\n## 1. Answer\n{prose}\n", "prose")["numbers.one_value"][0]
+
+
+# --- a script that never does what it was asked ----------------------------------------------------------------
+
+CLEANUP_TASK = (
+    "Write a bash script that deletes files older than 7 days in /var/log/myapp and logs the name of each file it "
+    "deleted."
+)
+NO_DELETE = """#!/bin/bash
+
+# Define the directory to search for files
+LOG_DIR="/var/log/myapp"
+
+# Get the current date
+current_date=$(date +%Y-%m-%d)
+
+# Iterate over all files in the directory
+for file in "$LOG_DIR"/*; do
+    # Get the file's modification time
+    modification_time=$(stat -c "%Y-%m-%d" "$file")
+
+    # Check if the file is older than 7 days
+    if [ "$modification_time" -lt "$current_date - 7" ]; then
+        # Log the file name
+        echo "Deleted file: $file"
+    fi
+done
+"""
+"""2026-12-07, through ``coe run`` (the DevOps expert on the 0.5B): the kept script, every check passing."""
+
+
+def test_a_script_asked_to_delete_that_deletes_nothing_fails() -> None:
+    from engine.slots.checks.code import shell_does_check
+
+    contract = contract_of("code", "bash")
+    answer = parse_output(f"## Outline\n1. Code\n\n## 1. Code\n```bash\n{NO_DELETE}```\n", "s", "e")
+    checks, _ = check_answer(answer, CheckContext(CLEANUP_TASK, contract, asked=CLEANUP_TASK))
+    [does] = [c for c in checks if c.name == "bash.does"]
+    assert not does.passed and does.severity == "hard"
+    assert does.detail.startswith("the task asks the script to delete ('deletes'), and no command in it does")
+    ran = {c.name: c.passed for c in checks}
+    assert ran["bash.parses"] and ran["bash.lint"]  # bash -n and ShellCheck passed it
+    found = 'find /var/log/myapp -type f -mtime +7 -print -delete >> "$LOG"\n'
+    assert shell_does_check(found, CLEANUP_TASK).passed
+    assert shell_does_check('for f in *.log; do\n  rm -f "$f"\ndone\n', CLEANUP_TASK).passed
+    assert not shell_does_check("# rm -f old files here\necho done\n", CLEANUP_TASK).passed  # a comment does nothing
+    listing = "Write a bash script that lists the files older than 7 days in /tmp, without deleting them."
+    assert shell_does_check("find /tmp -mtime +7\n", listing).passed
+    archive = "Write a shell script that compresses yesterday's logs into one archive."
+    assert not shell_does_check("cp /var/log/*.log /backup/\n", archive).passed
+    assert shell_does_check("tar -czf logs.tar.gz /var/log/*.log\n", archive).passed

@@ -284,7 +284,54 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
     checks = block_checks(language, code, ctx.task)
     if language in ("yaml", "yml", "json") and OPENAPI_ASKED.search(ctx.asked):
         checks.append(openapi_check(code))
+    if language in SHELL_TAGS:
+        checks.append(shell_does_check(code, ctx.asked))
     return checks
+
+
+SHELL_TAGS = frozenset({"bash", "sh", "shell", "zsh"})
+_SHELL_ACTIONS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
+    (
+        "delete",
+        re.compile(
+            r"\b(?:delet(?:e|es|ed|ing)|remov(?:e|es|ed|ing)|purg(?:e|es|ed|ing)|clean(?:s|ed|ing)? up)\b", re.I
+        ),
+        re.compile(r"(?:^|[\s;|&(`])(?:sudo\s+)?(?:rm|unlink|shred|rmdir)\b|-delete\b|\bprune\b|\b(?:rm|del)\s", re.M),
+    ),
+    (
+        "compress",
+        re.compile(r"\b(?:compress(?:es|ed|ing)?|gzip(?:s|ped)?|archiv(?:e|es|ed|ing)|zip(?:s|ped)?)\b", re.I),
+        re.compile(r"\b(?:gzip|gunzip|tar|zip|bzip2|xz|zstd|7z|pigz|compress)\b"),
+    ),
+    (
+        "download",
+        re.compile(r"\b(?:download(?:s|ed|ing)?)\b", re.I),
+        re.compile(r"\b(?:curl|wget|aria2c|scp|rsync|aws\s+s3|gsutil|rclone)\b"),
+    ),
+)
+"""What a task asks a script to do, in so many words, and the commands that do it."""
+_NOT_ASKED = re.compile(r"\b(?:not|never|without|don't|instead of)\s+(?:\w+\s+){0,2}$", re.I)
+
+
+def shell_does_check(code: str, asked: str) -> CheckResult:
+    r"""``bash.does``: a script asked to delete, compress or download runs a command that does it.
+
+    2026-12-07, through ``coe run`` ("a bash script that deletes files older than 7 days in /var/log/myapp and
+    logs the name of each file it deleted"; the DevOps expert on the 0.5B): the kept script compared a date
+    string with ``-lt`` and echoed "Deleted file: ..." for each file, and deleted nothing; it parsed, and
+    ShellCheck found nothing to say. The bare 1.5B ran ``find ... -mtime +7 -exec rm -f {} \\;``.
+    """
+    script = "\n".join(line.split(" #", 1)[0] for line in code.splitlines() if not line.lstrip().startswith("#"))
+    for action, verb, command in _SHELL_ACTIONS:
+        asked_for = [m for m in verb.finditer(asked) if not _NOT_ASKED.search(asked[: m.start()])]
+        if asked_for and command.search(script) is None:
+            return CheckResult(
+                name="bash.does",
+                passed=False,
+                detail=f"the task asks the script to {action} ({asked_for[0].group(0)!r}), and no command in it "
+                f"does: write the command that does it",
+            )
+    return CheckResult(name="bash.does", passed=True)
 
 
 HTTP_METHODS = frozenset("get put post delete options head patch trace".split())
