@@ -319,7 +319,7 @@ def shell_does_check(code: str, asked: str) -> CheckResult:
     2026-12-07, through ``coe run`` ("a bash script that deletes files older than 7 days in /var/log/myapp and
     logs the name of each file it deleted"; the DevOps expert on the 0.5B): the kept script compared a date
     string with ``-lt`` and echoed "Deleted file: ..." for each file, and deleted nothing; it parsed, and
-    ShellCheck found nothing to say. The bare 1.5B ran ``find ... -mtime +7 -exec rm -f {} \\;``.
+    ShellCheck found nothing to say. The bare 1.5B ran ``find ... -mtime +7 -exec rm -f {} \;``.
     """
     script = "\n".join(line.split(" #", 1)[0] for line in code.splitlines() if not line.lstrip().startswith("#"))
     for action, verb, command in _SHELL_ACTIONS:
