@@ -60,6 +60,14 @@ REQUIRED OUTPUT STRUCTURE (mandatory):
    the task's wording as a title, never put a heading inside a code block, and write nothing after the last
    section."""
 
+CONTRACT_MESSAGE = """\
+REQUIRED OUTPUT STRUCTURE (mandatory):
+1. First write the line "## Outline". Under it write "1. " and a short title that names the message (such as
+   "Email to the landlord").
+2. Then write "## 1. " with the same title, and under it the whole message as it will be sent: the subject line
+   if it is an email, the greeting, the paragraphs and the sign-off, once. No headings inside the message.
+3. Write nothing after the message."""
+
 CONTRACT_PLAN = """\
 REQUIRED OUTPUT STRUCTURE (mandatory):
 1. First write the line "## Outline". Under it write {min_items} to {max_items} numbered lines ("1. ", "2. ", ...), one

@@ -32,6 +32,7 @@ __all__ = [
     "CONTRACTS",
     "EXPLAINS_CODE",
     "FICTION",
+    "MESSAGE",
     "Contract",
     "contract_for",
     "contract_of",
@@ -99,6 +100,15 @@ FICTION = re.compile(
 )
 """Creative writing ("the opening scene of a mystery novel", "five slogans for ..."; not "user stories"): its
 prompt asks for invention and no placeholders (:data:`engine.prompts.UNCERTAINTY_PROTOCOL_FICTION`)."""
+MESSAGE = re.compile(
+    r"\b(?:write|draft|compose|prepare|send)\s+(?:me\s+)?(?:an?|the|my|our)\s+(?:[\w-]+\s+){0,3}?"
+    r"(?:e-?mail|letter|message|reply|note|text)\b(?!\s+(?:template|format|parser|field)s?\b)",
+    re.I,
+)
+"""A request for one message a person sends ("Draft a polite email to my landlord ..."): one section, the message
+as it is sent. On the 0.5B the landlord email came back as four headed sections ("1: Introduction", "2: Overview
+of the issue", "3: Steps to resolve the problem", "4: Contact information"), signed off twice, where the bare
+1.5B wrote one email (2026-12-07; the review set's gen-email had headed sections too)."""
 _MAKES_CODE = re.compile(
     r"\b(?:write|rewrite|create|implement|build|add|generate|refactor|fix|optimi[sz]e|propose|code)\b", re.I
 )
@@ -167,6 +177,8 @@ class Contract:
     """Code whose task also asks to explain it: section 2 is that explanation, required (:data:`EXPLAINS_CODE`)."""
     fiction: bool = False
     """Prose that is creative writing (:data:`FICTION`): invented, never a placeholder."""
+    message: bool = False
+    """Prose that is one message a person sends (:data:`MESSAGE`): one section, the message itself."""
 
     @property
     def code_first(self) -> bool:
@@ -242,5 +254,7 @@ def contract_for(spec: SlotSpec, expert: str | None) -> Contract:
     if contract.deliverable == "code" and EXPLAINS_CODE.search(asked):
         return replace(contract, min_items=2, max_items=2, max_block_lines=6, max_line_chars=600, explained=True)
     if contract.deliverable == "prose" and FICTION.search(asked):
-        return replace(contract, fiction=True)
+        contract = replace(contract, fiction=True)
+    if contract.deliverable == "prose" and MESSAGE.search(asked):
+        contract = replace(contract, max_items=1, max_sub_items=0, max_block_lines=16, message=True)
     return contract

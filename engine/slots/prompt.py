@@ -224,6 +224,8 @@ def _contract_text(contract: Contract) -> str:
         return prompts.CONTRACT_PLAN.format(min_items=contract.min_items, max_items=contract.max_items)
     if contract.deliverable == "table":
         return prompts.CONTRACT_TABLE
+    if contract.message:
+        return prompts.CONTRACT_MESSAGE
     return prompts.CONTRACT_PROSE.format(max_items=contract.max_items)
 
 

@@ -158,3 +158,24 @@ def test_creative_writing_is_asked_for_invention_and_no_placeholders() -> None:
     ]:
         system, _ = build_messages(_asking(text), settings)
         assert "{{ASSIST:lookup:the fact}}" in system.content, text
+
+
+def test_a_message_a_person_sends_is_one_section_without_headings() -> None:
+    # 2026-12-07, through coe run: the landlord email on the 0.5B came back as four headed sections, signed off twice
+    settings = resolve_settings({"backend": "fake"}, env={})
+    for text in [
+        "Draft a polite email to my landlord asking him to fix the kitchen tap, which has been dripping for two weeks.",
+        "Write a polite email asking my landlord to fix a leaking kitchen tap this week.",
+        "Write me a short thank-you note for my neighbour who fed the cat.",
+        "Write a cover letter for a junior data analyst job.",
+    ]:
+        job = _asking(text)
+        assert job.slot_contract.message and job.slot_contract.max_items == 1, text
+        system, _ = build_messages(job, settings)
+        assert prompts.CONTRACT_MESSAGE in system.content, text
+    for text in [
+        "Explain what these error messages mean.",
+        "Write an email template parser in Python.",
+        "Write three emails for the onboarding sequence.",
+    ]:
+        assert not _asking(text).slot_contract.message, text
