@@ -62,11 +62,13 @@ REQUIRED OUTPUT STRUCTURE (mandatory):
 
 CONTRACT_MESSAGE = """\
 REQUIRED OUTPUT STRUCTURE (mandatory):
-1. First write the line "## Outline". Under it write "1. " and a short title that names the message (such as
-   "Email to the landlord").
+1. First write the line "## Outline". Under it write "1. " and a short title of your own that names the message
+   and who it is for.
 2. Then write "## 1. " with the same title, and under it the whole message as it will be sent: the subject line
    if it is an email, the greeting, the paragraphs and the sign-off, once. No headings inside the message.
 3. Write nothing after the message."""
+"""The contract of one message a person sends (:data:`engine.slots.contracts.MESSAGE`). No example title: given
+"Email to the landlord" as one, the 0.5B titled a message to a release team with it (2026-12-07)."""
 
 CONTRACT_PLAN = """\
 REQUIRED OUTPUT STRUCTURE (mandatory):
