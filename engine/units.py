@@ -18,7 +18,16 @@ from dataclasses import dataclass
 
 import engine.prompts as prompts
 
-__all__ = ["Conversion", "conversion_hint", "conversions", "converted_values", "unconverted"]
+__all__ = [
+    "Compound",
+    "Conversion",
+    "compounds",
+    "conversion_hint",
+    "conversions",
+    "converted_values",
+    "split_compounds",
+    "unconverted",
+]
 
 
 @dataclass(frozen=True)
@@ -186,6 +195,63 @@ def unconverted(program: str, found: list[Conversion]) -> list[Conversion]:
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
     ]
     return [c for c in found if not any(_close(w, v) for w in written for v in converted_values([c]))]
+
+
+@dataclass(frozen=True)
+class Compound:
+    """A quantity the task writes in two units of one kind ("1 hour 40 minutes"): its two numbers and their ratio."""
+
+    written: str
+    whole: float
+    """The bigger unit's number (1 hour)."""
+    part: float
+    """The smaller unit's number (40 minutes)."""
+    factor: float
+    """How many of the smaller unit make one of the bigger (60)."""
+
+    @property
+    def totals(self) -> tuple[float, float]:
+        """The whole quantity in the smaller unit and in the bigger one (100 minutes, 1.6667 hours)."""
+        return self.whole * self.factor + self.part, self.whole + self.part / self.factor
+
+
+_COMPOUND = re.compile(
+    rf"(?<![\w.])(\d+(?:\.\d+)?)\s?({_UNIT_WORD})\s*,?\s*(?:and\s+)?(\d+(?:\.\d+)?)\s?({_UNIT_WORD})(?![\w-])", re.I
+)
+
+
+def compounds(task: str) -> list[Compound]:
+    """The quantities ``task`` writes in two units of one kind, the bigger first ("1 hour 40 minutes", "2 kg 300 g")."""
+    found = []
+    for m in _COMPOUND.finditer(task):
+        big, small = _unit(m.group(2)), _unit(m.group(4))
+        if big is None or small is None or big.kind != small.kind or big.scale <= small.scale:
+            continue
+        found.append(Compound(m.group(0), float(m.group(1)), float(m.group(3)), big.scale / small.scale))
+    return found
+
+
+def split_compounds(program: str, found: list[Compound]) -> list[Compound]:
+    """The compounds whose smaller number ``program`` writes and whose bigger one it leaves out (nor writes a total).
+
+    "A car travels 150 km in 1 hour 40 minutes. What is its average speed in km/h?": two programs of the 1.5B wrote
+    ``hours = 40 / 60`` and agreed on 225.0 km/h (it is 90), outvoting the answer that said 90 (2026-12-07).
+    """
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return []
+    written = [
+        float(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
+    ]
+    return [
+        c
+        for c in found
+        if any(_close(w, c.part) for w in written)
+        and not any(_close(w, v) or abs(w - v) <= 1e-3 * abs(v) for w in written for v in (c.whole, *c.totals))
+    ]
 
 
 def _close(a: float, b: float) -> bool:

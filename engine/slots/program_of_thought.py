@@ -35,7 +35,7 @@ from engine.slots.checks.text import PYTHON_TAGS
 from engine.slots.contracts import ASKS_A_QUANTITY
 from engine.slots.inline_arithmetic import compute
 from engine.slots.sandbox import SandboxLimits, run_python
-from engine.units import conversion_hint, conversions, unconverted
+from engine.units import compounds, conversion_hint, conversions, split_compounds, unconverted
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from state.passport import LedgerEntry
 from state.quality import CheckResult
@@ -227,6 +227,9 @@ def calculate(
     output = ran.stdout.strip()
     lines = result_lines(output, task)
     values = printed_values(output, task, lines)
+    if values and (split := split_compounds(program, compounds(task))):
+        why = f"left out the {split[0].whole:g} of {split[0].written!r}"
+        return made(f"the program printed {output[-120:]!r} but {why}", program, output, error=why)
     if values and (skipped := unconverted(program, conversions(task))):
         c = skipped[0]
         return made(

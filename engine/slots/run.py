@@ -172,15 +172,18 @@ def _calculation(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) -> Cal
     None as well when the backend failed: the slot goes on without the check. The program is written by the bigger
     model when one is installed (the code model escalation would use), else by the slot's own; the ledger says what
     it printed, or why it gives no check. A first program that does not run (none came back, it looped, it
-    failed) is drawn once more, sampled: a slot without a program's value has no check on its number at all.
+    failed), or ran and left out part of a quantity the task gives in two units ("1 hour 40 minutes":
+    :func:`engine.units.split_compounds`), is drawn once more, sampled: a slot without a program's value has no
+    check on its number at all.
     """
     job = slot.job
     asked = calculable(job.task, job.expert, writes_code=slot.contract.code_first)
     if not (slot.settings.calculate and job.whole_task and asked):  # a part: maybe no number
         return None
     calc = _program_run(slot, backend, emit, 0.0)
-    if calc is not None and not calc.values and not calc.output:  # no program came back, or it failed: one more
-        again = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE, why="the first gave no program that ran")
+    if calc is not None and not calc.values and (not calc.output or calc.error):  # none ran, or ran amiss: one more
+        why = f"the first program {calc.error}" if calc.output else "the first gave no program that ran"
+        again = _program_run(slot, backend, emit, RECALCULATE_TEMPERATURE, why=why)
         return again if again is not None else calc
     return calc
 

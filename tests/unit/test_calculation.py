@@ -604,3 +604,36 @@ def test_a_result_of_one_value_for_each_thing_asked_is_every_line() -> None:
         "**Result: Flour needed for 10 people: 750.0 grams; Eggs needed for 10 people: 5.0 eggs; Milk needed for 10 "
         "people: 375.0 milliliters**: printed by" in working
     )
+
+
+CAR = "A car travels 150 km in 1 hour 40 minutes. What is its average speed in km/h?"
+"""2026-12-07, through ``coe run``: two programs wrote ``hours = 40 / 60`` and outvoted the answer's right 90."""
+
+
+def test_a_program_that_leaves_out_part_of_a_two_unit_quantity_gives_no_check_and_is_drawn_again() -> None:
+    from engine.units import compounds, split_compounds
+
+    [car] = compounds(CAR)
+    assert (car.written, car.whole, car.part, car.factor) == ("1 hour 40 minutes", 1, 40, 60)
+    assert car.totals[0] == 100 and abs(car.totals[1] - 5 / 3) < 1e-12
+    assert [c.written for c in compounds("It weighs 2 kg 300 g and runs 5 km 10 km.")] == ["2 kg 300 g"]
+    program = "hours = 40 / 60\nprint(150 / hours)\n"
+    assert split_compounds(program, [car]) == [car]
+    partial = f"```python\n{program}```"
+    for whole in ("print(150 / (1 + 40 / 60))", "print(150 / (100 / 60))", "minutes = 40\nprint(150 * 60 / 100)"):
+        assert split_compounds(whole, [car]) == [], whole
+    limits = SandboxLimits(timeout_s=10)
+    done = calculate(CAR, Scripted([partial]), "coder", limits, slot_id="s")
+    assert done.values == () and done.error == "left out the 1 of '1 hour 40 minutes'"
+    assert done.note == "the program printed '225.0' but left out the 1 of '1 hour 40 minutes'"
+    right = "```python\nprint(150 / (1 + 40 / 60))\n```"
+    stated = (
+        "## Outline\n1. Speed\n\n## 1. Speed\n1 hour 40 minutes is 5/3 hours, so the speed is 150 / (5/3) = 90 km/h.\n"
+    )
+    backend = Scripted([partial, right, stated])
+    settings = resolve_settings({"backend": "fake", "best_of": 2, "calculate": True}, env={})
+    outcome = run_slot(math_job(CAR), backend, settings, emit=lambda _: None)
+    assert [r.slot_id for r in backend.requests[:3]] == ["answer@calculate", "answer@recalculate", "answer"]
+    [again] = [e for e in outcome.ledger if e.action == "recalculate"]
+    assert "the first program left out the 1 of '1 hour 40 minutes'" in again.inputs_summary
+    assert outcome.result is not None and "**Result: 90** (rounded from 90.00000000000001)" in outcome.result.raw
