@@ -152,14 +152,18 @@ FORMS: tuple[Form, ...] = (
 def asked_forms(aspect: Aspect) -> tuple[Form, ...]:
     """The forms ``aspect`` asks its part to deliver (none: prose will do, or its verb does not make the thing).
 
-    The first form it names counts, and another named in a coordinate of its own: "the SQL migration ... and the
-    matching change to our SQLAlchemy Customer model" asks for SQL and for Python (a real document gave the SQL
-    only, and the round judged the first form alone), where "a Dockerfile for a Python 3.12 Flask app" asks for a
-    Dockerfile. An OpenAPI document is not also judged as YAML (it may be JSON).
+    The first form it names counts (an OpenAPI document before any; then by where the words stand: "a GitHub
+    Actions workflow in YAML that runs pytest" asks for YAML, not for tests: judged by the forms' order, it was sent
+    a tests part that echoed the prompt and wrote the workflow again, cut off, 2026-12-07), and another named in a
+    coordinate of its own: "the SQL migration ... and the matching change to our SQLAlchemy Customer model" asks for
+    SQL and for Python (a real document gave the SQL only, and the round judged the first form alone), where "a
+    Dockerfile for a Python 3.12 Flask app" asks for a Dockerfile. An OpenAPI document is not also judged as YAML
+    (it may be JSON).
     """
     if aspect.verb.lower() not in FORM_VERBS:
         return ()
-    forms = [form for form in FORMS if form.asked.search(aspect.text)]
+    named = [(m.start(), at, form) for at, form in enumerate(FORMS) if (m := form.asked.search(aspect.text))]
+    forms = [form for _, _, form in sorted(named, key=lambda n: (n[2] is not OPENAPI_FORM, n[0], n[1]))]
     if not forms:
         return ()
     coordinates = _COORDINATES.split(aspect.text)

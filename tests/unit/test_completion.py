@@ -125,6 +125,13 @@ def test_every_form_an_aspect_asks_for_is_judged() -> None:
     assert [g.detail.rsplit(" ", 3)[-3:] for g in read_gaps(slo, parts) if g.kind == "form"] == [["a", "YAML", "file"]]
     # a library named as the data's origin asks for no Python: only its model, app, endpoint ... does
     assert read_gaps("Write a SQL query over the table our pandas job fills.", parts) == []
+    # a tool the deliverable runs is not a deliverable (2026-12-07: the workflow's part was judged for tests, and a
+    # tests part was added that echoed the prompt and wrote the workflow again, cut off)
+    workflow = "```yaml\non:\n  push:\n    branches: [main]\njobs:\n  test:\n    runs-on: ubuntu-latest\n```"
+    ci = [Part("ci", "Workflow", _result("ci", workflow))]
+    assert read_gaps("Write a GitHub Actions workflow in YAML that runs pytest on every push to main.", ci) == []
+    asked = [g.detail for g in read_gaps("Write pytest tests for the parser and a GitHub Actions workflow.", ci)]
+    assert len(asked) == 1 and asked[0].endswith("tests")
 
 
 TARIFF_TASK = (

@@ -712,3 +712,13 @@ def test_a_script_asked_to_delete_that_deletes_nothing_fails() -> None:
     archive = "Write a shell script that compresses yesterday's logs into one archive."
     assert not shell_does_check("cp /var/log/*.log /backup/\n", archive).passed
     assert shell_does_check("tar -czf logs.tar.gz /var/log/*.log\n", archive).passed
+
+
+def test_the_output_structures_instructions_written_into_a_block_are_a_leak() -> None:
+    """2026-12-07, a completion part of a GitHub Actions task: its YAML block began with the contract's lines."""
+    leaked = (
+        "## Outline\n1. Workflow\n\n## 1. Workflow\n```yaml\n## Outline\n"
+        '1. Write the line "## Outline". Under it write "1. " and a short title that names\n```\n'
+    )
+    passed, detail = checks_of(leaked, "data")["contract.leaks"]
+    assert not passed and 'write the line "## outline"' in detail

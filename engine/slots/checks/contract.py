@@ -43,11 +43,15 @@ LEAKS = (
     "if a problem above concerns it",
     "an earlier answer to this was rejected",
     "does not have these problems",
+    'write the line "## outline"',
+    'under it write "1. "',
 )
 """The harness' own delimiters and its retry feedback's wording, which must never come back in an answer
 (quoting the instructions' wording is harmless and common; copying a delimiter means a reference or a
 candidate was pasted in, and the feedback's sentences in an answer are the prompt talking, not the expert: seen
-on the review set, "The outline was (keep it if it is right, fix it if a problem above concerns it):")."""
+on the review set, "The outline was (keep it if it is right, fix it if a problem above concerns it):"; and the
+output structure's own instructions, 'Write the line "## Outline". Under it write "1. " ...', in a YAML block
+of a completion part, 2026-12-07)."""
 _RUNS_OUT = ("was never closed", "unterminated", "unexpected EOF", "expected an indented block")
 """Python's words for code that stops before it is complete."""
 PROMPT_LINES = tuple(
