@@ -640,6 +640,14 @@ def test_a_quantity_given_two_values_fails() -> None:
     assert checks_of(agreeing, "prose")["numbers.one_value"][0]
     rounded = NPV_ANSWER.replace("(-236.88)", "at about -52.6")  # rounded, within 1%
     assert checks_of(rounded, "prose")["numbers.one_value"][0]
+    # 2026-12-07, the car's average speed: worked out as 54 km/h, boxed as 90
+    speed = (
+        "## Outline\n1. Answer\n\n## 1. Answer\n"
+        "\\[\n\\text{Average Speed} = \\frac{90 \\text{ km}}{\\frac{5}{3} \\text{ hours}} = 54 \\text{ km/h}\n\\]\n\n"
+        "The average speed of the car is \\(\\boxed{90}\\) km/h.\n"
+    )
+    passed, detail = checks_of(speed, "prose")["numbers.one_value"]
+    assert not passed and detail.startswith("the answer gives the average speed as 54 and as 90")
 
 
 @pytest.mark.parametrize(

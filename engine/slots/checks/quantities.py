@@ -64,11 +64,13 @@ _BEFORE = re.compile(r"\d")
 _CONCLUDES = re.compile(r"\b(?:so|therefore|thus|hence|which means)\b|;", re.I)
 _CLAUSE_END = re.compile(r"(?<=\d)\.\s|\s(?:and|which|so|while)\s|[;,]\s(?=[A-Za-z])")
 _MARKUP = (
-    (re.compile(r"\\(?:text|mathrm)\{([^{}]*)\}"), r"\1"),
+    (re.compile(r"\\(?:text|mathrm|boxed)\{([^{}]*)\}"), r"\1"),
     (re.compile(r"\\[\[\]()]|\\,|\$\$"), " "),
     (re.compile(r"\*\*|__"), ""),
 )
-"""LaTeX's text and delimiters, and Markdown's bold: ``**Simple Payback Period**: 5 years`` binds the payback."""
+"""LaTeX's text, boxes and delimiters, and Markdown's bold: ``**Simple Payback Period**: 5 years`` binds the
+payback, and "The average speed of the car is \\(\\boxed{90}\\) km/h" binds the speed (the same answer had worked
+it out as "= 54 km/h", 2026-12-07)."""
 _TOLERANCE = 0.01
 
 
