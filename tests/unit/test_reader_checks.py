@@ -20,6 +20,7 @@ from engine.slots.sandbox import SandboxLimits
 from state.context import resolve_settings
 from state.framework import Deliverable, SlotSpec
 from state.outline import parse_output
+from state.quality import CheckResult
 from state.result import SlotResult
 from state.settings import Settings
 from tests.unit.scripted import Scripted
@@ -730,3 +731,33 @@ def test_the_output_structures_instructions_written_into_a_block_are_a_leak() ->
     )
     passed, detail = checks_of(leaked, "data")["contract.leaks"]
     assert not passed and 'write the line "## outline"' in detail
+
+
+TEAM_TASK = (
+    "Write a short message to my team saying the Friday release moves to Monday because the payment tests failed."
+)
+TEAM_MESSAGE = (
+    "## Outline\n1. Release update\n\n## 1. Release update\nDear Team,\n\nWe recently released a new version of our "
+    "software on Friday. During the testing phase we encountered some issues with the payment system, and we are "
+    "working on fixing them.\n\nBest regards,\n"
+)
+"""2026-12-07, through ``coe run`` (the generalist on the 0.5B): Monday, the news, is nowhere."""
+
+
+def test_a_message_that_leaves_out_a_day_its_task_names_fails() -> None:
+    from engine.slots.contracts import contract_for
+
+    contract = contract_for(SlotSpec(id="answer", title="Answer", description=TEAM_TASK), "general_reasoning")
+    assert contract.message
+
+    def days(text: str, part_of_plan: bool = False) -> CheckResult | None:
+        result = parse_output(text, "s", "e", min_items=1, max_items=1)
+        ctx = CheckContext(TEAM_TASK, contract, asked=TEAM_TASK, part_of_plan=part_of_plan)
+        return next((c for c in check_answer(result, ctx)[0] if c.name == "message.days"), None)
+
+    failed = days(TEAM_MESSAGE)
+    assert failed is not None and not failed.passed
+    assert failed.detail == "the message does not name Monday, which the task names: say it"
+    fixed = days(TEAM_MESSAGE.replace("on Friday.", "on Friday; it moves to Monday."))
+    assert fixed is not None and fixed.passed
+    assert days(TEAM_MESSAGE, part_of_plan=True) is None  # a part's description may name another part's days

@@ -285,6 +285,29 @@ def table_rows_check(text: str) -> CheckResult:
     return CheckResult(name="table.rows", passed=True)
 
 
+_DAYS_AND_MONTHS = re.compile(
+    r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b|\b(?:January|February|March|April|June|July|August|September|"
+    r"October|November|December)\b"
+)
+"""The days and months a message's task names ("May" is left out: a verb as often as a month)."""
+
+
+def message_days_check(text: str, asked: str) -> CheckResult:
+    """``message.days``: a message names every day and month its task names.
+
+    2026-12-07, through ``coe run``: "a short message to my team saying the Friday release moves to Monday because
+    the payment tests failed" came back (the generalist on the 0.5B) as a message that the release went out on
+    Friday and that the payment issues were being fixed: Monday, the news, was nowhere, and every check passed.
+    """
+    said = text.lower()
+    missing = [day for day in dict.fromkeys(_DAYS_AND_MONTHS.findall(asked)) if day.lower() not in said]
+    return CheckResult(
+        name="message.days",
+        passed=not missing,
+        detail=f"the message does not name {', '.join(missing)}, which the task names: say it" if missing else "",
+    )
+
+
 def table_check(result: SlotResult) -> CheckResult:
     """``table.present``: the answer holds a Markdown table."""
     lines = result.body_text().splitlines()
