@@ -846,13 +846,13 @@ def _named_disagreements(parts: Sequence[Part], figures: TaskFigures | None) -> 
     first part, says what its value is.
     """
     computed = {w for f in (figures.figures if figures is not None else []) for w in norm(f.name).split()}
-    first: dict[str, tuple[Part, Stated]] = {}
+    first: dict[tuple[str, str], tuple[Part, Stated]] = {}
     out = []
     for part in parts:
         for stated in stated_values(part.result.raw):
             if set(stated.name.split()) <= computed:
                 continue
-            owner, given = first.setdefault(stated.name, (part, stated))
+            owner, given = first.setdefault((stated.name, stated.unit), (part, stated))
             if owner.slot_id != part.slot_id and not same_value(given, stated):
                 out.append(
                     Disagreement(

@@ -666,6 +666,8 @@ def test_a_quantity_given_two_values_fails() -> None:
         "The monthly payment is 300000 * 0.005 / (1 - 1.005 ** -360).\n\nThe monthly payment is $1,798.65.",
         # a code block is not prose
         "```python\nNPV = 5\n```\n\nThe NPV is -52.59.",
+        # one time in two units
+        "The total time is 100 minutes.\n\nIn hours, the total time is 1.67 hours.",
     ],
 )
 def test_one_value_reads_conditions_subscripts_tables_and_code_as_no_second_value(prose: str) -> None:
