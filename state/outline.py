@@ -158,10 +158,12 @@ def parse_output(
     derived = not items and bool(sections)
     if derived:
         items = [(s.label, s.title) for s in sections]
-    items = [(label, _unnumbered(title, label)) for label, title in items]
+    items = [(label, _unlabelled(_unnumbered(title, label))[0]) for label, title in items]
     titles = dict(items)
     for s in sections:
-        s.title = _unnumbered(s.title, s.label)
+        s.title, said = _unlabelled(_unnumbered(s.title, s.label))
+        if said:  # the sentence the heading held opens the body, joined where the line broke mid-sentence
+            s.body = f"{said}{' ' if s.body[:1].islower() else chr(10)}{s.body}" if s.body else said
         if not s.title and titles.get(s.label):
             s.title = titles[s.label]
 
@@ -545,6 +547,21 @@ def _unnumbered(title: str, label: str) -> str:
     """
     bare = re.sub(rf"^{re.escape(label)}\s*\\?[.:)]\s+(?=\S)", "", title)
     return bare or title
+
+
+_LABEL_THEN_SENTENCE = re.compile(
+    r"^(Usage|Example|Examples|Note|Notes|Explanation|How it works|Summary)\s*:\s+(\S+(?:\s+\S+){5,})$", re.I
+)
+
+
+def _unlabelled(title: str) -> tuple[str, str]:
+    """A title that is a label and then a sentence, as its label and its sentence; else ``(title, "")``.
+
+    A SQL answer on the 1.5B (2026-12-07) wrote its note into the heading, "2. Usage: This query finds employees
+    who have a salary greater than the salary of a", and went on under it with "manager. The result ...".
+    """
+    m = _LABEL_THEN_SENTENCE.match(title)
+    return (m.group(1), m.group(2)) if m else (title, "")
 
 
 def _key(text: str) -> str:

@@ -776,3 +776,22 @@ def test_a_title_that_writes_its_own_number_again_loses_it() -> None:
     assert [s.title for s in r.sections] == ["Introduction", "Overview", "Steps"] and r.compliant, r.problems
     kept = parse_output("## Outline\n1. 2024: A review\n\n## 1. 2024: A review\nIt was a year.\n", "s", "e")
     assert [s.title for s in kept.sections] == ["2024: A review"]  # another number is the title's own
+
+
+def test_a_note_written_into_its_heading_opens_its_body() -> None:
+    """2026-12-07, a SQL answer on the 1.5B: "2. Usage: This query finds ... the salary of a", then "manager. ..."."""
+    heading = "Usage: This query finds employees who have a salary greater than the salary of a"
+    r = parse_output(
+        f"## Outline\n1. Query\n2. {heading}\n\n## 1. Query\n```sql\nSELECT 1;\n```\n\n## 2. {heading}\n"
+        "manager. The result includes the employee's ID, name, and salary.\n",
+        "s",
+        "e",
+        min_items=1,
+        max_items=2,
+    )
+    assert [(i.label, i.title) for i in r.outline] == [("1", "Query"), ("2", "Usage")] and r.compliant, r.problems
+    usage = r.section("2")
+    assert usage is not None and usage.title == "Usage"
+    assert usage.body.startswith("This query finds employees who have a salary greater than the salary of a manager.")
+    short = parse_output("## Outline\n1. Note: keep it short\n\n## 1. Note: keep it short\nText here.\n", "s", "e")
+    assert [s.title for s in short.sections] == ["Note: keep it short"]  # a label and a short title stay a title
