@@ -12,7 +12,6 @@ once). The document shows the program and its output (``nodes.assemble``).
 
 from __future__ import annotations
 
-import ast
 import re
 import threading
 
@@ -26,7 +25,7 @@ from engine.slots.program_of_thought import (
     program_in,
 )
 from engine.slots.sandbox import SandboxLimits, run_python
-from engine.units import conversion_hint, conversions, unconverted
+from engine.units import conversion_hint, conversions, unconverted, written_numbers
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from state.figures import Figure, TaskFigures
 
@@ -242,11 +241,7 @@ def left_out(program: str, task: str) -> list[float]:
     code = program_in(program)  # a model's answer or the program itself
     if code is None:
         return []
-    written = {
-        float(node.value)
-        for node in ast.walk(ast.parse(code))
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
-    }
+    written = set(written_numbers(code) or ())  # it ran, so it parses
     needed = conversions(task)
     scaled = {v: [c.factor for c in needed if v in c.values] for v in numbers_in(task)}
     return [

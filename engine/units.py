@@ -27,6 +27,7 @@ __all__ = [
     "converted_values",
     "split_compounds",
     "unconverted",
+    "written_numbers",
 ]
 
 
@@ -185,16 +186,23 @@ def unconverted(program: str, found: list[Conversion]) -> list[Conversion]:
     A program that writes ``1000`` may use it for something else, so this is a necessary sign, not proof; one that
     writes none of them has not converted (multipart_set3_server's two programs).
     """
+    written = written_numbers(program)
+    if written is None:
+        return found
+    return [c for c in found if not any(_close(w, v) for w in written for v in converted_values([c]))]
+
+
+def written_numbers(program: str) -> list[float] | None:
+    """The numbers ``program`` (Python source) writes as constants, in order; None when it does not parse."""
     try:
         tree = ast.parse(program)
     except SyntaxError:
-        return found
-    written = [
+        return None
+    return [
         float(node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
     ]
-    return [c for c in found if not any(_close(w, v) for w in written for v in converted_values([c]))]
 
 
 @dataclass(frozen=True)
@@ -237,15 +245,7 @@ def split_compounds(program: str, found: list[Compound]) -> list[Compound]:
     "A car travels 150 km in 1 hour 40 minutes. What is its average speed in km/h?": two programs of the 1.5B wrote
     ``hours = 40 / 60`` and agreed on 225.0 km/h (it is 90), outvoting the answer that said 90 (2026-12-07).
     """
-    try:
-        tree = ast.parse(program)
-    except SyntaxError:
-        return []
-    written = [
-        float(node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
-    ]
+    written = written_numbers(program) or []
     return [
         c
         for c in found
