@@ -34,7 +34,7 @@ from statistics import median
 
 from engine.agreement import Part
 from engine.slots.checks.code import OPENAPI_ASKED, openapi_document
-from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm, prose_unfenced, without_code
+from engine.slots.checks.text import PYTHON_TAGS, SHELL_TAGS, SQL_TAGS, code_blocks, norm, prose_unfenced, without_code
 from experts.routing.aspects import MAKING_VERBS, Aspect, deliverable_noun, task_aspects
 from state.assist import AssistRecord
 from state.completion import WORK_REASON, CompletionGap
@@ -119,7 +119,7 @@ FORMS: tuple[Form, ...] = (
     Form(
         "a shell script",
         re.compile(r"\b(?:bash|shell) script\b", re.I),
-        frozenset({"bash", "sh", "shell", "zsh"}),
+        SHELL_TAGS,
         None,
         "Deliver the script in a ```bash block.",
     ),

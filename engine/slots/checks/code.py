@@ -38,7 +38,7 @@ import yaml
 from engine.slots.checks.check_context import CheckContext
 from engine.slots.checks.contract import STUB
 from engine.slots.checks.examples import Examples, extract_examples
-from engine.slots.checks.text import PYTHON_TAGS, code_blocks
+from engine.slots.checks.text import PYTHON_TAGS, SHELL_TAGS, code_blocks
 from engine.slots.contracts import contract_of
 from engine.slots.sandbox import SandboxLimits, run_python
 from state.quality import PACKAGES_CHECK, TESTS_CHECK, CheckResult
@@ -289,7 +289,6 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
     return checks
 
 
-SHELL_TAGS = frozenset({"bash", "sh", "shell", "zsh"})
 _SHELL_ACTIONS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
     (
         "delete",

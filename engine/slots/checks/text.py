@@ -23,6 +23,8 @@ PYTHON_TAGS = frozenset({"python", "py", "python3"})
 """The fence tags of a Python block."""
 SQL_TAGS = frozenset({"sql", "postgresql", "postgres", "mysql", "sqlite"})
 """The fence tags of a SQL block."""
+SHELL_TAGS = frozenset({"bash", "sh", "shell", "zsh"})
+"""The fence tags of a shell script."""
 
 
 def code_blocks(text: str) -> list[tuple[str, str]]:
