@@ -645,7 +645,7 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
             and not (head in MAKING_VERBS and _DELIVERABLE.match(bare[len(head) :].lstrip()))
         ):
             clause = f"{clause} and {part}"  # "a guide to set up X, install Y and run Z": the steps of one thing
-        elif clause and head in RESULT_VERBS and not _NOUN.search(bare):
+        elif clause and head in RESULT_VERBS and (not _NOUN.search(bare) or _SHOWN_AS.match(bare)):
             clause = f"{clause} and {part}"  # "test whether X changed and give the 95% interval": one analysis
         elif head in VERBS:
             if clause:
@@ -679,6 +679,11 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     if clause:
         aspects.append(Aspect(clause, verb))
     return aspects
+
+
+_SHOWN_AS = re.compile(r"^[\w'-]+\s+(?:it|them)\s+(?:in|as|inside|within)\s", re.I)
+"""A result verb on the deliverable before it, naming the form it is handed over in ("write a regex ... and show
+it in a Python snippet that tests ..."): the same deliverable, shown, not a snippet of its own."""
 
 
 OWN_WORK_ON_IT = frozenset("diagram package".split())

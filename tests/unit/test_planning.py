@@ -238,6 +238,13 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             1,
         ),
         ("Work out LTV, LTV:CAC and CAC payback, and tell me whether we should double our paid budget.", 1),
+        (  # the form the one deliverable is shown in (user task of 2026-12-07: two parts, both cut off, 314 s)
+            "Write a regular expression that matches US phone numbers written as (555) 123-4567, 555-123-4567 or "
+            "5551234567, and show it in a Python snippet that tests those three plus one invalid number.",
+            1,
+        ),
+        ("Compute the monthly totals and show them as a table.", 1),
+        ("Write the query and give a summary for the board.", 2),  # a deliverable of its own after "give"
         ("Give the exact expression and the number rounded to two decimals.", 1),  # two figures of one result
         (  # what the deliverable must do, listed under "It must:"
             "Mutual NDA for early talks with a contract manufacturer. It must:\n1. define confidential information "
