@@ -119,6 +119,13 @@ _GIVES_RESULT = re.compile(
     re.I,
 )
 _TIME = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::\d{2})?(?![\d:])")
+_DATE_OF_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}(?=[ T]\d{1,2}:\d{2})")
+"""The date a program's ``datetime`` prints before the time of day ("2023-10-01 17:25:00"): where the task names no
+date, a day the program made up to hold the time (a flight's landing time read as four values, no result)."""
+_DATED = re.compile(
+    r"\b(?:1[89]|20)\d{2}\b|\b\d{1,2}/\d{1,2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\s+\d", re.I
+)
+"""A task that names a date (a year, "3/14", "March 1"): the day a program prints is part of its answer."""
 
 
 @dataclass(frozen=True)
@@ -297,6 +304,8 @@ def printed_values(output: str, task: str = "", lines: int = 1) -> tuple[float |
 
 
 def _line_values(line: str, task: str) -> tuple[float | str, ...]:
+    if not _DATED.search(task):
+        line = _DATE_OF_TIME.sub(" ", line)
     times = [f"{int(m.group(1))}:{m.group(2)}" for m in _TIME.finditer(line)]
     given = {abs(w) for w, _, _ in _numbers(task, scaled=True)}
     return (*times, *(v for v, _, _ in _numbers(_TIME.sub(" ", line)) if abs(v) not in given))

@@ -73,6 +73,17 @@ def test_only_a_last_line_with_a_few_values_is_a_result() -> None:
     assert printed_values("In 4 rolls: 0.5177", "in 4 rolls of a die") == (0.5177,)  # the task's own numbers go
 
 
+def test_the_made_up_day_of_a_printed_time_is_no_value() -> None:
+    # a user task of 2026-12-07: the third program printed the right landing time with datetime's day before it,
+    # read as four values and no result, and the document gave none
+    flight = "My flight leaves at 14:35 and takes 7 hours 50 minutes. The destination is 5 hours behind. Local time?"
+    assert printed_values("2023-10-01 17:25:00", flight) == ("17:25",)
+    assert printed_values("1900-01-01 17:25:00", flight) == ("17:25",)
+    assert printed_values("2024-03-02 09:00:00", "What day and time is it 30 hours after 1 March 2024 03:00?") != (
+        "9:00",
+    )  # the task names a date: the day is part of the answer
+
+
 def test_calculate_runs_the_program_in_the_sandbox() -> None:
     backend = Scripted([PROGRAM])
     done = calculate(DICE, backend, "coder", SandboxLimits(timeout_s=10), slot_id="s")
