@@ -195,11 +195,18 @@ def judge(document: str, code: str, item: dict[str, Any], seconds: float, harnes
     fences = len(re.findall(r"^\s*```", document, re.M))
     python = [c for lang, c in code_blocks(document) if lang in PYTHON_TAGS]
     out.truncated_code = fences % 2 == 1 or not all(_parses(c) for c in python)
-    out.rubric_met = [bool(re.search(r["pattern"], written, re.I | re.M)) for r in item["rubric"]]
+    out.rubric_met = [rubric_met(r, written) for r in item["rubric"]]
     if item.get("tests"):
         out.tests_passed = passes(code, item["tests"])
     out.flagged = harness and any(flag in document for flag in _FLAGS)
     return out
+
+
+def rubric_met(item: dict[str, Any], written: str) -> bool:
+    """A rubric item is met when its pattern is found in what the model wrote, or, ``absent: true`` (a wrong claim
+    a right answer must not make, ``bench/data/facts_heldout.yaml``), when it is not."""
+    found = bool(re.search(item["pattern"], written, re.I | re.M))
+    return not found if item.get("absent") else found
 
 
 def _parses(code: str) -> bool:

@@ -132,3 +132,16 @@ def test_resume_keeps_a_stopped_runs_rows_and_runs_only_the_rest(tmp_path: Path)
     assert whole["summary"]["tasks"] == 3 and whole["summary"]["resumed_from"] == str(stopped)
     with pytest.raises(SystemExit, match="--resume .*review.md"):
         bench_review.main(["--quick", "--out", str(tmp_path), "--resume", str(tmp_path / "review.md")])
+
+
+def test_an_absent_item_is_met_when_its_wrong_claim_is_not_made() -> None:
+    item = {
+        "rubric": [
+            {"what": "no ordering", "pattern": "udp[^.]{0,40}(?:not|no)[^.]{0,30}order"},
+            {"what": "no wrong claim", "pattern": "udp (?:(?!not|no )[^.]){0,40}ensures order", "absent": True},
+        ]
+    }
+    right = "# T\n\n## Answer\nUDP does not guarantee order.\n"
+    wrong = "# T\n\n## Answer\nUDP does not guarantee order. UDP ensures order of packets.\n"
+    assert bench_review.judge(right, "", item, 1.0).rubric_met == [True, True]
+    assert bench_review.judge(wrong, "", item, 1.0).rubric_met == [True, False]
