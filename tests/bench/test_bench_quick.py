@@ -148,6 +148,9 @@ def _planning(r: Result) -> None:
     s = r["summary"]
     assert r["quick"] is True and s["tasks"] == len(r["rows"]) == 6
     assert s["scope_accuracy"] == sum(row["scope"] == row["predicted"] for row in r["rows"]) / s["tasks"]
+    singles = [row for row in r["rows"] if row["scope"] == "single"]
+    assert s["singles_one_part"] == round(sum(len(row["experts"]) <= 1 for row in singles) / len(singles), 4)
+    assert s["singles_one_part"] >= s["singles_one_slot"]  # a task scoped single is one part
 
 
 def _routing(r: Result) -> None:
