@@ -57,16 +57,22 @@ _END = r"(?![\d]|[.,]\d)(?!\s*[=≈])"
 """An expression ends where no digit (or decimal part) goes on, and no result follows."""
 _WITHOUT_RESULT = re.compile(rf"(?<![\w.=])({_EXPR}){_END}(?=\s*(?:[.,;:!?)]|\s+(?:[a-zA-Z%°]|$)|$))")
 _BRACED = r"\{(?:[^{}]|\{[^{}]*\})*\}"
-_LATEX_UNIT = r"(?:\s*\\(?:text|mathrm)\s*\{[^{}]*\})?"
-"""A unit after a LaTeX number (``4900 \\text{ W} \\times 720 \\text{ hours/month}``): read as nothing."""
+_LATEX_UNIT = r"(?:\s*/?\s*\\(?:text|mathrm)\s*\{[^{}]*\})?"
+"""A unit after a LaTeX number (``4900 \\text{ W} \\times 720 \\text{ hours/month}``, ``£5.28/\\text{kg}``): read
+as nothing."""
+_LATEX_MONEY = r"(?:\\?[$£€]\s?)?"
+"""A currency sign before a LaTeX number (``1.2 \\text{ kg} \\times £5.28/\\text{kg} = £6.704``: 6.336, a unit price
+the generalist worked out on the 0.5B, numeric_heldout3): read as nothing."""
 _LATEX_TERM = (
-    rf"(?:-?\\[dt]?frac\s*{_BRACED}\s*{_BRACED}|\(\s*-?{_NUM}(?:\s*[-+]\s*{_NUM})?\s*\)|-?{_NUM}){_LATEX_UNIT}"
+    rf"(?:-?\\[dt]?frac\s*{_BRACED}\s*{_BRACED}|\(\s*-?{_NUM}(?:\s*[-+]\s*{_NUM})?\s*\)|-?{_LATEX_MONEY}{_NUM})"
+    rf"{_LATEX_UNIT}"
 )
 _LATEX_POWER = r"(?:\s*\^\s*(?:\{\s*-?\d+(?:\.\d+)?\s*\}|\d+))"
 _LATEX_OP = r"(?:\\times|\\cdot|[-+*/×÷])"
 _LATEX_EXPR = rf"{_LATEX_TERM}{_LATEX_POWER}?(?:\s*{_LATEX_OP}\s*{_LATEX_TERM}{_LATEX_POWER}?)*"
 _LATEX_STEP = re.compile(
-    rf"({_LATEX_EXPR})\s*(=|\\approx|≈)\s*(-?{_NUM})(?!\d|[.,]\d|\s*(?:\^|\\times|\\cdot|[*/×÷]|\\frac))"
+    rf"({_LATEX_EXPR})\s*(=|\\approx|≈)\s*{_LATEX_MONEY}(-?{_NUM})"
+    r"(?!\d|[.,]\d|\s*(?:\^|\\times|\\cdot|[*/×÷]|\\frac))"
 )
 _CHAIN = re.compile(
     rf"({_LATEX_EXPR})((?:\s*=\s*{_LATEX_EXPR})+?)\s*(=|\\approx|≈)\s*(-?{_NUM})"
@@ -162,7 +168,8 @@ def _same(written: str, value: float) -> bool:
 def latex_value(expression: str) -> float | None:
     r"""The value of a LaTeX arithmetic expression (``\frac{a}{b}``, ``\times``, ``\cdot``, ``^{n}``), or None."""
     text = expression.replace("\\left", "").replace("\\right", "").replace("\\,", "")
-    text = re.sub(r"\\(?:text|mathrm)\s*\{[^{}]*\}", "", text)
+    text = re.sub(r"/?\s*\\(?:text|mathrm)\s*\{[^{}]*\}", "", text)  # "£5.28/\text{kg}": a rate's unit
+    text = re.sub(r"\\?[$£€]", "", text)
     text = re.sub(r"\\times|\\cdot", "*", text)
     text = re.sub(r"\^\s*\{([^{}]*)\}", r"**(\1)", text).replace("^", "**")
     for _ in range(4):  # nested fractions, innermost first
@@ -193,6 +200,18 @@ def _inside_longer(text: str, m: re.Match[str]) -> bool:
 def _units(expression: str) -> set[str]:
     r"""The LaTeX units an expression writes (``\text{ liters}``), as words."""
     return {unit.strip() for unit in re.findall(r"\\(?:text|mathrm)\s*\{([^{}]*)\}", expression)}
+
+
+_RATE_UNIT = re.compile(r"/\s*\\(?:text|mathrm)\s*\{([^{}]*)\}")
+
+
+def _rate_unmatched(expression: str) -> bool:
+    r"""Whether a rate's unit (``£3.60/\text{kg}``) is not the unit of another term (``750 \text{ g}``).
+
+    Then the step needs a conversion the arithmetic cannot see, and its product is no check of the written result.
+    """
+    rates = {unit.strip() for unit in _RATE_UNIT.findall(expression)}
+    return bool(rates - _units(_RATE_UNIT.sub("", expression)))
 
 
 def _without_units(expression: str) -> str:
@@ -330,7 +349,7 @@ def _steps(text: str, changes: list[str], wrong: dict[str, str]) -> str:
             return m.group(0)  # plain arithmetic with "=": with_result's exact rule
         if not re.search(rf"{_LATEX_OP}|\\[dt]?frac|\^", expression):
             return m.group(0)  # a number restated ("= 1.05 \approx 1.1"), no calculation
-        if _inside_longer(text, m):
+        if _inside_longer(text, m) or _rate_unmatched(expression):
             return m.group(0)
         value = latex_value(expression)
         if value is None or _agrees_rounded(written, value):

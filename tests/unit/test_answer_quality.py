@@ -626,6 +626,12 @@ def test_latex_steps_are_computed_and_a_wrong_result_is_corrected_where_it_is_st
     assert compute(energy)[0] == "\\( 4900 \\text{ W} \\times 720 \\text{ hours/month} = 3528000 \\text{ Wh} \\)"
     right = "\\( 350 \\text{ W/machine} \\times 14 \\text{ machines} = 4900 \\text{ W} \\)"
     assert compute(right) == (right, [])
+    # numeric_heldout3, nh3-unit-price (the generalist on the 0.5B): a currency sign and a rate's unit in LaTeX
+    bag = "\\text{Cost} = 1.2 \\text{ kg} \\times £5.28/\\text{kg} = £6.704"
+    assert compute(bag)[0] == "\\text{Cost} = 1.2 \\text{ kg} \\times £5.28/\\text{kg} = £6.336"
+    assert compute("\\( 1.2 \\times \\$5.28 = \\$6.704 \\)")[0] == "\\( 1.2 \\times \\$5.28 = \\$6.336 \\)"
+    grams = "\\( 750 \\text{ g} \\times £3.60/\\text{kg} = £288 \\)"  # wrong, but by a conversion 2,700 would not fix
+    assert compute(grams) == (grams, [])
     # multipart_set3_units2, the same task's memo and calculation: steps in money, a currency sign on each number
     yearly = compute_all(["Monthly saving * 12\n= $225.79 * 12\n= $2,711.48", "we save $2,711.48 per year"])
     assert yearly[0] == ["Monthly saving * 12\n= $225.79 * 12\n= $2,709.48", "we save $2,709.48 per year"]
