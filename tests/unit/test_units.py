@@ -54,6 +54,8 @@ def test_a_number_in_one_unit_against_a_rate_or_result_in_another(
         "In the 1990s prices rose 3% an hour.",  # no seconds
         "A 5 M budget spread over 12 months; how much a month?",  # M is a million
         "Write 3 paragraphs in a m style.",
+        # numeric_heldout3, nh3-dose-weight: a dose by weight is a ratio of two masses, not a conversion between them
+        "Child weighs 42 lb. Paracetamol single dose ordered at 15 mg/kg. Use 1 lb = 0.453592 kg. The dose in mg?",
     ],
 )
 def test_tasks_without_two_units_of_one_kind_need_none(task: str) -> None:
@@ -69,3 +71,8 @@ def test_a_program_that_writes_the_factor_or_a_converted_value_converts() -> Non
     data = conversions("Each photo is 500 MB and storage costs 0.02 per GB a month.")
     assert unconverted("print(500 / 1024 * 0.02)", data) == []  # a GB of 1,024 MB converts too
     assert unconverted("print(500 * 0.02)", data) == data
+
+
+def test_a_ratio_of_two_masses_still_leaves_a_third_to_convert() -> None:
+    found = {(c.given, c.named) for c in conversions("Dose 15 mg/kg for a cat of 2000 g. The dose in mg?")}
+    assert ("g", "kg") in found and ("mg", "kg") not in found and ("kg", "mg") not in found
