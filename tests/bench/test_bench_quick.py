@@ -144,6 +144,11 @@ def _repeat_penalty(r: Result) -> None:
     assert all(set(row) >= {"id", "expert", "1.0", "1.1"} for row in r["rows"])
 
 
+def _direct(r: Result) -> None:
+    assert r["quick"] is True and r["tasks"] == len(r["rows"]) == 3 and set(r["summary"]) == set(r["models"])
+    assert all({"coverage", "wrong_claims", "seconds"} <= set(row[m]) for row in r["rows"] for m in r["models"])
+
+
 def _planning(r: Result) -> None:
     s = r["summary"]
     assert r["quick"] is True and s["tasks"] == len(r["rows"]) == 6
@@ -212,6 +217,7 @@ FAKE_OR_NO_MODEL: dict[str, tuple[str, Callable[[Result], None]]] = {
     "bench_memory": ("memory", _memory),
     "bench_multipart": ("multipart", _multipart),
     "bench_catalog": ("catalog", _catalog),
+    "bench_direct": ("direct", _direct),
     "bench_exams": ("exams", _exams),
     "bench_shadow": ("shadow", _shadow),
     "bench_feedback": ("feedback", _feedback),
