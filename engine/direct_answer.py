@@ -1,6 +1,6 @@
 """A trivial task's direct answer, computed when it asks for a value (issue 39: every number in an answer computed).
 
-The base model answers short requests in a sentence or three (:mod:`nodes.answer_directly`), and a conversion is
+The generalist's model answers short requests in a sentence or three (:mod:`nodes.answer_directly`), and a conversion is
 one of them: "Convert 72 degrees Fahrenheit to Celsius and explain the formula." came back as "72 degrees
 Fahrenheit is equivalent to 25.4 degrees Celsius" (right: 22.22), no arithmetic written for the inline check to
 compute, no caveat (2026-12-02). So a direct answer to a request that asks for a value from a number it states, or
@@ -59,7 +59,7 @@ class CheckedAnswer:
 
     text: str
     vote: Verdict | None = None
-    """None when no program gave a value (the answer is the base model's, unchecked)."""
+    """None when no program gave a value (the answer is the model's own, unchecked)."""
     ledger: list[LedgerEntry] = field(default_factory=list)
 
 
@@ -77,11 +77,11 @@ def check_direct_answer(
 
     Args:
         task: The trivial request.
-        answer: The base model's answer, its inline arithmetic computed.
+        answer: The direct answer, its inline arithmetic computed.
         programs: The backend that writes the programs (the biggest installed code model, else the base model).
         model: Its model's name, for the working and the ledger.
         limits: The sandbox's limits for each program.
-        tell: Asks the base model again, told the given value (its answer, arithmetic computed).
+        tell: Asks the answering model again, told the given value (its answer, arithmetic computed).
         slot_id: The name the ledger and the backend's requests carry (the node's).
 
     Backend errors propagate (the node reports them as its own).
@@ -103,7 +103,7 @@ def check_direct_answer(
         stated = result_check(told, vote.shown).passed
         checked.ledger.append(
             LedgerEntry(
-                agent="base model",
+                agent="direct answer",
                 action="answer_told",
                 slot_id=slot_id,
                 inputs_summary="the request again, told the value two programs printed",
