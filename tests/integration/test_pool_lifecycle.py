@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.integration.cli_proc import coe, coe_env, coe_run, wait_while_running
+from tests.scopes import persona_scopes
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +55,8 @@ def test_experts_status_shows_what_a_running_coe_run_holds_and_forgets_it_after_
         )
     )
     home = tmp_path / "home"
-    env = coe_env(home, script, COE_PROFILE="cpu")
+    scopes = persona_scopes(tmp_path, "general_reasoning")  # the notes on the base model, the code on the 1.5B
+    env = coe_env(home, script, COE_PROFILE="cpu", COE_EXPERT_SCOPES=str(scopes))
     proc = coe("run", "A tool", "--framework", str(framework), "--memory-limit", "1524", "--json", env=env)
     try:
         wait_while_running(

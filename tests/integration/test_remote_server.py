@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -34,10 +33,10 @@ from experts.backends.remote import RemoteBackend
 from experts.models.bundled import resolve_model_path
 from experts.pool.health import probe
 from tests.integration.cli_proc import coe_run, free_port
+from tests.scopes import persona_scopes
 
 pytestmark = [pytest.mark.model, pytest.mark.server]
 
-ROOT = Path(__file__).resolve().parents[2]
 TASK = "Write a haiku about the first snow of winter"  # one expert, one slot, a short answer
 SMALL_GRAMMAR = 'root ::= "## Outline\\n1. " [A-Za-z ]+ "\\n"'
 
@@ -118,8 +117,7 @@ def test_the_real_server_answers_the_health_check_and_a_stopped_one_does_not(ser
 def test_one_plan_on_two_servers_the_base_model_and_the_code_experts_own(
     server_url: str, coder_url: str, tmp_path: Path
 ) -> None:
-    scopes = tmp_path / "scopes"
-    shutil.copytree(ROOT / "config" / "expert_scopes", scopes)
+    scopes = persona_scopes(tmp_path, "general_reasoning")  # a persona over the base model's server
     coder = scopes / "python_coder.yaml"
     doc = yaml.safe_load(coder.read_text(encoding="utf-8"))
     doc["model"]["endpoint"] = {"url": coder_url, "model": "qwen2.5-coder-1.5b"}

@@ -1,4 +1,8 @@
-"""A true expert really runs on its own GGUF: python_coder on Qwen2.5-Coder-1.5B, the others on the base model."""
+"""A true expert really runs on its own GGUF: python_coder on Qwen2.5-Coder-1.5B, a persona on the base model.
+
+Every shipped expert has a model of its own since 2026-12-07 (docs/models.md); the generalist is made a persona
+over the base model here, as a catalog may make any expert.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from graph import build_graph
 from graph.persistence import serializer
 from state import Passport
 from state.io import RunInput, RunOptions
+from tests.scopes import persona_scopes
 
 pytestmark = pytest.mark.model
 
@@ -36,7 +41,10 @@ FRAMEWORK = {
 }
 
 
-def test_python_coder_loads_its_own_model_and_the_generalist_the_base_model(tmp_path: Path) -> None:
+def test_python_coder_loads_its_own_model_and_the_generalist_the_base_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COE_EXPERT_SCOPES", str(persona_scopes(tmp_path, "general_reasoning")))
     clear_backends()
     graph = build_graph(InMemorySaver(serde=serializer()))
     config = {"configurable": {"thread_id": "true-expert"}}

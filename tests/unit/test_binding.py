@@ -19,9 +19,15 @@ def _true_expert(model: str, fallback: str = "base") -> ExpertScope:
     return coder.model_copy(update={"model": binding})
 
 
+def _persona(expert: str) -> ExpertScope:
+    """``expert``'s scope bound as a persona on the base model (every shipped expert has a model of its own)."""
+    scope = CATALOG.get(expert)
+    return scope.model_copy(update={"model": scope.model.model_copy(update={"binding": "faux", "model": None})})
+
+
 def test_a_persona_runs_on_the_base_model() -> None:
     settings = resolve_settings({"backend": "llama"}, env={})
-    binding = resolve_binding(settings, CATALOG.get("security_architect"))
+    binding = resolve_binding(settings, _persona("security_architect"))
     assert (binding.model, binding.kind, binding.problem, binding.fatal) == (None, "faux", None, False)
     assert binding.label == "base model (faux)"
 

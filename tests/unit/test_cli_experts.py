@@ -74,7 +74,7 @@ def test_experts_list_and_show() -> None:
     rows = {row["id"]: row for row in listed["experts"]}
     assert set(rows) == set(load_catalog().ids)
     assert rows["python_coder"]["binding"] == "true" and rows["python_coder"]["model"] == "qwen2.5-coder-1.5b"
-    assert rows["security_architect"]["binding"] == "faux" and rows["security_architect"]["kind"] == "domain"
+    assert rows["security_architect"]["binding"] == "true" and rows["security_architect"]["kind"] == "domain"
     text = runner.invoke(app, ["experts", "list"]).stdout
     assert "general_reasoning" in text and "(default)" in text
 

@@ -20,13 +20,16 @@ from graph.persistence import serializer
 from state import Passport, SlotStatus
 from state.framework import load_framework_file
 from state.io import RunInput, RunOptions
+from tests.scopes import persona_scopes
 
-CODER_MODEL = "qwen2.5-coder-1.5b"  # python_coder's own model (a true expert); general_reasoning is faux
+CODER_MODEL = "qwen2.5-coder-1.5b"  # python_coder's own model (a true expert); general_reasoning a persona here
 OVERHEAD_MB = 1024  # the cpu profile's overhead: --memory-limit = overhead + the models' budget
 
 
 @pytest.fixture(autouse=True)
-def _fresh_pool() -> Iterator[None]:
+def _fresh_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # every shipped expert has a model of its own (docs/models.md): two models take turns here only with a persona
+    monkeypatch.setenv("COE_EXPERT_SCOPES", str(persona_scopes(tmp_path, "general_reasoning")))
     clear_backends()
     yield
     clear_backends()
