@@ -26,6 +26,7 @@ from state.figures import TaskFigures
 from state.framework import title_from_task, topological_order
 from state.io import RunSummary, SlotSummary
 from state.passport import LedgerEntry, PlannedPassport, SlotState, utcnow
+from state.quality import unbraced
 from state.result import SlotResult, render_section
 
 logger = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
     missing = state.completion.missing if state.completion is not None else []
     if missing:  # what the completion round could not give the document (its notices are not repeated below)
         parts.append(f"## {MISSING_TITLE}")
-        parts.append("\n".join(f"- {m}" for m in missing))
+        parts.append("\n".join(f"- {unbraced(m)}" for m in missing))
     said = [w for n, w in zip(state.notices, warnings, strict=True) if not (n.source == COMPLETION_NODE and missing)]
     if unresolved:
         parts.append("## Unresolved")
@@ -91,7 +92,7 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
         parts.append("\n".join(f"- {f}" for f in filled))
     if said:
         parts.append("## Warnings")
-        parts.append("\n".join(f"- {w}" for w in said))
+        parts.append("\n".join(f"- {unbraced(w)}" for w in said))  # a quoted placeholder is no placeholder
     statuses = [st.status for st in states.values()]
     if all(s == SlotStatus.DONE for s in statuses):
         status = RunStatus.COMPLETED

@@ -26,6 +26,16 @@ degenerate text); a soft one means it could be better (lint, hedges)."""
 
 _BRACES = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 
+
+def unbraced(text: str) -> str:
+    """``text`` with every ``{{...}}`` shown without its braces.
+
+    A caveat or a warning that quotes a placeholder ("it copies the protocol's example placeholder
+    ('{{ASSIST:user:the detail}}')") must not put one in the document, whose placeholders are all resolved or listed.
+    """
+    return _BRACES.sub(r"\1", text)
+
+
 TESTS_CHECK = "python.tests"
 """The soft check that runs the answer's own tests against its code: a small model's tests are often wrong where its
 code is right, so it ranks candidates and rejects none, and the caveat says when the tests delivered fail."""
@@ -131,4 +141,4 @@ class SlotQuality(BaseModel):
         said += [f"Not fully checked ({lacking[0]})."] if lacking else []
         # a placeholder a detail quotes ("it repeats the prompt's own text ('{{ASSIST:user:the detail}}')") is
         # shown without its braces: the document's placeholders are all resolved or listed, and this is neither
-        return _BRACES.sub(r"\1", " ".join(said))
+        return unbraced(" ".join(said))

@@ -6,6 +6,7 @@ text of its script, so every candidate, its score and the choice can be asserted
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +28,7 @@ from state.framework import Deliverable, Framework, SlotSpec
 from state.outline import parse_output
 from state.quality import CandidateRecord, CheckResult, SlotQuality
 from state.settings import Settings
+from tests.unit.plan_runs import answer, run_plan
 from tests.unit.scripted import Scripted
 
 PALINDROME_TASK = (
@@ -1139,6 +1141,18 @@ def test_a_caveat_shows_a_quoted_placeholder_without_its_braces() -> None:
     )
     caveat = SlotQuality(deliverable="prose", checks=[leak]).caveat or ""
     assert "('ASSIST:user:the detail')" in caveat and "{{" not in caveat and "}}" not in caveat
+
+
+def test_a_warning_that_quotes_a_placeholder_puts_none_in_the_document(write_script: Any) -> None:
+    """test_assist_real on the 1.5B (2026-12-07): every answer copied the protocol's example placeholder; the caveat
+    showed it without braces, but the Warnings line quoted it as written, a raw placeholder in the document."""
+    copied = answer("Welcome", "Welcome aboard. The database host is {{ASSIST:user:the detail}} for now.")
+    script = write_script({"rules": [{"slot": "note", "text": copied}]})
+    plan = {"id": "p", "title": "P", "slots": [{"id": "note", "title": "Welcome", "description": "A welcome note"}]}
+    state = run_plan(script, "Write a welcome note", plan)
+    doc = state.document or ""
+    assert "contract.placeholders" in doc.partition("## Warnings")[2]
+    assert not re.search(r"\{\{\s*ASSIST\s*:(?:lookup|expert|user):[^{}]*\}\}", doc, re.I)
 
 
 def test_a_plain_prose_answers_headings_go_under_its_section_but_its_code_blocks_are_kept_as_written() -> None:
