@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -11,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
 from experts.backends.endpoint import Endpoint
@@ -22,9 +20,9 @@ from state import Passport
 from state.context import resolve_settings
 from state.errors import ConfigError
 from state.io import RunInput
+from tests.scopes import scopes_with_models
 from tests.unit.local_http import answer, serving
 
-ROOT = Path(__file__).resolve().parents[2]
 ANSWERS = {
     "coder-on-a": "```python\ndef add(a: int, b: int) -> int:\n    return a + b\n```\n",
     "sql-on-b": "```sql\nSELECT customer_id, SUM(total) AS spent FROM orders GROUP BY customer_id;\n```\n",
@@ -82,14 +80,7 @@ def two_servers() -> Iterator[tuple[str, str]]:
 
 def _catalog(tmp: Path, coder: dict[str, Any], sql: dict[str, Any]) -> Path:
     """The shipped catalog with python_coder and sql_specialist bound to the given ``model`` blocks."""
-    target = tmp / "scopes"
-    shutil.copytree(ROOT / "config" / "expert_scopes", target)
-    for name, model in (("python_coder", coder), ("sql_specialist", sql)):
-        path = target / f"{name}.yaml"
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        doc["model"] = model
-        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    return target
+    return scopes_with_models(tmp, {"python_coder": coder, "sql_specialist": sql})
 
 
 def test_an_endpoint_reference_round_trips_and_a_model_name_is_not_one() -> None:
