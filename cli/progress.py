@@ -48,7 +48,8 @@ class Progress:
             writer = (slot, meta.get("candidate"))
             if writer != self._writer:
                 self._writer = writer
-                label = f"{slot} ({meta.get('candidate', 'c1')}, {meta.get('expert', '')})".replace(", )", ")")
+                who = [str(meta.get("candidate", "c1")), str(meta.get("expert", "")), str(meta.get("model", ""))]
+                label = f"{slot} ({', '.join(w for w in who if w)})"
                 print(f"\n--- {label} ---", file=self.stream, flush=True)
             print(text, end="", file=self.stream, flush=True)
             return

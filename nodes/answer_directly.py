@@ -52,7 +52,7 @@ def answer_directly(state: GuardedPassport) -> dict[str, Any]:
         earlier = last.document if len(last.document) <= EARLIER_CHARS else last.document[:EARLIER_CHARS] + " [...]"
         messages = (messages[0], ChatMessage("user", last.task), ChatMessage("assistant", earlier), messages[1])
     stream = node_stream()  # its tokens on stream_mode="messages", before arithmetic is computed
-    meta = {"slot_id": NODE, "expert": "base", "model": answering.model or "base model", "attempt": 1}
+    meta = {"slot_id": NODE, "expert": "direct answer", "model": answering.model or "base model", "attempt": 1}
     request = GenerationRequest(
         messages=messages, max_tokens=MAX_TOKENS, temperature=0.0, slot_id=NODE, slot_title="Direct answer"
     )
