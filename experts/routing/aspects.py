@@ -520,10 +520,12 @@ _TESTS_LINE = re.compile(
 """A sentence or list line that asks for tests alone, with no verb ("pytest tests for both"): after a request, a
 deliverable of its own (multipart_set4_first: a bulleted list's last line, planned as part of the module)."""
 _CODE_AND_TESTS = re.compile(
-    r"^(?P<code>(?:the\s+)?(?:code|function|functions|implementation|module))\s*(?:\+|&|\band\b|\bplus\b)\s*"
+    r"^(?P<code>(?:the\s+)?(?:code|function|functions|implementation|module))\s*(?:\+|&|,|\band\b|\bplus\b)\s*"
     r"(?P<tests>" + _TESTS_WORDS + r"[^.;]{0,120}?)(?:,?\s+please)?$",
     re.I,
 )
+_AND_MORE = re.compile(r"(?:,\s*(?:and\s+|plus\s+)?|\s+(?:and|plus)\s+)(?=" + _DETERMINER + r")", re.I)
+"""Where the tests end and a third deliverable starts: "Code, pytest tests, and a short README paragraph ..."."""
 
 
 def _code_and_tests(sentence: str) -> list[Aspect]:
@@ -531,13 +533,21 @@ def _code_and_tests(sentence: str) -> list[Aspect]:
 
     "Code + pytest tests, include a round-trip test over the whole range", "Function plus pytest tests please":
     both are written apart, so the tests are run against the code (multipart_set3_first and multipart_set4_first:
-    each was one part, or six).
+    each was one part, or six). A deliverable after the tests is a third ("Code, pytest tests, and a short README
+    paragraph with one example of each function": multipart_set5_first read none of the three, and its one part,
+    routed to the math expert for the checksum words, wrote prose about the functions, no code).
     """
     found = _CODE_AND_TESTS.match(sentence.strip())
     if found is None:
         return []
     code = re.sub(r"^the\s+", "", found.group("code"), flags=re.I).lower()
-    return [Aspect(f"write the {code}", "write"), Aspect(f"write {found.group('tests').strip()}", "write")]
+    tests, *more = _AND_MORE.split(found.group("tests").strip(), maxsplit=1)
+    named = [m for m in more if _DELIVERABLE.match(m)]
+    return [
+        Aspect(f"write the {code}", "write"),
+        Aspect(f"write {tests.strip()}", "write"),
+        *(Aspect(f"write {m.strip()}", "write") for m in named),
+    ]
 
 
 _FOLLOW_UP = re.compile(

@@ -137,6 +137,15 @@ _NAMED_FUNCTION_ASKED = re.compile(
 ...", "write me a little convert_length(value, from_unit, to_unit) for our workshop app"): the router read the
 subject's words ("tariff", "fee", "workshop") and sent both to prose experts (multipart_set3_pieces)."""
 
+_MODULE_ASKED = re.compile(
+    r"^\W*(?:please\s+)?(?:(?:deliver|write|implement|create|build|code|make|add|give)\s+(?:me\s+|us\s+)?"
+    r"(?:(?:a|an|the|one)\s+)?(?:(?:small|little|tiny|short|new|simple)\s+)?)?[\w-]+\.py\b"
+    r"(?:\s*[:\u2014-]\s*|\s+with\s+)[^.]{0,80}?\b[a-z]\w*\([^()]*\)",
+    re.I,
+)
+"""A Python module named by its file, with a function named with its parameters ("isbn.py: is_valid_isbn(s) ->
+bool and isbn10_to_13(s) -> str ...", "add ages.py with age_on(birth_date, on_date) -> int"): multipart_set5_first's
+ISBN task, read by the router for its checksum words, went to the math expert, whose answer held no code."""
 
 _ASKS_A_FUNCTION = re.compile(
     r"^\W*(?:please\s+)?(?:write|implement|create|define|code)\s+(?:me\s+)?(?:(?:a|an|one)\s+)?"
@@ -176,12 +185,19 @@ _BUILTINS = frozenset(dir(builtins))
 def python_code_asked(task: str) -> bool:
     """Whether the task asks for Python code in so many words: a test, "write a Python function", a named function.
 
+    A module named by its file with a function of it counts ("isbn.py: is_valid_isbn(s) -> bool ...").
+
     A named function is the object of an instruction, with its parameters ("write me a convert_length(value, ...)").
     "Write a function to find the surface area of a cylinder. Your code should pass this test: assert
     surfacearea_cylinder(10, 5) == 942.45" is code whatever its subject; "the security controls for the Python
     script that ..." names a script as context and is not.
     """
-    return bool(_CODE_TEST.search(task) or _PYTHON_ASKED.search(task) or _NAMED_FUNCTION_ASKED.search(task))
+    return bool(
+        _CODE_TEST.search(task)
+        or _PYTHON_ASKED.search(task)
+        or _NAMED_FUNCTION_ASKED.search(task)
+        or _MODULE_ASKED.search(task)
+    )
 
 
 def function_to_complete(task: str) -> str | None:

@@ -132,6 +132,20 @@ def test_every_form_an_aspect_asks_for_is_judged() -> None:
     assert read_gaps("Write a GitHub Actions workflow in YAML that runs pytest on every push to main.", ci) == []
     asked = [g.detail for g in read_gaps("Write pytest tests for the parser and a GitHub Actions workflow.", ci)]
     assert len(asked) == 1 and asked[0].endswith("tests")
+    # an example's assert is no test (multipart_set5_first, mp5-merge-ranges: "pytest tests for both", none written)
+    ranges = "Write me a small ranges.py with merge_ranges(ranges), and write pytest tests for both."
+    example = (
+        "```python\ndef merge_ranges(r):\n    return r\n\nif __name__ == '__main__':\n"
+        "    assert merge_ranges([]) == []\n```"
+    )
+    assert [g.detail.rsplit(" ", 1)[-1] for g in read_gaps(ranges, [Part("a", "Answer", _result("a", example))])] == [
+        "tests"
+    ]
+    tested = (
+        example
+        + "\n\n```python\nfrom ranges import merge_ranges\n\ndef test_empty():\n    assert merge_ranges([]) == []\n```"
+    )
+    assert read_gaps(ranges, [Part("a", "Answer", _result("a", tested))]) == []
 
 
 TARIFF_TASK = (

@@ -352,6 +352,12 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             "tests please.",
             2,
         ),
+        # multipart_set5_first (after its scored run): a third deliverable after "Code, pytest tests"
+        (
+            "isbn.py: is_valid_isbn(s) -> bool and isbn10_to_13(s) -> str. Hyphens and spaces are ignored. Code, "
+            "pytest tests, and a short README paragraph with one example of each function.",
+            3,
+        ),
         ("Write the ini file and explain each setting to the ops team", 2),
         ("Write a function that reads config.yaml and prints the port", 1),  # an input file, not a second part
     ],

@@ -201,6 +201,13 @@ def test_a_function_handed_over_to_complete_goes_to_the_coder_as_code() -> None:
         ("Deliver parking_fee(minutes) in tariff.py returning the fee (ValueError for negative minutes).", True),
         ("Write me a little convert_length(value, from_unit, to_unit) for our workshop app.", True),
         ("Deliver a short FAQ answer for customers on how cart_total(lines, code) stacks the discounts.", False),
+        # multipart_set5_first: a module named by its file, with its functions; the router read the checksum words
+        (
+            "isbn.py: is_valid_isbn(s) -> bool and isbn10_to_13(s) -> str. Hyphens and spaces are ignored. ISBN-10 "
+            "is valid when the sum of value * weight, weights 10 down to 1, is divisible by 11.",
+            True,
+        ),
+        ("Add ages.py with age_on(birth_date, on_date) -> int, the whole years completed on a date.", True),
     ],
 )
 def test_python_code_asked_in_so_many_words_goes_to_the_coder(task: str, coder: bool) -> None:
