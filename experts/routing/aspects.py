@@ -431,6 +431,8 @@ def named_deliverables(task: str) -> list[Aspect]:
         elif aspects and _TESTS_LINE.match(sentence):
             tests = _AND.sub("", _BULLET.sub("", sentence))
             aspects.append(Aspect(f"write {tests}", "write"))  # a list line "- pytest tests for both"
+        elif aspects and (found := _tests_and_more(head)):
+            aspects += found  # "Acceptance: pytest tests covering the 29 February rule, plus a one-paragraph note"
         elif aspects and (more := _follow_up(sentence)):
             aspects.append(Aspect(f"{aspects[-1].verb} {more}", aspects[-1].verb))  # "And maybe three toasts ..."
         elif tail and (found := _terse_list(tail[0])):
@@ -548,6 +550,26 @@ def _code_and_tests(sentence: str) -> list[Aspect]:
         Aspect(f"write {tests.strip()}", "write"),
         *(Aspect(f"write {m.strip()}", "write") for m in named),
     ]
+
+
+_TESTS_AND_MORE = re.compile(r"^(?P<tests>" + _TESTS_WORDS + r"[^.;]{0,240}?)$", re.I)
+
+
+def _tests_and_more(text: str) -> list[Aspect]:
+    """Tests and a deliverable after them, asked for with no verb after a request; else none.
+
+    "Acceptance: pytest tests covering the 29 February rule, plus a one-paragraph note for the HR policy wiki
+    ..., with one example" (multipart_set5_first, after its scored run: read as context, the tests and the note
+    were not asked of anyone, and the one part wrote neither whole).
+    """
+    found = _TESTS_AND_MORE.match(_AND.sub("", _BULLET.sub("", text.strip())))
+    if found is None:
+        return []
+    tests, *more = _AND_MORE.split(found.group("tests").strip(), maxsplit=1)
+    named = [m for m in more if _DELIVERABLE.match(m)]
+    if not named:
+        return []
+    return [Aspect(f"write {tests.strip()}", "write"), *(Aspect(f"write {m.strip()}", "write") for m in named)]
 
 
 _FOLLOW_UP = re.compile(

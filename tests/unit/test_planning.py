@@ -358,6 +358,11 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             "pytest tests, and a short README paragraph with one example of each function.",
             3,
         ),
+        (  # a label, then tests and a note with no verb, after the request
+            "Please add ages.py with age_on(birth_date, on_date) -> int. Acceptance: pytest tests covering the 29 "
+            "February rule, plus a one-paragraph note for the HR policy wiki explaining how ages are counted.",
+            3,
+        ),
         ("Write the ini file and explain each setting to the ops team", 2),
         ("Write a function that reads config.yaml and prints the port", 1),  # an input file, not a second part
     ],
