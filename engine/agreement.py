@@ -38,6 +38,8 @@ What is compared (docs/answers.md, "Parts that agree"):
   ``compute_income_tax``, and the tests ran against a stand-in).
 * Tests: a part whose tests (its module's test functions, each parametrised case) fail when run against the other
   parts' modules they import, in the sandbox (not for a package the sandbox lacks).
+* Examples: a part whose example line (``print(bowling_score(rolls))  # Output: 30``) calls a function another part's
+  module defines, and prints something else when run against it.
 """
 
 from __future__ import annotations
@@ -51,9 +53,10 @@ from dataclasses import dataclass
 
 from engine.figures import figures_constraint, stated_otherwise
 from engine.slots.checks import module_code, module_name, python_modules, tests_against
+from engine.slots.checks.printed import wrong_print_comments
 from engine.slots.checks.quantities import Stated, same_value, stated_values
 from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm, without_closed_code
-from engine.slots.sandbox import SandboxLimits
+from engine.slots.sandbox import SandboxLimits, run_python
 from state.figures import TaskFigures
 from state.result import SlotResult
 
@@ -86,7 +89,8 @@ class Disagreement:
     named quantity another part gave another value),
     ``template.placeholders`` (placeholders filled that the template lacks, or left unfilled), ``sql.rows`` (row
     keys the query does not select), ``python.imports`` (a name imported from a part's module that it lacks, or
-    from a module no part delivers), ``python.tests`` (a part's tests fail against the module they import)."""
+    from a module no part delivers), ``python.tests`` (a part's tests fail against the module they import),
+    ``python.examples`` (a part's ``print(...)  # Output: y`` of another part's function prints else)."""
     detail: str
     """What does not fit, in one line."""
     facts: str
@@ -111,8 +115,10 @@ def disagreements(
         + _template_disagreements(parts)
         + _row_disagreements(parts)
         + _import_disagreements(parts, beside)
-        + _test_disagreements(parts, beside, limits or SandboxLimits())
+        + (tested := _test_disagreements(parts, beside, limits or SandboxLimits()))
     )
+    failing = {d.slot_id for d in tested}  # its tests' failure says it; its examples would say it again
+    found += _example_disagreements([p for p in parts if p.slot_id not in failing], beside, limits or SandboxLimits())
     if figures is not None and figures.figures:
         found += _figure_disagreements(parts, figures, task)
     found += _named_disagreements(parts, figures)
@@ -701,6 +707,114 @@ def _test_disagreements(parts: Sequence[Part], beside: Beside, limits: SandboxLi
             )
         )
     return out
+
+
+def _example_disagreements(parts: Sequence[Part], beside: Beside, limits: SandboxLimits) -> list[Disagreement]:
+    """A part whose example (``print(f(x))  # Output: y``) of another part's function prints else against it.
+
+    multipart_set5_first: the bowling README's ``print(bowling_score(rolls))  # Output: 30`` was never run against
+    the implementation part. Only calls of a function another part's module defines and this part does not; the
+    part's blocks run after ``from <module> import <names>`` with the modules beside them
+    (:func:`engine.slots.checks.printed.wrong_print_comments`).
+    """
+    out = []
+    for part in parts:
+        modules, owners = beside[part.slot_id]
+        raw = _UNTAGGED.sub(_python_if_parses, part.result.raw)
+        blocks = [code for language, code in code_blocks(raw) if language in PYTHON_TAGS]
+        if not modules or not blocks:
+            continue
+        own = {name for code in blocks for name in _top_level_names(code, imported=False)}
+        called = {
+            n.func.id
+            for tree in _trees(blocks)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id not in own
+        }
+        taken = {
+            module: sorted(called & set(_top_level_names(code, imported=False))) for module, code in modules.items()
+        }
+        taken = {module: names for module, names in taken.items() if names}
+        if not taken:
+            continue
+        prefix = "\n".join(f"from {module} import {', '.join(names)}" for module, names in taken.items())
+        wrong = wrong_print_comments([f"```python\n{prefix}\n```", raw], limits, modules)
+        module = next(iter(taken))
+        owner = owners[module]
+        if not wrong:
+            if raised := _raises_in(prefix, blocks, taken, modules, limits):
+                out.append(
+                    Disagreement(
+                        slot_id=part.slot_id,
+                        source_id=owner.slot_id,
+                        kind="python.examples",
+                        detail=f"its example raises {raised} in the part {owner.title!r}",
+                        facts=f"This part's example, run against the part {owner.title!r} (the module {module}), "
+                        f"raises {raised}. Its code:\n```python\n{modules[module].strip()}\n```\nGive an example "
+                        "the task's rules allow, and show what this code gives for it.",
+                    )
+                )
+            continue
+        lines = "\n".join(f"{w.line.strip()}  -> prints {w.printed}" for w in wrong)
+        out.append(
+            Disagreement(
+                slot_id=part.slot_id,
+                source_id=owner.slot_id,
+                kind="python.examples",
+                detail=f"its example {wrong[0].line.strip()!r} prints {wrong[0].printed} against the part "
+                f"{owner.title!r}, not {wrong[0].claimed}",
+                facts=f"These example lines were run against the part {owner.title!r} (the module {module}) and "
+                f"print something else than their comments say:\n```text\n{lines}\n```\nIts code:\n```python\n"
+                f"{modules[module].strip()}\n```\nShow what this code gives for each example.",
+            )
+        )
+    return out
+
+
+def _raises_in(
+    prefix: str,
+    blocks: Sequence[str],
+    taken: Mapping[str, list[str]],
+    modules: Mapping[str, str],
+    limits: SandboxLimits,
+) -> str | None:
+    """The exception the part's example blocks raise inside another part's module (its last line), or None.
+
+    Only an exception whose traceback passes through that module's file: the example called the function and the
+    function refused it (the bowling README's ten rolls, "two rolls in one frame cannot total more than 10"). An
+    example that fails on its own (a name it never defined, a file it reads) says nothing about the other part.
+    """
+    calling = [code for code in blocks if any(re.search(rf"\b{n}\s*\(", code) for ns in taken.values() for n in ns)]
+    if not calling:
+        return None
+    program = "\n".join([prefix, *calling])
+    try:
+        ast.parse(program)
+    except (SyntaxError, ValueError):
+        return None
+    files = {f"{name}.py": code for name, code in modules.items()}
+    ran = run_python({**files, "example.py": program}, "example.py", limits=limits)
+    if ran.ok or ran.timed_out or ran.violations:
+        return None
+    if not any(f'{name}.py", line' in ran.stderr for name in taken):
+        return None
+    last = ran.stderr.strip().splitlines()[-1] if ran.stderr.strip() else ""
+    return last if re.match(r"^\w+(?:Error|Exception)\b", last) else None
+
+
+_UNTAGGED = re.compile(r"(?m)^([ \t]*)```[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.S)
+"""A fenced block with no language: a README's example often is (the bowling README's was)."""
+
+
+def _python_if_parses(block: re.Match[str]) -> str:
+    """The block tagged as Python when it parses as Python with a call in it, else as it was."""
+    try:
+        tree = ast.parse(block.group(2))
+    except (SyntaxError, ValueError):
+        return block.group(0)
+    if not any(isinstance(n, ast.Call) for n in ast.walk(tree)):
+        return block.group(0)
+    return f"{block.group(1)}```python\n{block.group(2)}{block.group(1)}```"
 
 
 def _imported_modules(blocks: Sequence[str]) -> list[str]:

@@ -357,6 +357,10 @@ def test_tests_that_import_a_like_name_from_a_module_no_part_delivers_are_sent_b
     )
     assert "def compute_income_tax(salary):" in found.facts and "from the task itself" in found.facts
     agreeing = fixed.replace("(30000, 1000)", "(30000, 5000)").replace("(50000, 2000)", "(50000, 9000)")
+    # its usage line still says 1000 where the function gives 5000.0: the example disagrees, once the tests agree
+    [found] = disagreements([parts[0], _code_part("tests", agreeing)], task=TAX_TASK)
+    assert found.kind == "python.examples" and "prints 5000.0" in found.detail
+    agreeing = agreeing.replace("# Output: 1000", "# Output: 5000.0")
     assert disagreements([parts[0], _code_part("tests", agreeing)], task=TAX_TASK) == []
     # an import of a package that is not the document's is not judged
     flask = TAX_TESTS.replace("from tax_calculator import calculate_income_tax", "from flask import Flask")
@@ -564,3 +568,65 @@ def test_a_named_quantity_another_part_gives_otherwise_is_sent_back_unless_a_pro
     assert disagreements([_part("model", model), _part("email", agreeing)]) == []
     computed = TaskFigures(model="m", note="", figures=[Figure(name="payback period", value=3.2)])
     assert [d.kind for d in disagreements([_part("model", model), _part("email", email)], computed)] == ["figures"]
+
+
+BOWLING = """## Outline
+1. Implementation
+
+## 1. Implementation
+```python
+def bowling_score(rolls):
+    score, i = 0, 0
+    for _ in range(10):
+        if rolls[i] == 10:
+            score, i = score + 10 + rolls[i + 1] + rolls[i + 2], i + 1
+        elif rolls[i] + rolls[i + 1] == 10:
+            score, i = score + 10 + rolls[i + 2], i + 2
+        else:
+            score, i = score + rolls[i] + rolls[i + 1], i + 2
+    return score
+```
+"""
+README = """Call `bowling_score` with the game's rolls:
+
+```python
+rolls = [10] * 12
+print(bowling_score(rolls))  # Output: {claimed}
+```
+"""
+
+
+def test_a_parts_example_of_another_parts_function_that_prints_else_is_sent_back_with_its_code() -> None:
+    """multipart_set5_first, mp5-bowling-score: the README's example said 30 and was never run against the code."""
+    code = _code_part("implementation", BOWLING)
+    [found] = disagreements([code, _part("readme", README.format(claimed="30"))])
+    assert (found.slot_id, found.source_id, found.kind) == ("readme", "implementation", "python.examples")
+    assert "prints 300" in found.detail and "not 30" in found.detail
+    assert "def bowling_score(rolls):" in found.facts and "-> prints 300" in found.facts
+    assert disagreements([code, _part("readme", README.format(claimed="300"))]) == []
+    # imported by the module's name, the same; a part's own function is its own check's (kept_answer)
+    imported = README.replace("```python\n", "```python\nfrom implementation import bowling_score\n", 1)
+    assert [d.kind for d in disagreements([code, _part("readme", imported.format(claimed="30"))])] == [
+        "python.examples"
+    ]
+    untagged = README.replace("```python\n", "```\n", 1)  # as the real README wrote it
+    assert [d.kind for d in disagreements([code, _part("readme", untagged.format(claimed="30"))])] == [
+        "python.examples"
+    ]
+    own = README.replace("```python\n", "```python\ndef bowling_score(rolls):\n    return 30\n\n", 1)
+    assert [d.kind for d in disagreements([code, _part("readme", own.format(claimed="30"))])] == ["python.names"]
+
+
+def test_a_parts_example_that_the_other_parts_function_refuses_disagrees_and_one_failing_alone_does_not() -> None:
+    """The bowling README's ten rolls made the implementation raise 'two rolls in one frame ... more than 10'."""
+    strict = BOWLING.replace(
+        "    score, i = 0, 0\n",
+        "    score, i = 0, 0\n    if len(rolls) < 12:\n        raise ValueError('too few rolls')\n",
+        1,
+    )
+    code = _code_part("implementation", strict)
+    short = "```\nrolls = [5, 4, 3]\nprint(bowling_score(rolls))\n```\n"
+    [found] = disagreements([code, _part("readme", short)])
+    assert found.kind == "python.examples" and found.detail.startswith("its example raises ValueError: too few rolls")
+    alone = "```python\nrolls = load_rolls('game.txt')\nprint(bowling_score(rolls))\n```\n"  # fails before the call
+    assert disagreements([code, _part("readme", alone)]) == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from engine.slots.checks.text import FENCE_BLOCK, PYTHON_TAGS, code_blocks, norm, without_closed_code
@@ -103,14 +104,17 @@ class WrongComment:
     printed: str
 
 
-def wrong_print_comments(bodies: list[str], limits: SandboxLimits) -> list[WrongComment]:
+def wrong_print_comments(
+    bodies: list[str], limits: SandboxLimits, modules: Mapping[str, str] | None = None
+) -> list[WrongComment]:
     """Each top-level ``print(...)`` of a Python block whose comment says what it prints, and it prints else.
 
     The tax function of multipart_new8 ended on ``print(compute_income_tax(30000))  # Output: 300.0`` and two more
     such lines, every one wrong for its own code (it returns 5000.0). The block runs in the sandbox after the
     earlier blocks' definitions, only when its output can be matched to its prints: every print call of the
     program is a statement of the block's top level, one line each, as many lines as prints. At most
-    :data:`MAX_RUNS` runs.
+    :data:`MAX_RUNS` runs. ``modules``: Python modules written beside the program (name -> code), which its
+    blocks may import (another part's module, :mod:`engine.agreement`).
     """
     found: list[WrongComment] = []
     earlier: list[str] = []
@@ -124,7 +128,7 @@ def wrong_print_comments(bodies: list[str], limits: SandboxLimits) -> list[Wrong
             if not claims or runs >= MAX_RUNS:
                 continue
             runs += 1
-            printed, _ = _run("\n".join([*earlier[:-1], code]), limits)
+            printed, _ = _run("\n".join([*earlier[:-1], code]), limits, modules)
             out = printed.rstrip("\n").split("\n") if printed else []
             if printed is None or len(out) != len(claims):
                 continue
@@ -237,8 +241,11 @@ def _definitions(code: str) -> str:
     return "\n".join("\n".join(lines[first - 1 : last]) for first, last in spans)
 
 
-def _run(program: str, limits: SandboxLimits) -> tuple[str | None, str]:
-    """What ``program`` prints in the sandbox, or None and why it cannot run (it must need nothing from outside)."""
+def _run(program: str, limits: SandboxLimits, beside: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """What ``program`` prints in the sandbox, or None and why it cannot run.
+
+    It must need nothing from outside but the modules ``beside`` it (name -> code).
+    """
     try:
         tree = ast.parse(program)
     except (SyntaxError, ValueError) as exc:
@@ -255,7 +262,8 @@ def _run(program: str, limits: SandboxLimits) -> tuple[str | None, str]:
         )
         if any(m.split(".")[0] in _NETWORK for m in modules):
             return None, "the Python above it uses the network and cannot run here"
-    ran = run_python({"program.py": program}, "program.py", limits=limits)
+    files = {f"{name}.py": code for name, code in (beside or {}).items()}
+    ran = run_python({**files, "program.py": program}, "program.py", limits=limits)
     if not ran.ok:
         why = "timed out" if ran.timed_out else (ran.violations or [ran.stderr.strip()[-120:]])[0]
         return None, f"the Python above it cannot run: {why}"
