@@ -363,6 +363,13 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             "February rule, plus a one-paragraph note for the HR policy wiki explaining how ages are counted.",
             3,
         ),
+        (  # a numbered list that stands alone, each line a deliverable; a function "in the same module" joins
+            "Bill-splitting helper. Amounts are integer cents.\n1. splitbill.py with split_bill(total_cents, people) "
+            "-> list[int]: one share per person.\n2. add_tip(total_cents, percent) -> int in the same module.\n3. "
+            'pytest tests for both.\n4. A short README "Usage" section showing a chained example.\n',
+            3,
+        ),
+        ("Our clinic pilots glucose monitoring. Could you do:\n1. a patient leaflet\n2. a consent form\n", 2),
         ("Write the ini file and explain each setting to the ops team", 2),
         ("Write a function that reads config.yaml and prints the port", 1),  # an input file, not a second part
     ],
