@@ -741,33 +741,21 @@ def _example_disagreements(parts: Sequence[Part], beside: Beside, limits: Sandbo
         wrong = wrong_print_comments([f"```python\n{prefix}\n```", raw], limits, modules)
         module = next(iter(taken))
         owner = owners[module]
-        if not wrong:
-            if raised := _raises_in(prefix, blocks, taken, modules, limits):
-                out.append(
-                    Disagreement(
-                        slot_id=part.slot_id,
-                        source_id=owner.slot_id,
-                        kind="python.examples",
-                        detail=f"its example raises {raised} in the part {owner.title!r}",
-                        facts=f"This part's example, run against the part {owner.title!r} (the module {module}), "
-                        f"raises {raised}. Its code:\n```python\n{modules[module].strip()}\n```\nGive an example "
-                        "the task's rules allow, and show what this code gives for it.",
-                    )
-                )
+        if wrong:
+            lines = "\n".join(f"{w.line.strip()}  -> prints {w.printed}" for w in wrong)
+            detail = f"its example {wrong[0].line.strip()!r} prints {wrong[0].printed} against the part "
+            detail += f"{owner.title!r}, not {wrong[0].claimed}"
+            said = f"These example lines were run against the part {owner.title!r} (the module {module}) and print "
+            said += f"something else than their comments say:\n```text\n{lines}\n```"
+            ask = "Show what this code gives for each example."
+        elif raised := _raises_in(prefix, blocks, taken, modules, limits):
+            detail = f"its example raises {raised} in the part {owner.title!r}"
+            said = f"This part's example, run against the part {owner.title!r} (the module {module}), raises {raised}."
+            ask = "Give an example the task's rules allow, and show what this code gives for it."
+        else:
             continue
-        lines = "\n".join(f"{w.line.strip()}  -> prints {w.printed}" for w in wrong)
-        out.append(
-            Disagreement(
-                slot_id=part.slot_id,
-                source_id=owner.slot_id,
-                kind="python.examples",
-                detail=f"its example {wrong[0].line.strip()!r} prints {wrong[0].printed} against the part "
-                f"{owner.title!r}, not {wrong[0].claimed}",
-                facts=f"These example lines were run against the part {owner.title!r} (the module {module}) and "
-                f"print something else than their comments say:\n```text\n{lines}\n```\nIts code:\n```python\n"
-                f"{modules[module].strip()}\n```\nShow what this code gives for each example.",
-            )
-        )
+        facts = f"{said}\nIts code:\n```python\n{modules[module].strip()}\n```\n{ask}"
+        out.append(Disagreement(part.slot_id, owner.slot_id, "python.examples", detail, facts))
     return out
 
 
