@@ -114,18 +114,19 @@ def without_repeated_sections(
     references: tuple[str, ...],
     ledger: list[LedgerEntry],
     others: tuple[str, ...] = (),
+    own: str = "",
 ) -> SlotResult:
     """The result without its sections that repeat something, are another slot's part, or are empty.
 
     Repeated: an earlier section, the task or a referenced slot (whose text is in the document already). Another
-    slot's part: a section titled as one of ``others`` (that slot writes it). Then a code block that repeats code
-    written earlier in the answer goes, or only the definitions it repeats (:func:`repeated_code`), and a section
-    left empty by that goes too. Nothing is reworded: such a section goes with its sub-sections, the rest keep their
-    order and are numbered again, and a ledger entry names what went. A result whose every section would go is kept
-    as it is (its caveat says why).
+    slot's part: a section titled as one of ``others`` (that slot writes it; ``own`` is this slot's title). Then a
+    code block that repeats code written earlier in the answer goes, or only the definitions it repeats
+    (:func:`repeated_code`), and a section left empty by that goes too. Nothing is reworded: such a section goes
+    with its sub-sections, the rest keep their order and are numbered again, and a ledger entry names what went. A
+    result whose every section would go is kept as it is (its caveat says why).
     """
     module = _module(result)
-    repeated = repeated_sections(result, task, references, others)
+    repeated = repeated_sections(result, task, references, others, own)
     gone = {label for label, _ in repeated}
 
     def under(label: str, labels: set[str]) -> bool:

@@ -700,7 +700,7 @@ def _tidy(result: SlotResult, slot: _Slot, chosen: _Draw) -> SlotResult:
         result = without_unfinished_end(result, ledger)
     result = without_written_sources(result, ledger)  # before the resolver writes the real ones
     result = without_unprinted_output(result, job.task, slot.limits, ledger)  # a section left empty goes next
-    result = without_repeated_sections(result, job.task, slot.references, ledger, job.others)
+    result = without_repeated_sections(result, job.task, slot.references, ledger, job.others, job.spec.title)
     if slot.verdict is not None:  # last: the working is the harness's, not cut as the answer's own
         result = with_working(result, slot.verdict, ledger, money=is_money(job.task), size=asks_a_size(job.task))
     return result

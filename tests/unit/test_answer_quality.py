@@ -1030,6 +1030,24 @@ def test_a_section_that_is_another_slots_part_is_cut_from_the_kept_answer() -> N
     assert kept is not None and len(kept.sections) == 3
 
 
+def test_a_section_titled_with_most_of_another_slots_title_words_is_that_slots_part() -> None:
+    """multipart_set5_first, mp5-league-table-sqlite: every part copied the task's list into its outline."""
+    from engine.slots.checks.contract import repeated_sections
+
+    others = ("Give one query that returns the league table", "Give a short explanation for the club secretary")
+    own = "Give the schema (teams, matches) and INSERTs for the results below"
+    schema = prose(
+        ("Give the schema (teams, matches) and INSERTs for the results below", "CREATE TABLE teams ... " * 4),
+        ("1 query that returns the league table: team, played, won, drawn, lost, goals_for,", "SELECT ... " * 9),
+        ("Sample results of the teams and matches", "The nine fixtures, the last one not played yet. " * 2),
+    )
+    result = parse_output(schema, "schema", "e", min_items=1, max_items=5)
+    assert [label for label, _ in repeated_sections(result, "task", others=others, own=own)] == ["2"]
+    # a section that names the slot's own work as much as the other's stays; so does the first section
+    mine = ("Give the league table query", "Give the query for the schema")
+    assert repeated_sections(result, "task", others=mine, own="Write the league table query") == []
+
+
 def prose_job(task: str) -> SlotJob:
     spec = SlotSpec(id="answer", title="Answer", description=task, deliverable="prose")
     return SlotJob(

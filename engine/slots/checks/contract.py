@@ -413,18 +413,28 @@ def copies_task(title: str, task: str) -> bool:
 
 
 def repeated_sections(
-    result: SlotResult, task: str, references: tuple[str, ...] = (), others: tuple[str, ...] = ()
+    result: SlotResult,
+    task: str,
+    references: tuple[str, ...] = (),
+    others: tuple[str, ...] = (),
+    own: str = "",
 ) -> list[tuple[str, str]]:
     """Each section that repeats an earlier one, the task or a referenced slot, or is another slot's part.
 
     ``(label, why)``, in order. A copy of a referenced slot is a section most of whose sentences are in it word for word
     (:data:`COPIED_SECTION_SHARE`). Another slot's part is a top-level section titled as one of ``others`` (the
-    titles of the plan's other slots): that slot writes it.
+    titles of the plan's other slots): that slot writes it. Titled as one: the same words, or (after the first
+    section) most of that title's words (:data:`OTHER_TITLE_SHARE`) and more of them than of ``own``, the slot's
+    own title (multipart_set5_first: given the task's numbered list, each of a league's four parts wrote "2. 1
+    query that returns the league table: team, played, ...", the query part's work, four different queries).
     """
     found: list[tuple[str, str]] = []
     theirs = {norm(t): t for t in others if norm(t)}
-    for section in result.sections:
-        if section.level == 1 and (title := theirs.get(norm(section.title))) is not None:
+    for at, section in enumerate(result.sections):
+        if section.level != 1:
+            continue
+        title = theirs.get(norm(section.title)) or (_titled_as(section.title, others, own) if at else None)
+        if title is not None:
             found.append((section.label, f"section {section.label} is the part {title!r} of another slot"))
     taken = {label for label, _ in found}
     bodies = [(s, norm(s.body)) for s in result.sections if len(s.body) > 40 and s.label not in taken]
@@ -441,6 +451,33 @@ def repeated_sections(
         if len(mine) >= 2 and sum(1 for s in mine if s in pool) >= COPIED_SECTION_SHARE * len(mine):
             found.append((a.label, f"section {a.label} copies a slot it references"))
     return found
+
+
+OTHER_TITLE_SHARE = 0.75
+"""The share of another slot's title words a section title must hold to be that slot's part."""
+_TITLE_FILLER = frozenset(
+    "a an the of for to in on and or with by from at as is are be that this these those it its one two three "
+    "give write draft create make produce provide deliver add implement short brief".split()
+)
+
+
+def _title_words(title: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z][a-z0-9_]*", title.lower()) if w not in _TITLE_FILLER}
+
+
+def _titled_as(title: str, others: tuple[str, ...], own: str) -> str | None:
+    """The other slot's title that ``title`` names most of the words of, more than of ``own``'s; or None."""
+    words = _title_words(title)
+    mine = _title_words(own)
+    own_share = len(words & mine) / len(mine) if mine else 0.0
+    for other in others:
+        theirs = _title_words(other)
+        if len(theirs) < 2:
+            continue
+        share = len(words & theirs) / len(theirs)
+        if share >= OTHER_TITLE_SHARE and share > own_share:
+            return other
+    return None
 
 
 def duplicates_check(result: SlotResult, task: str, *, module: bool = False) -> CheckResult:
