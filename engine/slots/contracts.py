@@ -109,6 +109,14 @@ MESSAGE = re.compile(
 as it is sent. On the 0.5B the landlord email came back as four headed sections ("1: Introduction", "2: Overview
 of the issue", "3: Steps to resolve the problem", "4: Contact information"), signed off twice, where the bare
 1.5B wrote one email (2026-12-07; the review set's gen-email had headed sections too)."""
+_EXPLANATION = re.compile(
+    r"^\W*(?:(?:give|write|draft|provide|add|prepare)\s+(?:me\s+|us\s+)?)?(?:(?:an?|the|one)\s+)?"
+    r"(?:(?:short|brief|plain|plain-english|one-paragraph|simple|clear)\s+)*(?:explanation|description)\b"
+    r"|^\W*(?:explain|describe)\b",
+    re.I,
+)
+"""A part that explains or describes (its first words): prose, whatever it explains ("a short explanation of how
+the league table is worked out")."""
 _MAKES_CODE = re.compile(
     r"\b(?:write|rewrite|create|implement|build|add|generate|refactor|fix|optimi[sz]e|propose|code)\b", re.I
 )
@@ -149,6 +157,10 @@ def infer_deliverable(text: str, expert: str | None) -> tuple[Deliverable, str |
     data = _DATA_VERB.search(text)
     if data is not None:
         return "data", data.group(2).lower()
+    if _EXPLANATION.match(text):
+        # what the words explain is its subject, not its form: "Give a short explanation for the club secretary of
+        # how the table is worked out" was held to a Markdown table, and drew six answers (multipart_set5_first)
+        return "prose", None
     if _TABLE.search(text):
         return "table", None
     if _PLAN.search(text) and expert not in ("creative_writer", "legal_drafting"):

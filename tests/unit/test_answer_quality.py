@@ -503,6 +503,13 @@ def test_a_shell_script_that_uses_a_variable_it_never_sets_fails_shellcheck() ->
         ("Write a Dockerfile for a Flask app", "devops_engineer", ("code", "dockerfile")),
         ("Give me a checklist for a release", "general_assistant", ("plan", None)),
         ("Compare three databases in a table", "general_assistant", ("table", None)),
+        # what an explanation explains is not its form (multipart_set5_first: six answers drawn for a table)
+        (
+            "Give a short explanation for the club secretary of how the table is worked out and how ties are broken",
+            "general_reasoning",
+            ("prose", None),
+        ),
+        ("Describe the steps of the release", "general_assistant", ("prose", None)),
         ("Write a short story about a lighthouse", "creative_writer", ("prose", None)),
         # an explanation for readers who do not read code is prose, whoever writes it; code asked for stays code
         ("Explain the change to the finance team. Context: a slow PostgreSQL query", "sql_specialist", ("prose", None)),
