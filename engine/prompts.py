@@ -232,6 +232,12 @@ An earlier program for this task printed {figure}, which cannot be negative: che
 which subtracted (a saving is what is no longer paid; a cost paid once is not taken from each year's saving)."""
 """Added to the figures prompt after a program that printed a negative duration or count (:mod:`engine.figures`)."""
 
+FIGURES_COST_ADDED = """\
+
+An earlier program for this task added {cost} into {net}: a net amount is what comes in minus what goes out. \
+Add up the income, add up the costs and fees, and subtract the costs from the income."""
+"""Added to the figures prompt after a program that added every cost into a net amount (:mod:`engine.figures`)."""
+
 FIGURES_UNCONVERTED = """\
 
 An earlier program for this task used the numbers given in {given} with a rate or result in {named} without \

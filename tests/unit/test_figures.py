@@ -348,3 +348,53 @@ def test_programs_that_print_a_negative_payback_period_confirm_nothing(write_scr
         ("payback years", 8.76),
         ("ahead after 10 years", 1104.0),
     ]
+
+
+GALA_TASK = (
+    "We sold 220 tickets at 35.00 each, all by card, and the card processor charges 1.4% of the ticket money plus "
+    "0.20 per ticket. The venue cost 2,150.00 and the caterer charged 18.50 per guest for all 220 guests. The "
+    "auction raised 3,480.00 and the raffle 612.50. Could you work out the net amount raised and the net per guest, "
+    "and then write a warm thank-you email to the volunteers that quotes those figures?"
+)
+GALA_WRONG = (  # multipart_set5_first, mp5-charity-gala: two programs printed 19,660.30, and the email quoted it
+    "```python\ntickets_sold = 220\nticket_price = 35.00\nfee_rate = 0.014\nfee_per_ticket = 0.20\n"
+    "venue_cost = 2150.00\ncaterer_cost_per_guest = 18.50\nauction_raised = 3480.00\nraffle_raised = 612.50\n"
+    "total_ticket_revenue = tickets_sold * ticket_price\n"
+    "total_card_processor_fees = total_ticket_revenue * fee_rate + total_ticket_revenue * fee_per_ticket\n"
+    "total_caterer_cost = caterer_cost_per_guest * tickets_sold\n"
+    "total_raised_before_matching = total_ticket_revenue + total_card_processor_fees + venue_cost + "
+    "total_caterer_cost + auction_raised + raffle_raised\nnet_amount_raised = total_raised_before_matching\n"
+    'print(f"Net amount raised: {net_amount_raised:.2f}")\n'
+    'print(f"Net per guest: {net_amount_raised / tickets_sold:.2f}")\n```'
+)
+GALA_RIGHT = (
+    "```python\ntickets, price, rate, per_ticket = 220, 35.00, 0.014, 0.20\nvenue, catering = 2150.00, 18.50\n"
+    "auction, raffle = 3480.00, 612.50\nincome = tickets * price + auction + raffle\n"
+    "costs = tickets * price * rate + tickets * per_ticket + venue + catering * tickets\nnet = income - costs\n"
+    'print(f"net amount raised: {net:.2f}")\nprint(f"net per guest: {net / tickets:.2f}")\n```'
+)
+
+
+def test_programs_that_add_every_cost_into_a_net_amount_confirm_nothing(write_script: Any) -> None:
+    from engine.figures import costs_added
+
+    assert costs_added(GALA_WRONG.strip("`").removeprefix("python\n")) == (
+        "total_card_processor_fees",
+        "total_raised_before_matching",
+    )
+    assert costs_added("old_cost = 100\nnew_cost = 60\nnet_saving = old_cost - new_cost\n") is None
+    assert costs_added("total_cost = 90 + 10\nbalance_due = total_cost - 20\n") is None
+    script = write_script({"rules": _programs(GALA_WRONG, GALA_WRONG)})
+    state = run_plan(script, GALA_TASK, PLAN)
+    assert state.figures is not None and state.figures.figures == []
+    assert "program 1 added total_card_processor_fees into total_raised_before_matching: not used" in (
+        state.figures.note
+    )
+    script = write_script(
+        {"rules": _programs(GALA_WRONG, GALA_RIGHT, GALA_RIGHT.replace("income - costs", "-costs + income"))}
+    )
+    state = run_plan(script, GALA_TASK, PLAN)
+    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+        ("net amount raised", 5420.7),
+        ("net per guest", 24.64),
+    ]
