@@ -1037,6 +1037,20 @@ def test_a_section_that_is_another_slots_part_is_cut_from_the_kept_answer() -> N
     assert kept is not None and len(kept.sections) == 3
 
 
+def test_a_standard_module_used_and_never_imported_fails_and_an_earlier_sections_function_does_not() -> None:
+    """multipart_set5_first, mp5-feature-flags: ``zlib.crc32`` with no ``import zlib``, kept with a soft lint."""
+    task = "Write flags.py with is_enabled(flags, name, user_id) that buckets users with zlib.crc32."
+    code = (
+        "## Outline\n1. Flags\n\n## 1. Flags\n```python\nimport json\n\n\ndef is_enabled(flags, name, user_id):\n"
+        "    flag = flags[name]\n    return zlib.crc32(f'{name}:{user_id}'.encode()) % 100 < flag['rollout']\n```\n"
+    )
+    assert failed(code, task, "code", "python")["python.unimported"] == (
+        "the code uses zlib and never imports it (import zlib)"
+    )
+    assert "python.unimported" not in failed(code.replace("import json", "import json\nimport zlib"), task, "code",
+                                             "python")  # fmt: skip
+
+
 def test_a_section_titled_with_most_of_another_slots_title_words_is_that_slots_part() -> None:
     """multipart_set5_first, mp5-league-table-sqlite: every part copied the task's list into its outline."""
     from engine.slots.checks.contract import repeated_sections

@@ -437,7 +437,7 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
     asks = ctx.asked if ctx.part_of_plan and ctx.asked else ctx.task  # what this answer must deliver
     named = examples.named if asks == ctx.task else extract_examples(asks).named
     checks = [CheckResult(name="python.parses", passed=True), *_static_checks(tree, code, tests, asks, examples, named)]
-    return [*checks, *_sandbox_checks(code, tests, ctx, examples), _lint_check(code)]
+    return [*checks, *_sandbox_checks(code, tests, ctx, examples), *_lint_checks(code)]
 
 
 def _static_checks(
@@ -821,10 +821,37 @@ def _redefined(tests: str, defined: set[str]) -> list[str]:
     ]
 
 
-def _lint_check(code: str) -> CheckResult:
-    """``ruff check`` with the pyflakes rules (undefined names, unused imports...); soft."""
+def _lint_checks(code: str) -> list[CheckResult]:
+    """``ruff check`` with the pyflakes rules (soft), and a standard module used and never imported (hard).
+
+    multipart_set5_first: a feature-flags module called ``zlib.crc32`` with no ``import zlib``, a NameError on
+    the first user outside the allow list; the lint said so softly, and the part was kept. A name of a standard
+    module is never a function of an earlier section.
+    """
+    lint, found = _lint(code)
+    modules = sorted(
+        {
+            m.group(1)
+            for f in found
+            if f.get("code") == "F821"
+            and (m := re.match(r"Undefined name `(\w+)`", str(f.get("message", ""))))
+            and m.group(1) in sys.stdlib_module_names
+        }
+    )
+    if not modules:
+        return [lint]
+    unimported = CheckResult(
+        name="python.unimported",
+        passed=False,
+        detail=f"the code uses {modules[0]} and never imports it (import {modules[0]})",
+    )
+    return [lint, unimported]
+
+
+def _lint(code: str) -> tuple[CheckResult, list[dict[str, object]]]:
+    """``ruff check`` with the pyflakes rules (undefined names, unused imports...), soft, and its findings."""
     if shutil.which("ruff") is None and not _ruff_module():
-        return CheckResult(name="python.lint", passed=True, severity="soft", detail="ruff is not installed")
+        return CheckResult(name="python.lint", passed=True, severity="soft", detail="ruff is not installed"), []
     try:
         out = subprocess.run(
             [
@@ -848,17 +875,18 @@ def _lint_check(code: str) -> CheckResult:
         )
         found = json.loads(out.stdout or "[]")
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        return CheckResult(name="python.lint", passed=True, severity="soft", detail=f"ruff did not run: {exc}")
+        return CheckResult(name="python.lint", passed=True, severity="soft", detail=f"ruff did not run: {exc}"), []
     if not found:
-        return CheckResult(name="python.lint", passed=True, severity="soft")
+        return CheckResult(name="python.lint", passed=True, severity="soft"), []
     first = found[0]
     where = first.get("location", {}).get("row", "?")
-    return CheckResult(
+    lint = CheckResult(
         name="python.lint",
         passed=False,
         severity="soft",
         detail=f"{len(found)} finding(s); line {where}: {first.get('code')} {first.get('message')}",
     )
+    return lint, found
 
 
 def _ruff_module() -> bool:
