@@ -547,13 +547,14 @@ def _code_and_tests(sentence: str) -> list[Aspect]:
     if found is None:
         return []
     code = re.sub(r"^the\s+", "", found.group("code"), flags=re.I).lower()
-    tests, *more = _AND_MORE.split(found.group("tests").strip(), maxsplit=1)
+    return [Aspect(f"write the {code}", "write"), *_tests_then(found.group("tests"))]
+
+
+def _tests_then(text: str) -> list[Aspect]:
+    """The tests of ``text`` and the deliverable named after them, if any ("pytest tests, and a short README")."""
+    tests, *more = _AND_MORE.split(text.strip(), maxsplit=1)
     named = [m for m in more if _DELIVERABLE.match(m)]
-    return [
-        Aspect(f"write the {code}", "write"),
-        Aspect(f"write {tests.strip()}", "write"),
-        *(Aspect(f"write {m.strip()}", "write") for m in named),
-    ]
+    return [Aspect(f"write {tests.strip()}", "write"), *(Aspect(f"write {m.strip()}", "write") for m in named)]
 
 
 _TESTS_AND_MORE = re.compile(r"^(?P<tests>" + _TESTS_WORDS + r"[^.;]{0,240}?)$", re.I)
@@ -567,13 +568,8 @@ def _tests_and_more(text: str) -> list[Aspect]:
     were not asked of anyone, and the one part wrote neither whole).
     """
     found = _TESTS_AND_MORE.match(_AND.sub("", _BULLET.sub("", text.strip())))
-    if found is None:
-        return []
-    tests, *more = _AND_MORE.split(found.group("tests").strip(), maxsplit=1)
-    named = [m for m in more if _DELIVERABLE.match(m)]
-    if not named:
-        return []
-    return [Aspect(f"write {tests.strip()}", "write"), *(Aspect(f"write {m.strip()}", "write") for m in named)]
+    listed = _tests_then(found.group("tests")) if found else []
+    return listed if len(listed) >= 2 else []
 
 
 _FOLLOW_UP = re.compile(
