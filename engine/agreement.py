@@ -106,6 +106,7 @@ def disagreements(
     program (``figures``; :func:`engine.figures.stated_otherwise`). ``limits``: the sandbox's, for tests run
     against the other parts (the run's check timeout; the defaults when None).
     """
+    limits = limits or SandboxLimits()
     beside = {p.slot_id: _modules_beside(p, parts, task) for p in parts}
     found = (
         _sql_disagreements(parts)
@@ -115,10 +116,10 @@ def disagreements(
         + _template_disagreements(parts)
         + _row_disagreements(parts)
         + _import_disagreements(parts, beside)
-        + (tested := _test_disagreements(parts, beside, limits or SandboxLimits()))
+        + (tested := _test_disagreements(parts, beside, limits))
     )
     failing = {d.slot_id for d in tested}  # its tests' failure says it; its examples would say it again
-    found += _example_disagreements([p for p in parts if p.slot_id not in failing], beside, limits or SandboxLimits())
+    found += _example_disagreements([p for p in parts if p.slot_id not in failing], beside, limits)
     if figures is not None and figures.figures:
         found += _figure_disagreements(parts, figures, task)
     found += _named_disagreements(parts, figures)
