@@ -30,6 +30,13 @@ def _figures() -> TaskFigures:
     return TaskFigures(model="m", note="", program="", output=OUTPUT, figures=read_figures(OUTPUT, TASK))
 
 
+def _computed(write_script: Any, task: str, *programs: str) -> TaskFigures:
+    """The figures a two-part plan of ``task`` computed, its figures programs scripted as ``programs``."""
+    state = run_plan(write_script({"rules": _programs(*programs)}), task, PLAN)
+    assert state.figures is not None
+    return state.figures
+
+
 def _programs(*texts: str) -> list[dict[str, str]]:
     """The scripted answers of the figures programs, in order: the greedy one, then the sampled ones."""
     return [{"slot": "@figures" + (f"-{n}" if n > 1 else ""), "text": text} for n, text in enumerate(texts, 1)]
@@ -246,14 +253,12 @@ def test_a_program_that_leaves_out_numbers_the_task_gives_confirms_nothing(write
     assert left_out(ONE_MACHINE, SERVER_TASK) == [14.0, 9.0]
     assert left_out(FOURTEEN, SERVER_TASK) == []
     assert left_out(PROGRAM, TASK) == [25.0]  # 300 months for 25 years: one restated number is allowed
-    script = write_script({"rules": _programs(ONE_MACHINE, ONE_MACHINE)})
-    state = run_plan(script, SERVER_TASK, PLAN)
-    assert state.figures is not None and state.figures.figures == []
-    assert state.figures.note.startswith("program 1 left out 14, 9 of the task's numbers: not used")
-    assert [f.name for f in state.figures.unconfirmed] == ["initial cost", "new cost", "annual saving"]
-    script = write_script({"rules": _programs(ONE_MACHINE, FOURTEEN, FOURTEEN.replace("/ 1000", "* 0.001"))})
-    state = run_plan(script, SERVER_TASK, PLAN)
-    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+    figures = _computed(write_script, SERVER_TASK, ONE_MACHINE, ONE_MACHINE)
+    assert figures.figures == []
+    assert figures.note.startswith("program 1 left out 14, 9 of the task's numbers: not used")
+    assert [f.name for f in figures.unconfirmed] == ["initial cost", "new cost", "annual saving"]
+    figures = _computed(write_script, SERVER_TASK, ONE_MACHINE, FOURTEEN, FOURTEEN.replace("/ 1000", "* 0.001"))
+    assert [(f.name, f.value) for f in figures.figures] == [
         ("cost before", 987.84),
         ("cost after", 762.05),
         ("saving per year", 2709.5),
@@ -295,13 +300,11 @@ IN_KILOWATTS = FOURTEEN.replace("14 * 350 * 720 / 1000", "14 * 0.35 * 720").repl
 
 def test_programs_that_multiply_watts_by_a_price_per_kwh_confirm_nothing(write_script: Any) -> None:
     assert left_out(IN_KILOWATTS, SERVER_TASK) == []  # 0.35 is the task's 350 W, written in kW
-    script = write_script({"rules": _programs(IN_WATT_HOURS, IN_WATT_HOURS)})
-    state = run_plan(script, SERVER_TASK, PLAN)
-    assert state.figures is not None and state.figures.figures == []
-    assert "program 1 used W with kWh unconverted: not used" in state.figures.note
-    script = write_script({"rules": _programs(IN_WATT_HOURS, FOURTEEN, IN_KILOWATTS)})
-    state = run_plan(script, SERVER_TASK, PLAN)
-    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+    figures = _computed(write_script, SERVER_TASK, IN_WATT_HOURS, IN_WATT_HOURS)
+    assert figures.figures == []
+    assert "program 1 used W with kWh unconverted: not used" in figures.note
+    figures = _computed(write_script, SERVER_TASK, IN_WATT_HOURS, FOURTEEN, IN_KILOWATTS)
+    assert [(f.name, f.value) for f in figures.figures] == [
         ("cost before", 987.84),
         ("cost after", 762.05),
         ("saving per year", 2709.5),
@@ -333,17 +336,13 @@ SOLAR_RIGHT = (
 
 
 def test_programs_that_print_a_negative_payback_period_confirm_nothing(write_script: Any) -> None:
-    script = write_script({"rules": _programs(SOLAR_WRONG, SOLAR_WRONG)})
-    state = run_plan(script, SOLAR_TASK, PLAN)
-    assert state.figures is not None and state.figures.figures == []
-    assert state.figures.note.startswith(
-        "program 1 printed simple payback period -1.02, which cannot be negative: not used"
+    figures = _computed(write_script, SOLAR_TASK, SOLAR_WRONG, SOLAR_WRONG)
+    assert figures.figures == []
+    assert figures.note.startswith("program 1 printed simple payback period -1.02, which cannot be negative: not used")
+    figures = _computed(
+        write_script, SOLAR_TASK, SOLAR_WRONG, SOLAR_RIGHT, SOLAR_RIGHT.replace("saving * years", "years * saving")
     )
-    script = write_script(
-        {"rules": _programs(SOLAR_WRONG, SOLAR_RIGHT, SOLAR_RIGHT.replace("saving * years", "years * saving"))}
-    )
-    state = run_plan(script, SOLAR_TASK, PLAN)
-    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+    assert [(f.name, f.value) for f in figures.figures] == [
         ("annual saving", 890.4),
         ("payback years", 8.76),
         ("ahead after 10 years", 1104.0),
@@ -384,17 +383,13 @@ def test_programs_that_add_every_cost_into_a_net_amount_confirm_nothing(write_sc
     )
     assert costs_added("old_cost = 100\nnew_cost = 60\nnet_saving = old_cost - new_cost\n") is None
     assert costs_added("total_cost = 90 + 10\nbalance_due = total_cost - 20\n") is None
-    script = write_script({"rules": _programs(GALA_WRONG, GALA_WRONG)})
-    state = run_plan(script, GALA_TASK, PLAN)
-    assert state.figures is not None and state.figures.figures == []
-    assert "program 1 added total_card_processor_fees into total_raised_before_matching: not used" in (
-        state.figures.note
+    figures = _computed(write_script, GALA_TASK, GALA_WRONG, GALA_WRONG)
+    assert figures.figures == []
+    assert "program 1 added total_card_processor_fees into total_raised_before_matching: not used" in figures.note
+    figures = _computed(
+        write_script, GALA_TASK, GALA_WRONG, GALA_RIGHT, GALA_RIGHT.replace("income - costs", "-costs + income")
     )
-    script = write_script(
-        {"rules": _programs(GALA_WRONG, GALA_RIGHT, GALA_RIGHT.replace("income - costs", "-costs + income"))}
-    )
-    state = run_plan(script, GALA_TASK, PLAN)
-    assert state.figures is not None and [(f.name, f.value) for f in state.figures.figures] == [
+    assert [(f.name, f.value) for f in figures.figures] == [
         ("net amount raised", 5420.7),
         ("net per guest", 24.64),
     ]
