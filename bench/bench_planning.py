@@ -77,7 +77,7 @@ class Planner:
     def scope(self, task: str) -> str:
         """The graph's scope: the deterministic pass, then the planner model's reading of a plan (when on)."""
         decision = classify(task, self.embedder, self.index, self.router)
-        if decision.kind == "multi" and self.reader is not None:
+        if decision.kind == "multi" and self.reader is not None and not decision.firm:
             reading = self.readings[task] = read_scope(task, self.reader)
             decision = second_reading(decision, reading, self.reading_model or "")
         return decision.kind

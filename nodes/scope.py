@@ -55,7 +55,7 @@ def scope(state: GuardedPassport, runtime: Runtime[RunContext]) -> dict[str, Any
     router = router_with_lessons(router, lessons)
     decision = classify(task, get_embedder(), index, router)
     reading, unread = None, None
-    if decision.kind == "multi" and state.settings.scope_reading:
+    if decision.kind == "multi" and state.settings.scope_reading and not decision.firm:
         planner = planner_model(state.settings)
         if planner.problem is None:
             reading = read_scope(task, planner.backend)

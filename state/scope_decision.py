@@ -45,6 +45,9 @@ class ScopeDecision(BaseModel):
     rule: DefaultRule | None = None
     """The autonomous default that decided the kind, if any (``unclear_scope_narrower``, ``planner_reads_one``)."""
     reason: str
+    firm: bool = False
+    """The task names deliverables of different kinds (tests beside the code, a clause and a letter): a plan however
+    it reads, so the planner model is not asked to read it again."""
     transition: Literal["same_domain", "new_domain"] | None = None
     """A follow-up turn: whether the task's expert is one the previous turn ran on (None: the thread's first)."""
 

@@ -173,6 +173,7 @@ _NOUN_PHRASE = re.compile(r"^(?:a|an|the|this|these|those|one|two|three|four|fiv
 _BARE_REQUEST = re.compile(
     r"^(?:(?P<verb>give|produce|provide|send|write|draft|create|make|prepare|deliver)(?:\s+(?:me|us))?"
     r"|(?:(?:i|we)\s+)?(?:need|want|would like|'d like)|(?:can|could|may) (?:i|we) (?:get|have)"
+    r"(?:\s+(?:this|it|these)(?:\s+(?:in|for|as|with|using)\s+[\w. -]{1,40})?)?"
     r"|(?:two|three|four|five) things|deliverables)$",
     re.I,
 )
@@ -197,6 +198,8 @@ _BETWEEN = re.compile(r"\b(?:between|both|either|versus|vs\.?)\s", re.I)
 _BETWEEN_OPEN = re.compile(r"\bbetween\s(?!.*\sand\s)", re.I)
 """A clause whose "between" still waits for its "and": the next part is the second of the pair, whatever it is."""
 _PARTS = re.compile(r",\s*(?:and\s+)?then\s+|,\s*and\s+|,\s*|\s+and then\s+|\s+then\s+|\s+and\s+|\s+as well as\s+")
+_PARTS_KEPT = re.compile(f"({_PARTS.pattern})")
+"""The same split, keeping each separator (a list after ``split`` alternates part and separator)."""
 _PREPOSITION = re.compile(
     r"^(?:(?:with|without|including|using|in|on|for|of|from|into|by|as|at|per|via|which|who|whose|where)\b"
     r"|[a-z]+ing\s+\w)",
@@ -208,7 +211,7 @@ _GIVEN = re.compile(r"\b(?:these|those|this|the following|following|below|above)
 _DELIVERABLE_NOUN = (
     r"(?:script|function|query|queries|notice|policy|checklist|report|summary|plan|document|documentation|guide|"
     r"email|emails|letter|memo|post|page|diagram|table|list|test|tests|dashboard|presentation|slide|slides|"
-    r"story|poem|song|clause|contract|agreement|disclaimer|budget|schedule|proposal|brief|briefing|handout|"
+    r"story|poem|song|clause|clauses|contract|agreement|disclaimer|budget|schedule|proposal|brief|briefing|handout|"
     r"quiz|outline|spreadsheet|model|service|endpoint|api|class|module|pipeline|manifest|manifests|runbook|"
     r"template|faq|glossary|timeline|roadmap|estimate|forecast|analysis|review|readme|dockerfile|view|job|"
     r"entry|file|sql|message|speech|talk|statement|procedure|exercise|exercises|problems|questions|chapter|"
@@ -259,7 +262,7 @@ _REQUEST = re.compile(
 )
 _SHARED_HEAD = re.compile(
     r"^[\w'-]+(?:\s+[\w'-]+)?\s+(?:sections|chapters|pages|parts|tests|files|endpoints|services|tables|screens|"
-    r"versions|modes|steps|columns|fields)\b",
+    r"versions|modes|steps|columns|fields|clauses)\b",
     re.I,
 )
 """A part that ends in the plural noun its earlier coordinate shares ("Usage sections" of "the Installation and
@@ -279,6 +282,10 @@ _INFINITIVE = re.compile(r"\bto\s+([A-Za-z'-]+)")
 """An infinitive inside a clause: its coordinated verbs ("to set up X, install Y and run Z") are one purpose."""
 _SOURCE_FILE = re.compile(r"^[\w-]+\.(?:py|sh|sql|ini|toml|ya?ml|cfg|conf|js|ts|go|rs)\b", re.I)
 """A part headed by the name of a code or configuration file ("diskwatch.py with ..."): a file to write."""
+_PRONOUN = re.compile(r"(?:it|them|this|that|these|those)", re.I)
+"""An object that is a pronoun: "write it, pytest tests ..." names the code, which the tests do not share a noun with
+(multipart_set3: "Please write it, pytest tests using December 2026 dates, and two sentences ..." read the code and
+its tests as one part)."""
 _ONE_WORD_OBJECT = re.compile(r"^(?:(?:the|a|an|our|its|their|your|my)\s+)?[\w'-]+$", re.I)
 _CODE = re.compile(r"```.*?```", re.S)
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|(?<!\w)'[^'\n]{3,400}'(?!\w)")
@@ -296,6 +303,35 @@ _SEMI = "\x02"
 _FIGURE_ONLY = re.compile(r"^[$€£]?\d[\d" + _COMMA + r".]*\s*(?:%|[a-z]{1,3})?$", re.I)
 """A listed part that is a figure alone ("tests at 30,000, 50,000 and 60,000"): more of the clause before it (its
 thousands separators shielded as :data:`_COMMA`)."""
+_VAGUE = re.compile(
+    r"^(?:help(?:\s+(?:me|us|him|her|them))?(?:\s+(?:with|on|out)\b.*)?"
+    r"|(?:sort|figure|work)\s+(?:it|this|that|them)\s+out\b.*"
+    r"|(?:handle|deal with|take care of|look (?:at|into))\s+(?:it|this|that|them)\b.*"
+    r"|\w+\s+(?:these|those|them|the following|both)(?:\s+(?:two|three|four|five|six|\w+s))?\s+"
+    r"(?:in|into|to|inside)\s+(?:it|them|there|the\s+[\w.-]+))$",
+    re.I,
+)
+"""An aspect that asks for help with the whole task or puts listed things into a deliverable, naming none of its own:
+beside the task's deliverables it is their context ("can you sort it out for him?" above a forwarded request for
+two tables and two queries: multipart_set5_first planned that one aspect; "Put these three in it" of a flags file
+became a third part that repeated the module)."""
+_DOCS_LINE = re.compile(
+    r"^(?:(?:[-*\u2022]|\d+[.)])\s+(?:(?:and|also|plus)\s+)?(?:a|an|the)\s+|(?:(?:and|also|plus)\s+)?(?:a|an)\s+)"
+    r"(?:short\s+|brief\s+)?"
+    r"(?:readme|usage|docs?|documentation|user\s+guide)\b",
+    re.I,
+)
+"""A list line under a request that asks for its documentation ("5. a README "Usage" section with the synopsis
+..."), where the lines before it say what the tool does: a deliverable of its own (multipart_set5_first: the
+colstats README section was read as one more requirement, and the one part wrote two options of it)."""
+_COUNTED = re.compile(
+    r"^(?:(?:then|and|also|plus)\s+)*(?P<count>two|three|four|five|[2-5])\s+(?P<noun>[\w-]+)\s*:\s*(?P<items>.+)$",
+    re.I | re.S,
+)
+_LETTER = re.compile(r"(?:^|(?<=[;,])\s*(?:and\s+)?|\s+and\s+)\(?(?P<label>[a-h]|[1-9])\)\s+", re.I)
+_FIRST_LETTER = re.compile(r"^[\w'-]+\s+(?:(?:me|us)\s+)?(?P<label>\(?(?:a|1)\)\s+)", re.I)
+"""A verb whose objects are lettered or numbered, the first right after it ("write (a) the API description ...")."""
+_COUNTS = {"two": 2, "three": 3, "four": 4, "five": 5}
 
 
 @dataclass(frozen=True)
@@ -366,6 +402,27 @@ def deliverable_noun(aspect: Aspect) -> str | None:
     return found.group(0).lower() if found else None
 
 
+def kinds_apart(aspects: list[Aspect]) -> str | None:
+    """Why ``aspects`` are deliverables of different kinds, or None.
+
+    Tests beside what they test, or two different deliverable nouns ("a late-payment clause" and "a reminder
+    letter").
+
+    Such a task is several pieces of work however it reads: the planner model's one-word reading called six of the
+    57 multi-part tasks of bench/data/multipart_tasks*.yaml ONE, five of them one of these (the merge_ranges module
+    and its pytest tests, the consulting agreement and its plain-language summary), and no single-deliverable task
+    of the planning sets is one (docs/decisions/planning.md).
+    """
+    objects = [_INDIRECT.sub("", a.text[len(a.verb) :].strip()) for a in aspects]
+    tests = [bool(_TESTS_PART.match(re.sub(r"^(?:the|some)\s+", "", o, flags=re.I))) for o in objects]
+    if any(tests) and not all(tests):
+        return "tests beside what they test"
+    nouns = {n for a in aspects if (n := deliverable_noun(a)) not in (None, "test", "tests")}
+    if len(nouns) >= 2:
+        return "different deliverables (" + ", ".join(sorted(nouns)) + ")"
+    return None
+
+
 def _object_phrase(aspect: Aspect) -> str:
     """``aspect``'s object up to the first preposition or relative clause ("a password and access-control policy")."""
     obj = aspect.text[len(aspect.verb) :].strip()
@@ -392,9 +449,14 @@ def named_deliverables(task: str) -> list[Aspect]:
         context.append(" ".join(required.group("items").split()))
         body = body[: required.start("items")] + body[required.end("items") :]
     sentences: list[str] = []
+    counted: dict[str, list[Aspect]] = {}  # a sentence that lists its deliverables by letter, and them
     for whole in _SENTENCES.split(body):
         if requests := _semicolon_requests(whole) or _semicolon_headlines(whole):
             sentences += requests
+            continue
+        if lettered := _counted_items(whole):
+            counted[whole] = lettered
+            sentences.append(whole)
             continue
         for at, piece in enumerate(p.strip().rstrip(".!?").strip() for p in _SEMICOLON.split(whole)):
             sentences.append(_listed_after(sentences[-1], piece) if at else piece)
@@ -405,6 +467,9 @@ def named_deliverables(task: str) -> list[Aspect]:
         context += goals
         sentences = [s for s in sentences if s not in goals]
     for sentence in sentences:
+        if sentence in counted:
+            aspects += counted[sentence]  # "Then two queries: (a) ...; (b) ..."
+            continue
         head, *tail = _COLON.split(sentence, maxsplit=1)
         if tail and _LABEL.match(head):
             head, tail = tail[0], []  # "Format: h, m and s parts ...": a label, not the verb "format"
@@ -430,9 +495,9 @@ def named_deliverables(task: str) -> list[Aspect]:
             aspects += found  # "k8s CronJob manifest to run ... + the python report script itself"
         elif found := _code_and_tests(sentence):
             aspects += found  # "Code + pytest tests, include a round-trip test", "Function plus pytest tests please"
-        elif aspects and _TESTS_LINE.match(sentence):
-            tests = _AND.sub("", _BULLET.sub("", sentence))
-            aspects.append(Aspect(f"write {tests}", "write"))  # a list line "- pytest tests for both"
+        elif aspects and (_TESTS_LINE.match(sentence) or _DOCS_LINE.match(sentence)):
+            listed_line = _AND.sub("", _BULLET.sub("", sentence)).rstrip(":")
+            aspects.append(Aspect(f"write {listed_line}", "write"))  # a list line "- pytest tests for both"
         elif aspects and (found := _tests_and_more(head)):
             aspects += found  # "Acceptance: pytest tests covering the 29 February rule, plus a one-paragraph note"
         elif aspects and (more := _follow_up(sentence)):
@@ -443,6 +508,11 @@ def named_deliverables(task: str) -> list[Aspect]:
             context.append(sentence)  # "Our report query takes 3 minutes."
     if numbered:  # "Could you do:" above the list it introduced asks for nothing of its own
         aspects = [a for a in aspects if a in numbered or not re.fullmatch(r"[\w'-]+\s*:?", a.text.strip())]
+    if any(not _VAGUE.match(a.text) for a in aspects):
+        # "can you sort it out for him?", "could you help with the tip-out ...?" above what is asked: the request
+        # the deliverables answer, not one of them; "Put these three in it": what goes into one
+        context += [a.text for a in aspects if _VAGUE.match(a.text)]
+        aspects = [a for a in aspects if not _VAGUE.match(a.text)]
     given = _clip(". ".join(context))
     seen: set[str] = set()
     unique: list[Aspect] = []
@@ -508,7 +578,7 @@ def _headline_list(sentence: str) -> list[Aspect]:
         return []
     items: list[str] = []
     for part in parts:
-        bare = _AND.sub("", part)
+        bare = _AND.sub("", _LEAD.sub("", part))  # "Then pytest tests, and a short README usage section ..."
         if not items or _DELIVERABLE.match(bare):
             items.append(bare)
         else:
@@ -666,16 +736,26 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
         return []  # context, a question, a condition on the deliverable, or code ("SELECT * FROM ...")
     for pair in BINOMIALS:
         text = re.sub(re.escape(pair), pair.replace(" and ", f" {_PLACEHOLDER} "), text, flags=re.I)
+    first_letter = _FIRST_LETTER.match(text)  # "write (a) the API description ..., (b) the implementation ..."
+    text = text[: first_letter.start("label")] + text[first_letter.end() :] if first_letter else text
     aspects: list[Aspect] = []
     verb = ""
     clause = ""  # the current aspect's text
     for part in (_AND.sub("", p.strip()) for p in _PARTS.split(text)):  # "..., plus the appointment letter"
         if not part:
             continue
+        lettered = first_letter is not None and _ENUMERATOR.match(part) is not None
         part = _ENUMERATOR.sub("", part)  # "(2) rewrite it ..."
         bare = _LEAD.sub("", part)  # without "please", "then", "and" ...
         head = _first_word(bare)
-        if clause and _OWN_EXPLANATION.match(bare):
+        if clause and lettered and head not in VERBS and verb not in JOINT_VERBS:
+            # the next item the verb's letters list: "(b) the implementation in one file, shortener.py, ..."
+            # (multipart_set5_first joined the API description and the implementation in one part)
+            aspects.append(Aspect(clause, verb))
+            clause = f"{verb} {part}"
+        elif clause and first_letter is not None and head not in VERBS:
+            clause = f"{clause} and {part}"  # more of the lettered item: "..., shortener.py, using only ..."
+        elif clause and _OWN_EXPLANATION.match(bare):
             clause = f"{clause} and {part}"  # "... and explain why": the explanation of what the clause makes
         elif clause and _shapes(bare, head) and deliverable_noun(Aspect(clause, verb)) is not None:
             clause = f"{clause} and {part}"  # "write a short story ... and set it in 1953 and end it on ...": how
@@ -698,7 +778,11 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
             _PREPOSITION.match(part)
             or _FIGURE_ONLY.match(part)
             or _BETWEEN_OPEN.search(clause)
-            or (_SHARED_HEAD.match(part) and _ONE_WORD_OBJECT.match(clause[len(verb) :].strip()))
+            or (
+                _SHARED_HEAD.match(part)
+                and _ONE_WORD_OBJECT.match(clause[len(verb) :].strip())
+                and not _PRONOUN.fullmatch(clause[len(verb) :].strip())
+            )
             or (_BARE_DELIVERABLE.match(part) and _shares_noun(clause[len(verb) :].strip()))
             or (_describes(part) and _DELIVERABLE.match(_INDIRECT.sub("", clause[len(verb) :].strip())))
             or (
@@ -812,7 +896,9 @@ def _listed_requests(block: re.Match[str]) -> str:
         return block.group(0)  # "I need:\n- it to be fast\n- ...": what the deliverable must be
     lines = [""]  # the request itself says nothing the lines do not
     for first, item in zip(firsts, items, strict=True):
-        lines.append(f"{verb} {first.rstrip('.')}.")
+        # an item's semicolons are its own ("1. the schema ... and INSERTs for the results below; a fixture that
+        # hasn't been played yet has NULL goals": multipart_set5_first made the fixture a part of its own)
+        lines.append(f"{verb} {first.rstrip('.').replace(';', _SEMI)}.")
         lines += item[1:]
     return "\n".join(lines) + "\n"
 
@@ -825,9 +911,35 @@ def _requested_items(head: str, listing: str) -> list[Aspect]:
     """
     verb = _request_verb(head)
     parts = [p.strip() for p in _PARTS.split(listing) if p.strip()]
-    if verb is None or not _noun_phrases(parts):
+    if verb is None:
         return []
-    return [Aspect(f"{verb} {part}", verb) for part in parts]
+    if not _noun_phrases(parts):
+        parts = _deliverables_with_detail(listing)
+    return [Aspect(f"{verb} {part}", verb) for part in parts] if len(parts) >= 2 else []
+
+
+def _deliverables_with_detail(listing: str) -> list[str]:
+    """The parts of ``listing`` as deliverables, each with the parts after it that name none, as written.
+
+    "..., the worst shortfall first, then by sku" is more of "a query listing the products at or below their
+    reorder level"; none unless the first part is a noun phrase and two or more name a deliverable.
+
+    "Can we have this in SQLite: the two tables (...), a query giving the current stock of every product (...), and a
+    query listing the products at or below their reorder level, the worst shortfall (...) first, then by sku"
+    (multipart_set5_first: read as no deliverable, one part wrote the tables and one query, and the reorder query
+    was missing with nothing said).
+    """
+    pieces = _PARTS_KEPT.split(listing.strip())  # part, separator, part, ...
+    items: list[str] = []
+    for at in range(0, len(pieces), 2):
+        part = _AND.sub("", pieces[at].strip())
+        if not items and not _NOUN_PHRASE.match(part):
+            return []
+        if not items or _DELIVERABLE.match(part) or _NOUN_FIRST.match(part) or _TESTS_PART.match(part):
+            items.append(part)
+        elif part:
+            items[-1] = f"{items[-1]}{pieces[at - 1]}{pieces[at].strip()}"
+    return items if len(items) >= 2 else []
 
 
 def _request_verb(head: str) -> str | None:
@@ -860,6 +972,36 @@ def _request_inside(sentence: str) -> list[Aspect]:
     return []
 
 
+def _counted_items(sentence: str) -> list[Aspect]:
+    """The deliverables of a sentence that counts them and lists each by its letter or number, else none.
+
+    "Then two queries: (a) everyone who reports to a given manager ...; (b) each person with at least one direct
+    report ..." asks for two queries (multipart_set5_first: read as one aspect, one SQL block answered it and
+    query (b) was missing with nothing said). The count must match the labels, which run in order from a or 1.
+    """
+    found = _COUNTED.match(sentence.strip())
+    if found is None:
+        return []
+    noun = found.group("noun").lower()
+    one = re.sub(r"ies$", "y", noun) if noun.endswith("ies") else re.sub(r"s$", "", noun)
+    if not _NOUN.fullmatch(one):
+        return []
+    labels = list(_LETTER.finditer(found.group("items")))
+    count = _COUNTS.get(found.group("count").lower()) or int(found.group("count"))
+    expected = [chr(ord(labels[0].group("label").lower()) + i) for i in range(count)] if labels else []
+    if len(labels) != count or labels[0].start() != 0 or [m.group("label").lower() for m in labels] != expected:
+        return []
+    if expected[0] not in ("a", "1"):
+        return []
+    items = found.group("items")
+    ends = [m.start() for m in labels[1:]] + [len(items)]
+    aspects = []
+    for label, end in zip(labels, ends, strict=True):
+        item = items[label.end() : end].strip().rstrip(";,.").strip()
+        aspects.append(Aspect(f"write {one} ({label.group('label')}): {item}", "write"))
+    return aspects
+
+
 def _semicolon_requests(sentence: str) -> list[str]:
     """The items of a request with no object whose list runs on semicolons, each with the request's verb.
 
@@ -872,8 +1014,17 @@ def _semicolon_requests(sentence: str) -> list[str]:
     verb = _request_verb(head) if tail and len(pieces) >= 2 else None
     if verb is None:
         return []
-    items = [_ENUMERATOR.sub("", item) for item in (tail[0], *(_AND.sub("", p) for p in pieces[1:]))]
-    return [f"{verb} {item}" for item in items if item]
+    pieces = [tail[0], *(_AND.sub("", p) for p in pieces[1:])]
+    items: list[str] = []
+    for piece in pieces:
+        if items and _ENUMERATOR.match(pieces[0]) and not _ENUMERATOR.match(piece):
+            # "(2) bash script ... that ... prints how many it deleted; exit 0 on success; (3) systemd units ...":
+            # a piece with no number of its own is more of the numbered item before it (multipart_set5_first
+            # made "exit 0 on success" a part of its own)
+            items[-1] = f"{items[-1]}; {piece}"
+        else:
+            items.append(piece)
+    return [f"{verb} {_ENUMERATOR.sub('', item)}" for item in items if item]
 
 
 def _semicolon_headlines(sentence: str) -> list[str]:

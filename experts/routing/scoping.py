@@ -42,7 +42,7 @@ import yaml
 
 from experts.embedding.encoder import Embedder
 from experts.embedding.vectors import Vectors, check_vectors
-from experts.routing.aspects import headline_deliverable, named_deliverables
+from experts.routing.aspects import headline_deliverable, kinds_apart, named_deliverables
 from experts.routing.router import ExpertRouter
 from experts.routing.templates import TemplateIndex
 from state.errors import ConfigError
@@ -295,7 +295,11 @@ def classify(
         kind, rule = "multi", None
         listed = "; ".join(a.text for a in named)
         reason = f"the task names {len(named)} deliverables ({listed}): a plan (similarity: {reason})"
+    apart = kinds_apart(named) if kind == "multi" and len(named) >= 2 else None
+    if apart is not None:
+        reason = f"{reason}; a plan however it reads: {apart}"
     return ScopeDecision(
+        firm=apart is not None,
         kind=kind,
         words=words,
         trivial_similarity=round(trivial, 4),

@@ -370,6 +370,30 @@ def test_context_sentences_name_no_aspect_and_become_the_context() -> None:
             3,
         ),
         ("Our clinic pilots glucose monitoring. Could you do:\n1. a patient leaflet\n2. a consent form\n", 2),
+        # multipart_set5_first (after its scored run), one of each:
+        (  # parts a request lists by letter, after the verb
+            "Spec for a link shortener; please write (a) the API description as a table of endpoints, (b) the "
+            "implementation in one file, shortener.py, using only the standard library, and (c) a usage section "
+            "with curl examples.",
+            3,
+        ),
+        (  # a numbered item's unnumbered piece is more of it
+            "Deliverables: (1) config /etc/purge.conf with MAX_AGE_HOURS=48; (2) bash script purge.sh that deletes "
+            "old files and prints how many it deleted; exit 0 on success; (3) systemd units purge.service and "
+            "purge.timer.",
+            3,
+        ),
+        (  # a list item's semicolon is its own
+            "Please give me:\n1. the schema (teams, matches) and INSERTs for the results below; a fixture that "
+            "hasn't been played yet has NULL goals\n2. one query that returns the league table\n",
+            2,
+        ),
+        (  # the documentation a list of requirements ends with
+            "I'd like a small command-line tool, standard library only:\n1. colstats.py using argparse\n2. it "
+            'prints count, sum and mean of the named column\n3. a README "Usage" section with the synopsis\n',
+            2,
+        ),
+        ("Draft the rent and deposit clauses of a residential tenancy, then give the tenant a table of costs.", 2),
         ("Write the ini file and explain each setting to the ops team", 2),
         ("Write a function that reads config.yaml and prints the port", 1),  # an input file, not a second part
     ],
@@ -405,6 +429,54 @@ def test_the_deliverables_a_task_names(task: str, expected: int) -> None:
 )  # fmt: skip
 def test_a_task_headed_by_one_deliverable(task: str, expected: str | None) -> None:
     assert headline_deliverable(task) == expected
+
+
+def test_a_counted_list_of_lettered_deliverables_is_each_of_them() -> None:
+    """multipart_set5_first, mp5-org-chart-postgres: "two queries: (a) ...; (b) ..." was one aspect, one SQL block
+    answered it, and query (b) was missing with nothing said."""
+    task = (
+        "I need the CREATE TABLE and INSERTs for this sample. Then two queries: (a) everyone who reports to a given "
+        "manager, with a depth column (1 = direct report), sorted by depth then name; (b) each person with at least "
+        "one direct report and how many they have."
+    )
+    assert texts(task) == [
+        "deliver the CREATE TABLE and INSERTs for this sample",
+        "write query (a): everyone who reports to a given manager, with a depth column (1 = direct report), sorted "
+        "by depth then name",
+        "write query (b): each person with at least one direct report and how many they have",
+    ]
+    # the count must match the labels
+    assert len(named_deliverables("Then two queries: (a) the top customers; (b) the churn; (c) the rest.")) != 3
+
+
+def test_a_request_for_help_beside_what_it_asks_for_is_their_context() -> None:
+    """multipart_set5_first: "can you sort it out for him?" above a forwarded request for two tables and two queries
+    was the one aspect, and the reorder query was never written; "Put these three in it" became a part."""
+    task = (
+        "Forwarding this from Gary, can you sort it out for him?\n\nCan we have this in SQLite: the two tables "
+        "(products with sku and reorder_level; stock_movements), a query giving the current stock of every product, "
+        "and a query listing the products at or below their reorder level, the worst shortfall first, then by sku."
+    )
+    assert texts(task) == [
+        "deliver the two tables (products with sku and reorder_level; stock_movements)",
+        "deliver a query giving the current stock of every product",
+        "deliver a query listing the products at or below their reorder level, the worst shortfall first, then by sku",
+    ]
+    flags = (
+        "I'd like a flags.json in the repo and a tiny Python module that reads it. Put these three in it: "
+        "new_checkout (enabled), dark_mode (enabled) and bulk_export (disabled)."
+    )
+    assert texts(flags) == ["deliver a flags.json in the repo", "deliver a tiny Python module that reads it"]
+    assert texts("Can you help with the tip-out for last week?") == ["help with the tip-out for last week"]
+
+
+def test_code_named_by_a_pronoun_and_its_tests_are_two_parts() -> None:
+    """multipart_set3, mp3-business-days: "write it, pytest tests ..." was one part; "Then pytest tests" was a
+    title."""
+    task = "I'd like add_business_days(start, n) in workdays.py. Please write it, pytest tests using December dates."
+    assert texts(task)[-2:] == ["write it", "write pytest tests using December dates"]
+    bowling = "Could you write bowling_score(rolls) in bowling.py? Then pytest tests, and a short README section."
+    assert texts(bowling)[1:] == ["deliver pytest tests", "deliver a short README section"]
 
 
 def test_a_listed_part_after_plus_is_titled_by_its_deliverable() -> None:

@@ -23,6 +23,10 @@ NDA = (
     "Draft a mutual NDA between our studio and a freelance illustrator, governed by English law, and write a "
     "plain-English summary of it for the illustrator"
 )
+JWT = (  # planning_heldout8, one deliverable the pass reads as two of no named kind
+    "Our React Native app keeps the access JWT in AsyncStorage and the token never expires: assess what can go "
+    "wrong with this and recommend a safer token-handling design."
+)
 PLAN = ScopeDecision(kind="multi", words=20, expert="legal_drafting", reason="a plan: the best template fits")
 
 
@@ -112,7 +116,7 @@ def _run(thread: str, task: str, tmp_path: Path, answer: str | None, **settings:
 
 
 def test_a_plan_the_planner_model_reads_as_one_piece_of_work_runs_as_one_slot(tmp_path: Path) -> None:
-    state = _run("one", NDA, tmp_path, "ONE")
+    state = _run("one", JWT, tmp_path, "ONE")
     assert state.scope is not None and state.scope.kind == "single" and state.scope.rule == "planner_reads_one"
     assert state.framework is not None and [s.id for s in state.framework.slots] == ["answer"]
     [applied] = [d for d in state.defaults if d.rule == "planner_reads_one"]
@@ -123,17 +127,28 @@ def test_a_plan_the_planner_model_reads_as_one_piece_of_work_runs_as_one_slot(tm
 
 
 def test_a_plan_read_as_several_pieces_or_not_read_stays_a_plan(tmp_path: Path) -> None:
-    several = _run("several", NDA, tmp_path, "SEVERAL")
+    several = _run("several", JWT, tmp_path, "SEVERAL")
     assert several.scope is not None and several.scope.kind == "multi" and len(several.framework.slots) == 2  # type: ignore[union-attr]
     [entry] = [e for e in several.ledger if e.action == "scope_reading"]
     assert entry.outputs_summary.startswith("several pieces of work in ")
-    prose = _run("prose", NDA, tmp_path, None)  # the fake's compliant prose is no answer: the plan stands
+    prose = _run("prose", JWT, tmp_path, None)  # the fake's compliant prose is no answer: the plan stands
     [entry] = [e for e in prose.ledger if e.action == "scope_reading"]
     assert prose.scope is not None and prose.scope.kind == "multi"
     assert entry.outputs_summary.startswith("no reading in ") and "not ONE or SEVERAL" in entry.outputs_summary
-    off = _run("off", NDA, tmp_path, "ONE", scope_reading=False)
+    off = _run("off", JWT, tmp_path, "ONE", scope_reading=False)
     assert off.scope is not None and off.scope.kind == "multi"
     assert not any(e.action == "scope_reading" for e in off.ledger)
+
+
+def test_a_plan_of_deliverables_of_different_kinds_is_not_read_again(tmp_path: Path) -> None:
+    """multipart_tasks*.yaml: the reading called six of 57 multi-part tasks ONE, five of them an NDA or agreement and
+    its summary, a clause and a letter, or a module and its pytest tests; no single task of the planning sets is such
+    a pair."""
+    state = _run("firm", NDA, tmp_path, "ONE")
+    assert state.scope is not None and state.scope.kind == "multi" and state.scope.firm
+    assert "a plan however it reads: different deliverables (nda, summary)" in state.scope.reason
+    assert state.framework is not None and len(state.framework.slots) == 2
+    assert not any(e.action == "scope_reading" for e in state.ledger)
 
 
 def test_a_task_the_rules_read_as_one_experts_work_is_not_read_again(tmp_path: Path) -> None:
@@ -155,7 +170,7 @@ def test_without_the_planner_model_the_plan_is_not_read_again_and_the_run_says_s
         return PlannerModel(Scripted(["ONE"]), "the base model", "qwen2.5-coder-1.5b is not installed")
 
     monkeypatch.setattr(node, "planner_model", stand_in)
-    state = _run("unread", NDA, tmp_path, "ONE")
+    state = _run("unread", JWT, tmp_path, "ONE")
     assert state.scope is not None and state.scope.kind == "multi"  # the base model's ONE is never asked for
     assert not any(e.action == "scope_reading" for e in state.ledger)
     [notice] = [n for n in state.notices if n.source == "scope"]
