@@ -723,6 +723,13 @@ def test_a_script_asked_to_delete_that_deletes_nothing_fails() -> None:
     archive = "Write a shell script that compresses yesterday's logs into one archive."
     assert not shell_does_check("cp /var/log/*.log /backup/\n", archive).passed
     assert shell_does_check("tar -czf logs.tar.gz /var/log/*.log\n", archive).passed
+    # a verb inside a file or unit name asks for nothing (multipart_set5_first, mp5-upload-purge-systemd: the config
+    # file's part and the systemd units' part failed for "purge", and were sent back)
+    config = "config /etc/upload-purge.conf in plain KEY=VALUE lines with UPLOAD_DIR=/srv/app/uploads/tmp"
+    assert shell_does_check("UPLOAD_DIR=/srv/app/uploads/tmp\nMAX_AGE_HOURS=48\n", config).passed
+    units = "systemd units upload-purge.service (Type=oneshot) and upload-purge.timer firing every 6 hours"
+    assert shell_does_check("[Unit]\nDescription=Purge\n", units).passed
+    assert not shell_does_check("echo done\n", "bash script purge.sh that deletes old uploads.").passed
 
 
 def test_the_output_structures_instructions_written_into_a_block_are_a_leak() -> None:

@@ -310,6 +310,9 @@ _SHELL_ACTIONS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
 )
 """What a task asks a script to do, in so many words, and the commands that do it."""
 _NOT_ASKED = re.compile(r"\b(?:not|never|without|don't|instead of)\s+(?:\w+\s+){0,2}$", re.I)
+_NAMED = re.compile(r"\S*/\S*|\S*\w[.=]\w\S*|\b\w+(?:-\w+)+\b")
+"""A path, a file name, a setting or a hyphenated name ("/etc/upload-purge.conf", "upload-purge.timer"): a verb
+inside it asks for nothing."""
 
 
 def shell_does_check(code: str, asked: str) -> CheckResult:
@@ -321,6 +324,9 @@ def shell_does_check(code: str, asked: str) -> CheckResult:
     ShellCheck found nothing to say. The bare 1.5B ran ``find ... -mtime +7 -exec rm -f {} \;``.
     """
     script = "\n".join(line.split(" #", 1)[0] for line in code.splitlines() if not line.lstrip().startswith("#"))
+    # multipart_set5_first, mp5-upload-purge-systemd: the config file's part and the systemd units' part were held
+    # to "purge" in "/etc/upload-purge.conf" and "upload-purge.service", and sent back (a false failure)
+    asked = _NAMED.sub(" ", asked)
     for action, verb, command in _SHELL_ACTIONS:
         asked_for = [m for m in verb.finditer(asked) if not _NOT_ASKED.search(asked[: m.start()])]
         if asked_for and command.search(script) is None:
