@@ -117,6 +117,17 @@ _EXPLANATION = re.compile(
 )
 """A part that explains or describes (its first words): prose, whatever it explains ("a short explanation of how
 the league table is worked out")."""
+_DOCUMENTATION = re.compile(
+    r"^\W*(?:(?:give|write|draft|provide|add|prepare|deliver)\s+(?:me\s+|us\s+)?)?(?:(?:an?|the|one)\s+)?"
+    r"(?:(?:short|brief|plain|one-paragraph|simple|clear)\s+)*"
+    r"(?:readme|usage\s+(?:section|notes?|guide|examples?)|user\s+guide|api\s+(?:description|reference))\b",
+    re.I,
+)
+"""A part that documents the code for its readers (its first words): "a usage section with curl examples", "the API
+description as a table of endpoints ...", "a README paragraph with one example". Whoever writes it, it is prose (a
+table where it asks for one), with the commands and examples in blocks of their own: multipart_set5_first's link
+shortener had its endpoint table and its curl lines written by the Python expert inside Python blocks, both failing
+``python.parses``."""
 _MAKES_CODE = re.compile(
     r"\b(?:write|rewrite|create|implement|build|add|generate|refactor|fix|optimi[sz]e|propose|code)\b", re.I
 )
@@ -144,6 +155,8 @@ def infer_deliverable(text: str, expert: str | None) -> tuple[Deliverable, str |
         # long, in minutes, will it take to download a 12.4 GB file over a 75 Mbps connection?" went to the
         # Python expert, whose answer was a function with a bits-for-bytes bug and no number (2026-11-29)
         return "prose", None
+    if _DOCUMENTATION.match(text):
+        return ("table" if _TABLE.search(text) else "prose"), None
     if expert in CODE_EXPERTS:
         language = CODE_EXPERTS[expert]
         if language == "sql" and _PYTHON.search(text) and not _SQL.search(text):

@@ -522,8 +522,15 @@ def test_a_shell_script_that_uses_a_variable_it_never_sets_fails_shellcheck() ->
         ("Calculate the percentage change from 2.4 to 3.9 million", "sql_specialist", ("prose", None)),
         ("Write a function that calculates how many days lie between two dates", "python_coder", ("code", "python")),
         ("How long does this query take on 10 million rows?", "sql_specialist", ("code", "sql")),
+        # documentation of the code is prose, or a table, whoever writes it (multipart_set5_first, mp5-url-shortener:
+        # the endpoint table and the curl lines were written inside Python blocks)
+        ("Usage section with curl examples", "python_coder", ("prose", None)),
+        ("API description as a table of endpoints with request bodies and status codes", "python_coder",
+         ("table", None)),
+        ("Write a short README paragraph with one example of each function", "python_coder", ("prose", None)),
+        ("Write a function that prints its usage", "python_coder", ("code", "python")),
     ],
-)
+)  # fmt: skip
 def test_the_deliverable_follows_the_expert_and_the_text(text: str, expert: str, expected: tuple) -> None:
     assert infer_deliverable(text, expert) == expected
 
