@@ -343,6 +343,9 @@ def test_a_function_the_task_names_in_its_words_must_be_the_modules_own() -> Non
         "    assert cart_total([]) == 0\n```\n"
     )
     assert "python.defines" not in failed(tests, f"Write pytest tests for {task}", "code", "python")
+    # ... but a one-part answer to a task that asks for the function is not its tests alone (multipart_set5_first,
+    # mp5-split-bill: pytest tests importing split_bill and add_tip from a module nobody wrote passed)
+    assert failed(tests, task, "code", "python")["python.defines"] == "the task's function cart_total is not defined"
     # a method after a dot and a builtin are not the task's functions
     assert extract_examples("Call self.load_all(path) and print(x), then sorted(xs).").named == ()
 

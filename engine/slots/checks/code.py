@@ -442,17 +442,29 @@ def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[Chec
     examples = extract_examples(ctx.task)
     asks = ctx.asked if ctx.part_of_plan and ctx.asked else ctx.task  # what this answer must deliver
     named = examples.named if asks == ctx.task else extract_examples(asks).named
-    checks = [CheckResult(name="python.parses", passed=True), *_static_checks(tree, code, tests, asks, examples, named)]
+    # a one-part answer delivers the module the task names; a part of a plan, or tests asked for alone, may import it
+    if ctx.part_of_plan or _TESTS_ASKED.match(ctx.task):
+        owned = _module_names(tree)
+    else:
+        owned = _own_names(tree)
+    static = _static_checks(tree, code, tests, asks, examples, named, owned)
+    checks = [CheckResult(name="python.parses", passed=True), *static]
     return [*checks, *_sandbox_checks(code, tests, ctx, examples), *_lint_checks(code)]
 
 
 def _static_checks(
-    tree: ast.Module, code: str, tests: str | None, task: str, examples: Examples, named: tuple[str, ...]
+    tree: ast.Module,
+    code: str,
+    tests: str | None,
+    task: str,
+    examples: Examples,
+    named: tuple[str, ...],
+    owned: set[str],
 ) -> list[CheckResult]:
     """The module is complete, defines the task's functions; its tests use it; there are tests if the task asks.
 
     ``task`` is what the answer must deliver (a part of a plan: its own description) and ``named`` the functions
-    its words name; ``examples`` are the whole task's.
+    its words name, which must be among ``owned``; ``examples`` are the whole task's.
     """
     stubs = _stub_functions(tree)
     checks = [
@@ -466,7 +478,7 @@ def _static_checks(
     ]
     defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     missing = [f for f in examples.functions if f not in defined]
-    missing += [f for f in named if f not in examples.functions and f not in _module_names(tree)]
+    missing += [f for f in named if f not in examples.functions and f not in owned]
     if examples.functions or named:
         checks.append(
             CheckResult(
@@ -795,6 +807,28 @@ def _module_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def _own_names(tree: ast.Module) -> set[str]:
+    """The names a module defines at its top level, not those it imports or its tests call.
+
+    An answer of one part delivers the module itself: multipart_set5_first's bill splitter came back as pytest tests
+    alone, importing ``split_bill`` and ``add_tip`` from a module nobody wrote, and ``python.defines`` passed it.
+    """
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+_TESTS_ASKED = re.compile(
+    r"^\W*(?:please\s+)?(?:write|add|create|give|generate)\s+(?:me\s+|us\s+)?(?:some\s+|the\s+)?"
+    r"(?:pytest\s+|unit\s+)?tests?\b",
+    re.I,
+)
+"""A task that opens by asking for tests ("Write pytest tests for cart_total(lines) in cart.py"): the module is
+the person's, and the tests import it."""
 def _stub_functions(tree: ast.Module) -> list[str]:
     """Functions whose body is only a docstring, ``pass``, ``...`` or ``raise NotImplementedError``."""
     stubs = []
