@@ -26,6 +26,8 @@ EXTENSIONS = {
     "yml": ".yaml",
     "json": ".json",
     "csv": ".csv",
+    "toml": ".toml",
+    "ini": ".ini",
     "hcl": ".tf",
     "javascript": ".js",
     "typescript": ".ts",

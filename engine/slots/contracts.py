@@ -128,6 +128,24 @@ description as a table of endpoints ...", "a README paragraph with one example".
 table where it asks for one), with the commands and examples in blocks of their own: multipart_set5_first's link
 shortener had its endpoint table and its curl lines written by the Python expert inside Python blocks, both failing
 ``python.parses``."""
+_FILE_HEAD = re.compile(
+    r"^\W*(?:(?:give|write|draft|provide|add|prepare|deliver|create)\s+(?:me\s+|us\s+)?)?(?:(?:an?|the|one|our)\s+)?"
+    r"(?:(?!(?:that|which|to|from|for|with|of|reads?|loads?|parses?|script|module|function|class|program|tool|cli)\b)"
+    r"[\w-]+\s+){0,3}?(?:[\w./-]*/)?[\w-]+\.(?P<ext>json|ya?ml|csv|toml|ini|conf|cfg|env|service|timer|socket)\b",
+    re.I,
+)
+"""A part headed by the data or configuration file it is ("a flags.json in the repo", "systemd units
+upload-purge.service ... and upload-purge.timer", "config /etc/upload-purge.conf ..."): written in that file's
+language, whoever writes it. multipart_set5_first: the Python expert wrote flags.json as a Python dict (``True``),
+which no JSON loader reads, and the DevOps expert's units were held to bash."""
+_FILE_LANGUAGES: dict[str, tuple[Deliverable, str]] = {
+    "json": ("data", "json"),
+    "yaml": ("data", "yaml"),
+    "yml": ("data", "yaml"),
+    "csv": ("data", "csv"),
+    "toml": ("code", "toml"),
+    **dict.fromkeys(("ini", "conf", "cfg", "env", "service", "timer", "socket"), ("code", "ini")),
+}
 _MAKES_CODE = re.compile(
     r"\b(?:write|rewrite|create|implement|build|add|generate|refactor|fix|optimi[sz]e|propose|code)\b", re.I
 )
@@ -157,6 +175,8 @@ def infer_deliverable(text: str, expert: str | None) -> tuple[Deliverable, str |
         return "prose", None
     if _DOCUMENTATION.match(text):
         return ("table" if _TABLE.search(text) else "prose"), None
+    if file := _FILE_HEAD.match(text):
+        return _FILE_LANGUAGES[file.group("ext").lower()]
     if expert in CODE_EXPERTS:
         language = CODE_EXPERTS[expert]
         if language == "sql" and _PYTHON.search(text) and not _SQL.search(text):

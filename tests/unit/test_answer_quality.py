@@ -532,6 +532,15 @@ def test_a_shell_script_that_uses_a_variable_it_never_sets_fails_shellcheck() ->
          ("table", None)),
         ("Write a short README paragraph with one example of each function", "python_coder", ("prose", None)),
         ("Write a function that prints its usage", "python_coder", ("code", "python")),
+        # a part headed by its data or configuration file is written in the file's language (multipart_set5_first:
+        # flags.json came back as a Python dict; the systemd units were held to bash)
+        ("Flags.json in the repo", "python_coder", ("data", "json")),
+        ("Systemd units upload-purge.service (Type=oneshot) and upload-purge.timer", "devops_engineer",
+         ("code", "ini")),
+        ("Config /etc/upload-purge.conf in plain KEY=VALUE lines", "devops_engineer", ("code", "ini")),
+        ("Write config.toml with [paths] input_dir and output_dir", "python_coder", ("code", "toml")),
+        ("Python module that reads flags.json", "python_coder", ("code", "python")),
+        ("Script that loads config.yaml and prints the port", "python_coder", ("code", "python")),
     ],
 )  # fmt: skip
 def test_the_deliverable_follows_the_expert_and_the_text(text: str, expert: str, expected: tuple) -> None:

@@ -770,3 +770,21 @@ def test_a_message_that_leaves_out_a_day_its_task_names_fails() -> None:
     fixed = days(TEAM_MESSAGE.replace("on Friday.", "on Friday; it moves to Monday."))
     assert fixed is not None and fixed.passed
     assert days(TEAM_MESSAGE, part_of_plan=True) is None  # a part's description may name another part's days
+
+
+def test_a_configuration_file_is_read_as_its_format() -> None:
+    """multipart_set5_first, mp5-upload-purge-systemd and mp5-feature-flags: a config file, systemd units and a TOML
+    file had no checker of their own (a unit was held to bash)."""
+    from engine.slots.checks.code import block_checks
+
+    def passed(language: str, code: str) -> tuple[bool, str]:
+        [check] = block_checks(language, code, "")
+        return check.passed, check.detail
+
+    unit = "[Unit]\nDescription=Purge\n\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/purge.sh\n"
+    assert passed("ini", unit) == (True, "")
+    assert passed("ini", "# settings\nUPLOAD_DIR=/srv/app/uploads/tmp\nMAX_AGE_HOURS=48\n") == (True, "")
+    ok, detail = passed("ini", "# settings\nUPLOAD_DIR=/srv/app\nfind /srv -delete\n")
+    assert not ok and "[line 3]: 'find /srv -delete" in detail  # the answer's own line number
+    assert passed("toml", "[paths]\ninput_dir = 'in'\n") == (True, "")
+    assert passed("toml", "[paths]\ninput_dir = in\n")[0] is False

@@ -21,6 +21,7 @@ as before.
 from __future__ import annotations
 
 import ast
+import configparser
 import contextlib
 import csv
 import io
@@ -30,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from collections.abc import Mapping
 from typing import Any
 
@@ -423,6 +425,10 @@ def block_checks(language: str, code: str, task: str) -> list[CheckResult]:
         return [_load_check("json.parses", lambda: json.loads(code))]
     if language == "csv":
         return [_csv_check(code)]
+    if language == "toml":
+        return [_load_check("toml.parses", lambda: tomllib.loads(code))]
+    if language in ("ini", "conf", "systemd"):
+        return [_load_check("ini.parses", lambda: _ini(code))]
     if language in ("bash", "sh", "shell"):
         parses = _bash_check(code)
         return [parses, _shellcheck(code)] if parses.passed else [parses]
@@ -829,6 +835,8 @@ _TESTS_ASKED = re.compile(
 )
 """A task that opens by asking for tests ("Write pytest tests for cart_total(lines) in cart.py"): the module is
 the person's, and the tests import it."""
+
+
 def _stub_functions(tree: ast.Module) -> list[str]:
     """Functions whose body is only a docstring, ``pass``, ``...`` or ``raise NotImplementedError``."""
     stubs = []
@@ -970,6 +978,20 @@ def _load_check(name: str, load: object) -> CheckResult:
     except Exception as exc:  # any parser error is the check's finding
         return CheckResult(name=name, passed=False, detail=str(exc)[:200])
     return CheckResult(name=name, passed=True)
+
+
+def _ini(code: str) -> None:
+    """Read ``code`` as an INI file (systemd units included); KEY=VALUE lines with no section are one section."""
+    sectioned = re.match(r"\s*(?:[#;].*\n\s*)*\[", code) is not None
+    parser = configparser.ConfigParser(strict=False, interpolation=None, comment_prefixes=("#", ";"))
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(code if sectioned else f"[file]\n{code}")
+    except configparser.Error as exc:
+        if sectioned:
+            raise
+        # the lines as the answer numbers them, not after the section this added
+        raise ValueError(re.sub(r"\[line\s+(\d+)\]", lambda m: f"[line {int(m.group(1)) - 1}]", str(exc))) from exc
 
 
 def _csv_check(code: str) -> CheckResult:
