@@ -363,6 +363,10 @@ def test_a_print_comment_that_says_what_its_program_does_not_print_is_set_to_wha
     # output that cannot be told apart per print (a print inside the function) is left as written
     inside = TAX_CODE.replace("        return salary * 0.1", "        print(salary)\n        return salary * 0.1")
     assert wrong_print_comments([f"```python\n{inside}```"], SandboxLimits()) == []
+    # an untagged block is read as Python when it is (a README's example often is untagged)
+    [untagged] = wrong_print_comments([f"```\n{TAX_CODE}```"], SandboxLimits())
+    assert (untagged.claimed, untagged.printed) == ("300.0", "5000.0")
+    assert wrong_print_comments(["```\nTrue\n5000.0  # Output: 300.0\n```"], SandboxLimits()) == []  # no statement
 
 
 def test_an_output_block_whose_program_cannot_run_alone_is_removed_without_a_run() -> None:

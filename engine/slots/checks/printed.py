@@ -121,8 +121,8 @@ def wrong_print_comments(
     runs = 0
     for index, body in enumerate(bodies):
         for language, code in code_blocks(body):
-            if language not in PYTHON_TAGS:
-                continue
+            if language not in PYTHON_TAGS and not (language == "" and _is_code(code)):
+                continue  # an untagged block is read when it is Python (a README's example often is)
             claims = _print_claims(code, "\n".join(earlier))
             earlier.append(_definitions(code))
             if not claims or runs >= MAX_RUNS:
