@@ -402,16 +402,24 @@ def deliverable_noun(aspect: Aspect) -> str | None:
     return found.group(0).lower() if found else None
 
 
+MESSAGE_NOUNS = frozenset("email emails letter message memo note notes announcement invitation".split())
+"""Deliverables a person sends to someone: after a calculation, the message that quotes its figures."""
+_WORKING = re.compile(
+    r"^show\s+(?:me\s+)?(?:the\s+|your\s+|all\s+)?(?:work|working|workings|calculations?|steps)\b", re.I
+)
+
+
 def kinds_apart(aspects: list[Aspect]) -> str | None:
     """Why ``aspects`` are deliverables of different kinds, or None.
 
-    Tests beside what they test, or two different deliverable nouns ("a late-payment clause" and "a reminder
-    letter").
+    Tests beside what they test, two different deliverable nouns ("a late-payment clause" and "a reminder
+    letter"), or a calculation and a message that quotes it ("show the working ..." and "write the message to the
+    staff group chat ...").
 
     Such a task is several pieces of work however it reads: the planner model's one-word reading called six of the
-    57 multi-part tasks of bench/data/multipart_tasks*.yaml ONE, five of them one of these (the merge_ranges module
-    and its pytest tests, the consulting agreement and its plain-language summary), and no single-deliverable task
-    of the planning sets is one (docs/decisions/planning.md).
+    57 multi-part tasks of bench/data/multipart_tasks*.yaml ONE, each of them one of these (the merge_ranges module
+    and its pytest tests, the consulting agreement and its plain-language summary, the tip-out's working and its
+    staff message), and no single-deliverable task of the planning sets is one (docs/decisions/planning.md).
     """
     objects = [_INDIRECT.sub("", a.text[len(a.verb) :].strip()) for a in aspects]
     tests = [bool(_TESTS_PART.match(re.sub(r"^(?:the|some)\s+", "", o, flags=re.I))) for o in objects]
@@ -420,6 +428,10 @@ def kinds_apart(aspects: list[Aspect]) -> str | None:
     nouns = {n for a in aspects if (n := deliverable_noun(a)) not in (None, "test", "tests")}
     if len(nouns) >= 2:
         return "different deliverables (" + ", ".join(sorted(nouns)) + ")"
+    worked = [a for a in aspects if a.verb.lower() in COMPUTE_VERBS or _WORKING.match(a.text)]
+    sent = sorted(nouns & MESSAGE_NOUNS)
+    if worked and sent and len(worked) < len(aspects):
+        return f"a calculation and the {sent[0]} that quotes it"  # "show the working ...", "write the message ..."
     return None
 
 

