@@ -976,8 +976,20 @@ def _request_inside(sentence: str) -> list[Aspect]:
     words, so would you write me a toast ..."). The words before the comma are the aspect's context.
     """
     fronted = _FRONTED.match(sentence) is not None
-    for comma in _INNER_COMMA.finditer(sentence):
+    for at, comma in enumerate(_INNER_COMMA.finditer(sentence)):
         rest = sentence[comma.end() :]
+        label = sentence[: comma.start()].split()
+        if (
+            at == 0
+            and 2 <= len(label) <= 3
+            and all(w.isalpha() and w.lower() not in VERBS for w in label)
+            and not _PREPOSITION.match(" ".join(label))
+            and comma.group(0) != ","  # "date,store,sales" is data
+        ):
+            # a label before the first comma ("Client holding, work out the return and draft a short note ...":
+            # multipart_set5_first read no deliverable, and the note was a list of the wrong figures)
+            if _first_word(rest) in VERBS and (found := _sentence_aspects(rest)):
+                return [Aspect(a.text, a.verb, sentence[: comma.start()]) for a in found]
         if fronted or _INNER_REQUEST.match(rest):
             if found := _sentence_aspects(_INNER_REQUEST.sub("", rest, count=1) if not fronted else rest):
                 return [Aspect(a.text, a.verb, sentence[: comma.start()]) for a in found]
