@@ -28,6 +28,7 @@ from engine.slots.program_of_thought import (
 from engine.slots.sandbox import SandboxLimits, run_python
 from engine.units import conversion_hint, conversions, unconverted, written_numbers
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
+from experts.routing.aspects import named_deliverables, object_phrase
 from state.figures import Figure, TaskFigures
 
 __all__ = ["MAX_FIGURES", "compute_figures", "figures_constraint", "left_out", "stated_otherwise", "wants_figures"]
@@ -73,7 +74,40 @@ def wants_figures(task: str) -> bool:
     for, which the document then showed as unconfirmed figures to check (multipart_set3_pieces2: three generations,
     and a section about numbers the task never asked for).
     """
-    return len(numbers_in(task)) >= 2 and _QUANTITY.search(task) is not None and not prose_calls(task)
+    return (
+        len(numbers_in(task)) >= 2
+        and _QUANTITY.search(task) is not None
+        and not prose_calls(task)
+        and not _only_code(task)
+    )
+
+
+_CODE_ASPECT = re.compile(
+    r"\b(?:sql|quer(?:y|ies)|create table|schema|ddl|inserts?|migration|scripts?|functions?|class|module|"
+    r"implementation|program|cli|command-line tool|tests?|regex|endpoints?|api|dockerfile|manifests?|crontab|cron|"
+    r"config(?:uration)?|units?|[\w-]+\.(?:py|sh|sql|json|ya?ml|toml|ini|conf|cfg|env|service|timer))\b",
+    re.I,
+)
+"""Code, a query or a configuration file named as what an aspect delivers (its object, up to a preposition or a
+relative clause: "show the working so they can redo it for their next tests" is not tests)."""
+_TABLES = re.compile(r"^[\w-]+\s+(?:(?:the|a|an|two|three|four|both|our)\s+)?(?:[\w-]+\s+)?tables?\b", re.I)
+"""An aspect whose object is tables ("deliver the two tables (products ...; stock_movements)")."""
+_SQL_TASK = re.compile(r"\b(?:sql|sqlite|postgres(?:ql)?|mysql|database)\b", re.I)
+
+
+def _only_code(task: str) -> bool:
+    """Whether every deliverable the task names is code, a query or a configuration file.
+
+    Its numbers are the code's data and rules ("Then two queries: (a) ... how many direct reports they have"; "a
+    bash script ... prints how many it deleted ..."): the figures programs of multipart_set5_rules2 failed on them
+    ("no such column: depth") and put a "Computed figures" section under SQL and a systemd unit telling the reader
+    to check every number.
+    """
+    named = named_deliverables(task)
+    tables = _SQL_TASK.search(task) is not None  # "the two tables (...)" of a SQLite task are a schema
+    return bool(named) and all(
+        _CODE_ASPECT.search(object_phrase(a)) or (tables and _TABLES.match(a.text)) for a in named
+    )
 
 
 def compute_figures(

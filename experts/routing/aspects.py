@@ -398,7 +398,7 @@ def deliverable_noun(aspect: Aspect) -> str | None:
     Only the object's own words count, not what qualifies it: "summarise the guidance for a patient handout" names
     no deliverable noun (the handout is what the summary is for).
     """
-    found = _NOUN.search(_object_phrase(aspect))
+    found = _NOUN.search(object_phrase(aspect))
     return found.group(0).lower() if found else None
 
 
@@ -435,7 +435,7 @@ def kinds_apart(aspects: list[Aspect]) -> str | None:
     return None
 
 
-def _object_phrase(aspect: Aspect) -> str:
+def object_phrase(aspect: Aspect) -> str:
     """``aspect``'s object up to the first preposition or relative clause ("a password and access-control policy")."""
     obj = aspect.text[len(aspect.verb) :].strip()
     relative = _RELATIVE.search(obj)
@@ -704,7 +704,7 @@ def _resolve_it(aspect: Aspect, first: Aspect) -> str:
     pronoun = _IT.search(aspect.text, len(aspect.verb))
     if _IT.search(first.text, len(first.verb)):
         return aspect.text  # "do a security review of it, rewrite it in Python": both name the same outside thing
-    phrase = _object_phrase(first)
+    phrase = object_phrase(first)
     named = _DELIVERABLE.match(phrase)
     if pronoun is None or named is None:
         return aspect.text

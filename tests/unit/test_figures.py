@@ -265,6 +265,24 @@ def test_a_program_that_leaves_out_numbers_the_task_gives_confirms_nothing(write
     ]
 
 
+def test_a_task_whose_parts_are_all_code_wants_no_figures() -> None:
+    """multipart_set5_rules2: an org chart's queries ("how many direct reports they have") and a purge script's units
+    ("prints how many it deleted") drew figures programs that failed ("no such column: depth") and a "Computed
+    figures" section telling the reader to check every number."""
+    org = (
+        "Quick one for PostgreSQL: our org chart lives in a single employees table (id, name, manager_id). I need the "
+        "CREATE TABLE and INSERTs for this sample: 1 Helen CEO; 2 Marcus (manager 1). Then two queries: (a) everyone "
+        "who reports to a given manager, shown for Marcus (id 2); (b) each person with at least one direct report "
+        "and how many direct reports they have."
+    )
+    assert not wants_figures(org)
+    memo = org.replace("Then two queries:", "Then a memo to HR on the headcount, and two queries:")
+    assert wants_figures(memo)  # a part that is no code may quote the figures
+    # what an aspect delivers is its object, not a word after it ("... for their next tests" is no test)
+    sample = "How many visitors per variant do we need at 4% and 5%? Show the working so they can redo it for tests."
+    assert wants_figures(sample)
+
+
 def test_numbers_without_a_quantity_to_work_out_want_no_figures() -> None:
     task = "Write the design doc and a 2-page summary of our 3 services for the team."
     assert not wants_figures(task)
