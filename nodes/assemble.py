@@ -54,8 +54,11 @@ def assemble(state: PlannedPassport, runtime: Runtime[RunContext]) -> dict[str, 
         parts.append(f"## {spec.title}")
         result = state.results.get(sid)
         if st.status == SlotStatus.DONE and result is not None:
-            if len(result.sections) == 1 and result.sections[0].title.strip().lower() == spec.title.strip().lower():
-                parts.append(result.sections[0].body.strip())  # one part named as its slot: no second heading
+            if result.sections and _titled_as_slot(result.sections[0].title, spec.title):
+                # the first section named as its slot, or as much of the name as a title holds: no second heading
+                # ("## Query (a): everyone who reports ..." over "### 1. Query (a): everyone who reports ... with")
+                parts.append(result.sections[0].body.strip())
+                parts.extend(render_section(s, base_level=3) for s in result.sections[1:])
             elif result.sections:
                 parts.extend(render_section(s, base_level=3) for s in result.sections)
             else:
@@ -284,6 +287,16 @@ def document_title(state: PlannedPassport) -> str:
     A template's title names a kind of task, not this one, so a run planned from the library is titled by its task.
     """
     return state.framework.title if state.adaptation is None else title_from_task(state.mission.task)
+
+
+def _titled_as_slot(title: str, slot_title: str) -> bool:
+    """Whether a section's ``title`` is its slot's title, or the start of it cut at a title's length.
+
+    The start counts from 20 characters, the same words: multipart_set5_rules2 showed every long part title twice,
+    the second cut mid-phrase.
+    """
+    own, slot = " ".join(title.lower().split()), " ".join(slot_title.lower().split())
+    return own == slot or (len(own) >= 20 and slot.startswith(own.rstrip(".:,; ")))
 
 
 def render_ledger(ledger: list[LedgerEntry]) -> str:

@@ -249,3 +249,20 @@ def test_the_slots_node_runs_sync_under_invoke_and_async_under_ainvoke_with_the_
             assert callable(runtime.stream_writer)
         config = {"configurable": {"thread_id": kind}}
         assert Passport.model_validate(graph.get_state(config).values).status == RunStatus.COMPLETED
+
+
+def test_a_parts_first_section_named_as_the_part_gets_no_second_heading(write_script) -> None:
+    """multipart_set5_rules2: "## Query (a): everyone who reports ..." over "### 1. Query (a): everyone who reports
+    ... with", the part's own title shown twice, the second cut mid-phrase."""
+    from nodes.assemble import _titled_as_slot
+
+    body = "The design splits the service into an API layer and a worker that drains the queue every minute."
+    notes = "The worker retries a failed job three times, then parks it for a person to look at."
+    answer = f"## Outline\n1. Design\n2. Notes\n\n## 1. Design\n{body}\n\n## 2. Notes\n{notes}\n"
+    state = _run(write_script({"rules": [{"slot": "B", "text": answer}]}))
+    doc = state.document or ""
+    assert f"## Design\n\n{body}\n\n### 2. Notes\n\n{notes}" in doc
+    slot = "Query (a): everyone who reports to a given manager directly or indirectly, with a depth column"
+    assert _titled_as_slot("Query (a): everyone who reports to a given manager directly or indirectly, with", slot)
+    assert not _titled_as_slot("Query", slot)  # too short to be a cut title
+    assert not _titled_as_slot("Usage", "Usage of the API") and _titled_as_slot("usage  of the API", "Usage of the API")
