@@ -792,3 +792,21 @@ def test_a_configuration_file_is_read_as_its_format() -> None:
     assert not ok and "[line 3]: 'find /srv -delete" in detail  # the answer's own line number
     assert passed("toml", "[paths]\ninput_dir = 'in'\n") == (True, "")
     assert passed("toml", "[paths]\ninput_dir = in\n")[0] is False
+
+
+def test_a_part_asked_for_two_files_must_hold_both() -> None:
+    """multipart_set5_first and multipart_set5_rules2, mp5-upload-purge-systemd: the units part gave the service and
+    no timer, and nothing said so (the only parts of the saved results whose ask names two files: both fail)."""
+    from engine.slots.checks.code import files_check
+
+    asked = (
+        "deliver systemd units upload-purge.service (Type=oneshot, ExecStart the script) and upload-purge.timer "
+        "firing every 6 hours"
+    )
+    service = "```ini\n[Unit]\nDescription=Purge\n\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/purge.sh\n```\n"
+    missing = files_check(service, asked)
+    assert missing is not None and not missing.passed
+    assert missing.detail.startswith("the part is asked for upload-purge.service, upload-purge.timer; upload-purge.t")
+    timer = "\nupload-purge.timer:\n```ini\n[Timer]\nOnCalendar=*-*-* 00/6:00:00\nPersistent=true\n```\n"
+    assert files_check(service + timer, asked).passed  # type: ignore[union-attr]
+    assert files_check(service, "deliver a bash script purge.sh that reads /etc/purge.conf and hosts.txt") is None

@@ -43,6 +43,7 @@ from engine.slots.checks.examples import Examples, extract_examples
 from engine.slots.checks.text import PYTHON_TAGS, SHELL_TAGS, code_blocks
 from engine.slots.contracts import contract_of
 from engine.slots.sandbox import SandboxLimits, run_python
+from experts.routing.aspects import Aspect, object_phrase
 from state.quality import PACKAGES_CHECK, TESTS_CHECK, CheckResult
 from state.result import SlotResult
 
@@ -288,7 +289,47 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
         checks.append(openapi_check(code))
     if language in SHELL_TAGS:
         checks.append(shell_does_check(code, ctx.asked))
+    bodies = "\n".join(s.body for s in result.sections) if result.sections else result.raw  # not the titles
+    if ctx.part_of_plan and (files := files_check(bodies, ctx.asked)) is not None:
+        checks.append(files)
     return checks
+
+
+_FILE_NAME = re.compile(
+    r"(?<![\w/.-])(?:[\w.-]*/)*(?P<name>[\w-]+\.(?:service|timer|socket|conf|ini|cfg|env|toml|ya?ml|json|sh|sql))\b"
+)
+
+
+def files_check(raw: str, asked: str) -> CheckResult | None:
+    """``code.files``: a part asked for several files (in what it delivers) holds each of them, named.
+
+    multipart_set5_rules2, mp5-upload-purge-systemd: the part asked for "systemd units upload-purge.service (...)
+    and upload-purge.timer firing every 6 hours ..." gave the service alone, and nothing said the timer was
+    missing. A file is there when the answer's text names it (its titles copy the ask: not them), or (a systemd
+    unit) holds its section (``[Timer]``). Only
+    the files its object names count ("a script that reads hosts.txt" asks for one); None when it names fewer than
+    two.
+    """
+    words = asked.split()
+    phrase = object_phrase(Aspect(asked, words[0])) if words else ""
+    names = list(dict.fromkeys(m.group("name") for m in _FILE_NAME.finditer(phrase)))
+    if len(names) < 2:
+        return None
+    missing = [n for n in names if n not in raw and not _holds_unit(raw, n)]
+    return CheckResult(
+        name="code.files",
+        passed=not missing,
+        detail=f"the part is asked for {', '.join(names)}; {missing[0]} is not in it: write each file in a code "
+        "block of its own, its name on the line above"
+        if missing
+        else "",
+    )
+
+
+def _holds_unit(raw: str, name: str) -> bool:
+    """Whether ``raw`` holds the section of the systemd unit ``name`` is (``[Timer]`` for ``x.timer``)."""
+    kind = name.rsplit(".", 1)[-1]
+    return kind in ("service", "timer", "socket") and f"[{kind.capitalize()}]" in raw
 
 
 _SHELL_ACTIONS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
