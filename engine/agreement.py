@@ -58,6 +58,7 @@ from engine.slots.checks.quantities import Stated, same_value, stated_values
 from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm, without_closed_code
 from engine.slots.sandbox import SandboxLimits, run_python
 from state.figures import TaskFigures
+from state.python_ast import parse_module
 from state.result import SlotResult
 
 __all__ = ["Disagreement", "Part", "disagreements"]
@@ -155,7 +156,7 @@ _SQL_START = re.compile(r"^\s*(?:select|insert|update|delete|create|with|alter)\
 def _sql_strings(code: str) -> list[str]:
     """The string constants of a Python module that are SQL statements (not f-strings: their text is not known)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError:
         return []
     return [
@@ -271,7 +272,7 @@ class _Definition:
 
 def _definitions(code: str) -> list[_Definition]:
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError:
         return []
     out = []
@@ -320,7 +321,7 @@ def _python_disagreements(parts: Sequence[Part]) -> list[Disagreement]:
 def _body(source: str) -> str:
     """A definition's code without its comments, docstrings and layout (two copies of one class compare equal)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except SyntaxError:
         return " ".join(source.split())
     for node in ast.walk(tree):
@@ -335,7 +336,7 @@ def _body(source: str) -> str:
 def _statements_in(source: str) -> int:
     """How many statements a definition holds (its size, to tell a sketch from its implementation)."""
     try:
-        return sum(isinstance(n, ast.stmt) for n in ast.walk(ast.parse(source)))
+        return sum(isinstance(n, ast.stmt) for n in ast.walk(parse_module(source)))
     except SyntaxError:
         return len(source.splitlines())
 
@@ -518,7 +519,7 @@ def _template_of(result: SlotResult) -> dict[str, str]:
 def _filled(code: str) -> dict[str, str]:
     """The placeholders Python code fills (``.replace``'s first argument; ``.format`` or ``.render`` keywords)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError:
         return {}
     found: dict[str, str] = {}
@@ -589,7 +590,7 @@ def _selected(parts: Sequence[Part]) -> tuple[Part, list[str], str] | None:
 def _row_keys(code: str) -> list[str]:
     """The string keys Python code reads from the items of loops over a query's rows (``for row in rows``)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError:
         return []
     keys: dict[str, tuple[int, int]] = {}  # each key at its first place in the code
@@ -778,7 +779,7 @@ def _raises_in(
         return None
     program = "\n".join([prefix, *calling])
     try:
-        ast.parse(program)
+        parse_module(program)
     except (SyntaxError, ValueError):
         return None
     files = {f"{name}.py": code for name, code in modules.items()}
@@ -798,7 +799,7 @@ _UNTAGGED = re.compile(r"(?m)^([ \t]*)```[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.S)
 def _python_if_parses(block: re.Match[str]) -> str:
     """The block tagged as Python when it parses as Python with a call in it, else as it was."""
     try:
-        tree = ast.parse(block.group(2))
+        tree = parse_module(block.group(2))
     except (SyntaxError, ValueError):
         return block.group(0)
     if not any(isinstance(n, ast.Call) for n in ast.walk(tree)):
@@ -824,7 +825,7 @@ def _trees(blocks: Sequence[str]) -> list[ast.Module]:
     trees = []
     for code in blocks:
         try:
-            trees.append(ast.parse(code))
+            trees.append(parse_module(code))
         except SyntaxError:
             continue
     return trees
@@ -841,7 +842,7 @@ def _top_level_names(code: str, imported: bool = True) -> dict[str, str]:
     Functions, classes and assignments; with ``imported``, the names it imports too.
     """
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError:
         return {}
     found: dict[str, str] = {}

@@ -30,6 +30,7 @@ from engine.units import conversion_hint, conversions, unconverted, written_numb
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from experts.routing.aspects import named_deliverables, object_phrase
 from state.figures import Figure, TaskFigures
+from state.python_ast import parse_module
 
 __all__ = ["MAX_FIGURES", "compute_figures", "figures_constraint", "left_out", "stated_otherwise", "wants_figures"]
 
@@ -236,7 +237,7 @@ def costs_added(program: str) -> tuple[str, str] | None:
     finds the gala's program only.
     """
     try:
-        tree = ast.parse(program)
+        tree = parse_module(program)
     except (SyntaxError, ValueError):
         return None
     terms: dict[str, dict[str, int]] = {}

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 import engine.prompts as prompts
+from state.python_ast import parse_module
 
 __all__ = [
     "Compound",
@@ -206,7 +207,7 @@ def unconverted(program: str, found: list[Conversion]) -> list[Conversion]:
 def written_numbers(program: str) -> list[float] | None:
     """The numbers ``program`` (Python source) writes as constants, in order; None when it does not parse."""
     try:
-        tree = ast.parse(program)
+        tree = parse_module(program)
     except SyntaxError:
         return None
     return [

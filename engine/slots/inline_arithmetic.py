@@ -39,6 +39,8 @@ import re
 from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
+from state.python_ast import parse_expression
+
 __all__ = ["compute", "compute_all", "evaluate", "latex_value"]
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
@@ -111,7 +113,7 @@ def evaluate(expression: str) -> float | None:
     text = expression.replace("×", "*").replace("÷", "/").replace(",", "")
     text = re.sub(r"(?<=[\d)\s])x(?=[\s(\d])", "*", text)
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = parse_expression(text.strip())
         value = _eval(tree.body)
     except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, TypeError):
         return None

@@ -22,7 +22,6 @@ number or prints more than :data:`MAX_VALUES` of them gives no check.
 
 from __future__ import annotations
 
-import ast
 import re
 import threading
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from engine.slots.sandbox import SandboxLimits, run_python
 from engine.units import compounds, conversion_hint, conversions, split_compounds, unconverted
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from state.passport import LedgerEntry
+from state.python_ast import parse_module
 from state.quality import CheckResult
 from state.result import OutlineItem, Section, SlotResult, render_section
 
@@ -743,7 +743,7 @@ def program_in(text: str) -> str | None:
     blocks = [code for tag, code in code_blocks(text) if tag in PYTHON_TAGS | {""} and code.strip()]
     candidate = blocks[0] if blocks else text
     try:
-        ast.parse(candidate)
+        parse_module(candidate)
     except SyntaxError:
         return None
     return candidate

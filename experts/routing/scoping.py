@@ -47,6 +47,7 @@ from experts.routing.router import ExpertRouter
 from experts.routing.templates import TemplateIndex
 from state.errors import ConfigError
 from state.paths import config_dir
+from state.python_ast import parse_module
 from state.scope_decision import DefaultRule, ScopeDecision, ScopeKind
 from state.yaml_text import safe_load
 
@@ -168,7 +169,7 @@ def function_tested(task: str) -> str | None:
     names: set[str] = set()
     for m in _ASSERTION.finditer(task):
         try:
-            tree = ast.parse(m.group(0).strip().rstrip(".;"))
+            tree = parse_module(m.group(0).strip().rstrip(".;"))
         except SyntaxError:
             continue
         names |= {
@@ -215,7 +216,7 @@ def function_to_complete(task: str) -> str | None:
             return None
         code = task[start.start() :]
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError:
         return None
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]

@@ -44,6 +44,7 @@ from engine.slots.checks.text import PYTHON_TAGS, SHELL_TAGS, code_blocks
 from engine.slots.contracts import contract_of
 from engine.slots.sandbox import SandboxLimits, run_python
 from experts.routing.aspects import Aspect, object_phrase
+from state.python_ast import parse_module
 from state.quality import PACKAGES_CHECK, TESTS_CHECK, CheckResult
 from state.result import SlotResult
 
@@ -483,7 +484,7 @@ def block_checks(language: str, code: str, task: str) -> list[CheckResult]:
 def _python_checks(code: str, tests: str | None, ctx: CheckContext) -> list[CheckResult]:
     """What is known without running the module, then what its run in the sandbox shows, then the linter."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError as exc:
         return [CheckResult(name="python.parses", passed=False, detail=f"line {exc.lineno}: {exc.msg}")]
     examples = extract_examples(ctx.task)
@@ -572,7 +573,7 @@ def _contradicting_asserts(tree: ast.Module, tests: str | None) -> str:
     trees = [tree]
     if tests is not None:
         with contextlib.suppress(SyntaxError):
-            trees.append(ast.parse(tests))
+            trees.append(parse_module(tests))
     expected: dict[str, object] = {}
     for node in (n for t in trees for n in ast.walk(t)):
         if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)):
@@ -756,7 +757,7 @@ def third_party_imports(sources: list[str], own: set[str]) -> list[str]:
     names: set[str] = set()
     for text in sources:
         try:
-            tree = ast.parse(text)
+            tree = parse_module(text)
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -816,7 +817,7 @@ _TASK_FILE = re.compile(r"\b([A-Za-z_]\w*)\.py\b")
 def _defines_a_name_of(code: str, task: str) -> bool:
     """Whether ``code`` defines, at its top level, a function or class whose name the task says."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except (SyntaxError, ValueError):
         return False
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -900,7 +901,7 @@ def _stub_functions(tree: ast.Module) -> list[str]:
 
 def _redefined(tests: str, defined: set[str]) -> list[str]:
     try:
-        tree = ast.parse(tests)
+        tree = parse_module(tests)
     except SyntaxError:
         return []
     return [

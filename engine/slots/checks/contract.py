@@ -29,6 +29,7 @@ from engine.slots.checks.text import (
     text_lines,
     without_closed_code,
 )
+from state.python_ast import parse_module
 from state.quality import CheckResult, Severity
 from state.result import SlotResult
 
@@ -211,7 +212,7 @@ def cut_python_block(text: str) -> str | None:
         if language not in PYTHON_TAGS or ">>> " in code:
             continue
         try:
-            ast.parse(code)
+            parse_module(code)
         except SyntaxError as exc:
             message = str(exc.msg)
             if any(words in message for words in _RUNS_OUT):
@@ -595,7 +596,7 @@ def _counts(code: str, language: str) -> bool:
 def _python_tree(code: str) -> ast.Module | None:
     """The block parsed as Python, or None (another language, or broken code)."""
     try:
-        return ast.parse(code)
+        return parse_module(code)
     except (SyntaxError, ValueError):
         return None
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from engine.slots.checks.text import without_code
+from state.python_ast import parse_expression, parse_module
 
 _PARAMETER = r"\s*[A-Za-z_]\w*\s*(?:=\s*[^,()]+)?"
 _PROSE_CALL = re.compile(r"(?<![\w.])([A-Za-z]\w*_\w*)\((" + _PARAMETER + r"(?:," + _PARAMETER + r")*)?\)")
@@ -90,7 +91,7 @@ def extract_examples(task: str) -> Examples:
         if value is None or (functions and call.split("(", 1)[0] not in functions):
             continue
         try:
-            ast.parse(call, mode="eval")
+            parse_expression(call)
         except SyntaxError:
             continue
         asserts.append((call, value))
@@ -172,7 +173,7 @@ def _call(function: str, parameters: list[str], arguments: str) -> str | None:
     parameters (HumanEval/115 says ``bucket_capacity`` for ``capacity``), in the order given.
     """
     try:
-        parsed = ast.parse(f"_({arguments})", mode="eval").body
+        parsed = parse_expression(f"_({arguments})").body
     except SyntaxError:
         return None
     if not isinstance(parsed, ast.Call) or (parsed.args and parsed.keywords):
@@ -196,7 +197,7 @@ def _parameters(task: str, function: str) -> list[str] | None:
     if m is None:
         return None
     try:
-        tree = ast.parse(f"def _{m.group(1)}: pass")
+        tree = parse_module(f"def _{m.group(1)}: pass")
     except SyntaxError:
         return None
     definition = tree.body[0]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from engine.slots.checks.text import FENCE_BLOCK, PYTHON_TAGS, code_blocks, norm, without_closed_code
 from engine.slots.sandbox import SandboxLimits, run_python
+from state.python_ast import parse_module
 
 __all__ = ["MAX_RUNS", "Unprinted", "WrongComment", "numbers_only_from", "unprinted_outputs", "wrong_print_comments"]
 
@@ -153,8 +154,8 @@ def _print_claims(code: str, earlier: str) -> list[tuple[str, str | None, int, i
     lines, or no claim at all).
     """
     try:
-        tree = ast.parse(code)
-        defined = ast.parse(earlier) if earlier else None
+        tree = parse_module(code)
+        defined = parse_module(earlier) if earlier else None
     except (SyntaxError, ValueError):
         return None
     calls = [n for n in ast.walk(tree) if _is_print(n)]
@@ -217,7 +218,7 @@ def _label_before(body: str, at: int) -> int | None:
 def _is_code(code: str) -> bool:
     """Whether a block holds Python statements (a call, an assignment, a definition), not printed values."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except (SyntaxError, ValueError):
         return False
     return any(
@@ -228,7 +229,7 @@ def _is_code(code: str) -> bool:
 def _definitions(code: str) -> str:
     """The functions, classes and imports of a Python block (what a later block may use), as source."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except (SyntaxError, ValueError):
         return ""
     lines = code.splitlines()
@@ -247,7 +248,7 @@ def _run(program: str, limits: SandboxLimits, beside: Mapping[str, str] | None =
     It must need nothing from outside but the modules ``beside`` it (name -> code).
     """
     try:
-        tree = ast.parse(program)
+        tree = parse_module(program)
     except (SyntaxError, ValueError) as exc:
         return None, f"the Python above it does not parse ({exc})"
     for node in ast.walk(tree):
