@@ -73,10 +73,12 @@ class Planner:
         self.reading_model = reading_model
         self.reader = get_backend(settings, reading_model) if reading_model is not None else None
         self.readings: dict[str, ScopeReading] = {}
+        self.firm: dict[str, bool] = {}
 
     def scope(self, task: str) -> str:
         """The graph's scope: the deterministic pass, then the planner model's reading of a plan (when on)."""
         decision = classify(task, self.embedder, self.index, self.router)
+        self.firm[task] = decision.firm
         if decision.kind == "multi" and self.reader is not None and not decision.firm:
             reading = self.readings[task] = read_scope(task, self.reader)
             decision = second_reading(decision, reading, self.reading_model or "")
@@ -86,7 +88,9 @@ class Planner:
         """The multi-slot plan of ``task`` and what it took (template, similarity, fits, seconds)."""
         assert self.index is not None
         hit = self.index.search(task, 1)[0]
-        if hit.similarity < planning.TEMPLATE_FIT_LINE:
+        if self.firm.get(task, False):  # as nodes/select_template.py: deliverables of different kinds, one part each
+            fw, record = plan_from_aspects(task, self.embedder, "the task names its deliverables")
+        elif hit.similarity < planning.TEMPLATE_FIT_LINE:
             fw, record = plan_from_aspects(task, self.embedder, f"no template fits ({hit.similarity:.3f})")
         else:
             fw, record = plan_from_template(

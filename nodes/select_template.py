@@ -39,6 +39,14 @@ def select_template(state: GuardedPassport, runtime: Runtime[RunContext]) -> dic
     elif state.scope is not None and state.scope.kind == "single":
         fw = validate_framework(fallback_framework(state.mission.task, source="scope:single_expert"))
         reason = f"single-expert task ({state.scope.reason})"
+    elif state.scope is not None and state.scope.firm:
+        # the task names its deliverables, of different kinds: a part for each, not a template's generic parts
+        # (multipart_set5_rules2: "a small command-line tool ... and a README "Usage" section" fitted a CLI template
+        # of six parts, packaging and a usage guide among them, 1,059 s where the task asked for two)
+        kinds = state.scope.reason.rsplit("a plan however it reads: ", 1)[-1]
+        why = f"the task names its deliverables ({kinds}): one part for each"
+        fw, record = plan_from_aspects(state.mission.task, get_embedder(), why)
+        reason, update = record.reason, {"adaptation": record}
     elif state.settings.use_templates:
         fw, reason, update = _from_library(state.mission.task, runtime, state.run.user)
     else:

@@ -246,9 +246,9 @@ def test_coe_run_templates_flag(tmp_path: Path) -> None:
     from cli.main import app
 
     cp = ["--checkpoint", f"sqlite://{tmp_path / 'runs.sqlite'}"]
-    task = (
-        "Design a REST API for a library's book loans, implement the loan endpoint in Python with Flask, and write "
-        "the API reference for client developers."
+    task = (  # no deliverables of different kinds named (those get a part each, no template)
+        "Our library needs a book-loan backend: the API design, the Flask implementation of the loan endpoint, and the "
+        "API reference for client developers."
     )
     result = CliRunner().invoke(app, ["run", task, "--backend", "fake", "--json", *cp])
     assert result.exit_code == 0, result.output

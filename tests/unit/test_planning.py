@@ -804,9 +804,9 @@ def test_the_graph_runs_a_fitted_plan_and_records_the_fit(tmp_path: Path) -> Non
     assert "removed as unasked" in entry.outputs_summary and "s to the plan" in entry.outputs_summary
 
 
-LAUNCH = (
-    "Plan the launch of our budgeting app: write the landing page copy, draft three launch emails, and set a "
-    "timeline for the first month."
+LAUNCH = (  # deliverables of no named kind: a template's plan, fitted (a list of documents gets a part for each)
+    "Plan the launch of our budgeting app: choose the launch channels, price the premium tier, and set a timeline "
+    "for the first month."
 )
 
 
@@ -830,7 +830,7 @@ def test_interactive_mode_asks_about_each_removed_and_added_slot() -> None:
     assert plan.value["kind"] == "approve_plan"
     slots = [s["id"] for s in plan.value["plan"]]
     assert "cost_plan" in slots and "set_a_timeline_for_the" not in slots
-    assert "income_forecast" not in slots and "write_the_landing_page_copy" in slots
+    assert "income_forecast" not in slots and "choose_the_launch_channels_and" in slots
     state = Passport.model_validate(graph.get_state(config).values)
     kept = next(e for e in state.ledger if e.action == "plan_fit_keep")
     assert kept.agent == "person" and kept.slot_id == "cost_plan"

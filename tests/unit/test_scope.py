@@ -208,14 +208,16 @@ def test_a_multi_slot_task_goes_on_to_planning_and_scope_is_recorded() -> None:
     )
     state = _run("task", task)
     assert state.scope is not None and state.scope.kind == "multi", state.scope
-    # the contract template was retrieved, kept one of its five slots, and gave way to the task's two deliverables
-    assert state.template is not None and state.template.id == "contract_drafting"
+    # an NDA and its summary: a part for each deliverable it names, no template retrieved
+    assert state.template is None
     assert state.framework is not None and state.framework.source == "aspects"
     # "of it" names the deliverable it stands for, up to its noun (a slot is written from its title alone)
     assert [s.title for s in state.framework.slots][1] == "Plain-English summary of the mutual NDA for the illustrator"
-    assert state.adaptation is not None and "kept 1 of its 5 slots" in state.adaptation.reason
+    assert state.adaptation is not None and "one slot per deliverable the task names (2)" in state.adaptation.reason
     assert any(e.action == "scope" and e.outputs_summary.startswith("multi: ") for e in state.ledger)
-    assert any(e.action == "adapt_template" and "kept 1 of its 5" in e.outputs_summary for e in state.ledger)
+    [chosen] = [e for e in state.ledger if e.action == "select_framework"]
+    assert chosen.inputs_summary.startswith("the task names its deliverables (different deliverables (nda, summary))")
+    assert not any(e.action == "adapt_template" for e in state.ledger)
 
 
 def test_a_single_expert_task_runs_one_slot_on_that_expert() -> None:

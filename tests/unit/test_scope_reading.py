@@ -149,6 +149,11 @@ def test_a_plan_of_deliverables_of_different_kinds_is_not_read_again(tmp_path: P
     assert "a plan however it reads: different deliverables (nda, summary)" in state.scope.reason
     assert state.framework is not None and len(state.framework.slots) == 2
     assert not any(e.action == "scope_reading" for e in state.ledger)
+    # a part for each deliverable it names, not a template's parts (multipart_set5_rules2: a CLI tool and its README
+    # section fitted a template of six parts)
+    assert state.adaptation is not None and state.adaptation.built_from == "aspects"
+    [chosen] = [e for e in state.ledger if e.action == "select_framework"]
+    assert chosen.inputs_summary.startswith("the task names its deliverables (different deliverables (nda, summary)):")
 
 
 def test_a_task_the_rules_read_as_one_experts_work_is_not_read_again(tmp_path: Path) -> None:
