@@ -1086,6 +1086,20 @@ def test_a_section_titled_with_most_of_another_slots_title_words_is_that_slots_p
     # a section that names the slot's own work as much as the other's stays; so does the first section
     mine = ("Give the league table query", "Give the query for the schema")
     assert repeated_sections(result, "task", others=mine, own="Write the league table query") == []
+    # a long title copied and cut at a title's length names its first words only (multipart_set5_rules2: the
+    # endpoint table's part wrote the implementation again); a usage note of its own work stays
+    long_other = (
+        "Implementation in one file and shortener.py and using only the standard library (http.server and json, "
+        "links kept in memory)",
+    )
+    table = prose(
+        ("API description as a table of endpoints", "| Endpoint | Status |\n|---|---|\n| POST /api/links | 201 |"),
+        ("Implementation in one file, shortener.py, using only the standard library (http", "import json\n" * 9),
+        ("Usage: implementation in one file, shortener.py, standard library", "Run it with python. " * 4),
+    )
+    cut = parse_output(table, "table", "e", min_items=1, max_items=5)
+    own_table = "API description as a table of endpoints with request bodies and responses and status codes"
+    assert [label for label, _ in repeated_sections(cut, "task", others=long_other, own=own_table)] == ["2"]
 
 
 def prose_job(task: str) -> SlotJob:
