@@ -810,3 +810,22 @@ def test_a_part_asked_for_two_files_must_hold_both() -> None:
     timer = "\nupload-purge.timer:\n```ini\n[Timer]\nOnCalendar=*-*-* 00/6:00:00\nPersistent=true\n```\n"
     assert files_check(service + timer, asked).passed  # type: ignore[union-attr]
     assert files_check(service, "deliver a bash script purge.sh that reads /etc/purge.conf and hosts.txt") is None
+
+
+def test_a_part_asked_for_curl_examples_runs_curl() -> None:
+    """multipart_set5_rules2, mp5-url-shortener: the usage section described one endpoint's JSON body, no curl line,
+    and ended there; every check passed."""
+    asked = "write a usage section with curl examples"
+    described = (
+        "## Outline\n1. Usage section with curl examples\n\n## 1. Usage section with curl examples\n"
+        "To use the shortener, send a JSON body with the url to POST /api/links and read the code it returns.\n"
+    )
+    contract = contract_of("prose", None)
+    checks, _ = check_answer(parse_output(described, "s", "e"), CheckContext(asked, contract, asked=asked))
+    [examples] = [c for c in checks if c.name == "examples.command"]
+    assert not examples.passed and examples.detail.startswith("the part is asked for curl examples")
+    shown = described + '\n```sh\ncurl -X POST http://127.0.0.1:8080/api/links -d \'{"url": "https://x.org"}\'\n```\n'
+    checks, _ = check_answer(parse_output(shown, "s", "e"), CheckContext(asked, contract, asked=asked))
+    assert [c.passed for c in checks if c.name == "examples.command"] == [True]
+    checks, _ = check_answer(parse_output(described, "s", "e"), CheckContext("Explain it", contract, asked="x"))
+    assert not [c for c in checks if c.name == "examples.command"]  # not asked: not checked

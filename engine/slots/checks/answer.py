@@ -9,6 +9,7 @@ from engine.slots.checks.code import code_checks, loop_check
 from engine.slots.checks.contract import contract_checks, copied_share
 from engine.slots.checks.prose import (
     about_itself_check,
+    command_examples_check,
     message_days_check,
     repetition_check,
     speaks_as_ai_check,
@@ -45,6 +46,9 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
     checks.append(loop_check(body))  # and the code itself, in an answer of any kind
     checks.append(table_rows_check(body))  # and its tables, whatever it delivers
     checks.append(one_value_check(body))  # and its prose's figures: one value for each named quantity
+    bodies = "\n\n".join(s.body for s in result.sections) if result.sections else result.raw  # not the titles
+    if (examples := command_examples_check(bodies, ctx.asked or ctx.task)) is not None:
+        checks.append(examples)  # "a usage section with curl examples" shows curl lines
     if ctx.contract.message and not ctx.part_of_plan:  # a message says the days its task names
         checks.append(message_days_check(body, ctx.asked or ctx.task))
     return checks, signals_of(result, ctx)

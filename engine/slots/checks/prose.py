@@ -308,6 +308,33 @@ def message_days_check(text: str, asked: str) -> CheckResult:
     )
 
 
+_COMMAND_EXAMPLES = re.compile(
+    r"\b(?P<command>curl|wget|httpie|kubectl|docker|git|psql|sqlite3|pip|npm|ssh|rsync|systemctl|openssl)\s+"
+    r"(?:usage\s+)?(?:examples?|commands?|calls?|requests?|invocations?|one-liners?)\b",
+    re.I,
+)
+
+
+def command_examples_check(text: str, asked: str) -> CheckResult | None:
+    """``examples.command``: a part asked for a command's examples ("a usage section with curl examples") shows them.
+
+    multipart_set5_rules2, mp5-url-shortener: the usage section described one endpoint and its JSON body, with no
+    curl line, and ended there; every check passed. None when the part asks for no such examples.
+    """
+    asked_for = [m.group("command").lower() for m in _COMMAND_EXAMPLES.finditer(asked)]
+    if not asked_for:
+        return None
+    missing = [c for c in dict.fromkeys(asked_for) if not re.search(rf"(?<![\w-]){re.escape(c)}\s+\S", text, re.I)]
+    return CheckResult(
+        name="examples.command",
+        passed=not missing,
+        detail=f"the part is asked for {missing[0]} examples and runs {missing[0]} nowhere: write them, one command "
+        "each, in a code block"
+        if missing
+        else "",
+    )
+
+
 def table_check(result: SlotResult) -> CheckResult:
     """``table.present``: the answer holds a Markdown table."""
     lines = result.body_text().splitlines()
