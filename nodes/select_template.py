@@ -21,6 +21,7 @@ from engine.planning.planner import TEMPLATE_FIT_LINE, plan_from_aspects
 from experts.catalog import load_catalog
 from experts.embedding import get_embedder
 from experts.routing import library, library_dir
+from experts.routing.aspects import kinds_apart, named_deliverables
 from memory.store import EpisodeMemory
 from state.adaptation import AdaptationRecord
 from state.context import RunContext
@@ -43,8 +44,7 @@ def select_template(state: GuardedPassport, runtime: Runtime[RunContext]) -> dic
         # the task names its deliverables, of different kinds: a part for each, not a template's generic parts
         # (multipart_set5_rules2: "a small command-line tool ... and a README "Usage" section" fitted a CLI template
         # of six parts, packaging and a usage guide among them, 1,059 s where the task asked for two)
-        kinds = state.scope.reason.rsplit("a plan however it reads: ", 1)[-1]
-        why = f"the task names its deliverables ({kinds}): one part for each"
+        why = f"the task names its deliverables ({kinds_apart(named_deliverables(state.mission.task))}): one part each"
         fw, record = plan_from_aspects(state.mission.task, get_embedder(), why)
         reason, update = record.reason, {"adaptation": record}
     elif state.settings.use_templates:
