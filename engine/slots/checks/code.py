@@ -307,9 +307,8 @@ def files_check(raw: str, asked: str) -> CheckResult | None:
     multipart_set5_rules2, mp5-upload-purge-systemd: the part asked for "systemd units upload-purge.service (...)
     and upload-purge.timer firing every 6 hours ..." gave the service alone, and nothing said the timer was
     missing. A file is there when the answer's text names it (its titles copy the ask: not them), or (a systemd
-    unit) holds its section (``[Timer]``). Only
-    the files its object names count ("a script that reads hosts.txt" asks for one); None when it names fewer than
-    two.
+    unit) holds its section (``[Timer]``). Only the files its object names count ("a script that reads hosts.txt"
+    asks for one); None when it names fewer than two.
     """
     words = asked.split()
     phrase = object_phrase(Aspect(asked, words[0])) if words else ""
