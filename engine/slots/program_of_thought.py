@@ -249,6 +249,33 @@ def calculate(
     return made(f"the program printed no single result ({output[-120:]!r})", program, output)
 
 
+OWN_PROGRAM = "the answer"
+"""The ``model`` of a calculation that is the answer's own program (:func:`answer_program`)."""
+
+
+def answer_program(text: str, task: str, limits: SandboxLimits) -> Calculation | None:
+    """The answer's own Python program, run in the sandbox, when it prints a result; else None.
+
+    An expert that checks its reasoning with a program in its answer gives the vote a program of its own
+    (:func:`verdict`): gsm8k row 83, the answer worked out 8 of 32 M&Ms (25%) and its own program printed 25.0,
+    where the two programs written for the task added the yellow ones to the green and agreed on 47.83, which the
+    document gave as the result.
+    """
+    blocks = [code for tag, code in code_blocks(text) if tag in PYTHON_TAGS and code.strip()]
+    if not blocks:
+        return None
+    ran = run_python({"program.py": blocks[0]}, "program.py", limits=limits)
+    if ran.timed_out or ran.returncode != 0 or ran.violations:
+        return None
+    output = ran.stdout.strip()
+    lines = result_lines(output, task)
+    values = printed_values(output, task, lines)
+    if not values:
+        return None
+    return Calculation(OWN_PROGRAM, f"the answer's own program printed {output[-120:]!r}", blocks[0], output, values,
+                       lines=lines)  # fmt: skip
+
+
 def program_messages(task: str) -> tuple[ChatMessage, ...]:
     """The request for a program that prints ``task``'s answer (with the unit conversions it needs named)."""
     return (ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip()) + conversion_hint(conversions(task))),)
@@ -449,29 +476,44 @@ class Verdict:
             "confirmed": "",
             "answer": "",
             "computed": f"two programs written for this task print {shown!r}, and the answer does not state it",
-            "split": f"a program printed {shown!r}, a second one {other}, and the answer states neither",
+            "split": f"two programs written for this task print {shown!r}, and the answer and its own program state "
+            f"{other}"
+            if self.other is not None and self.other.model == OWN_PROGRAM
+            else f"a program printed {shown!r}, a second one {other}, and the answer states neither",
             "unconfirmed": f"the answer states {shown!r} as it was told, and no other program printed it (a second "
             f"one printed {other})",
         }
         return CheckResult(name="math.result", passed=self.agreement in AGREED, detail=details[self.agreement])
 
 
-def verdict(text: str, first: Calculation, again: Callable[[], Calculation | None], *, told: bool = False) -> Verdict:
+def verdict(
+    text: str,
+    first: Calculation,
+    again: Callable[[], Calculation | None],
+    *,
+    told: bool = False,
+    own: Calculation | None = None,
+) -> Verdict:
     """The vote on a kept answer ``text`` and the ``first`` program (which gives a check); ``again`` draws another.
 
     A second program is drawn only when the answer and the first disagree; a third only when the three values
     still differ (it sides with one of them, or the vote is split). A program that printed no value does not vote.
-    An answer ``told`` the first program's value is no vote: a second program must print it too.
+    An answer ``told`` the first program's value is no vote: a second program must print it too. The answer's
+    ``own`` program (:func:`answer_program`), when it prints what the answer states and not what the first
+    printed, votes with the answer: two programs against it make a split, not a computed result.
     """
     if result_check(text, first).passed:
         return _confirmed(first, again) if told else Verdict("agrees", first)
+    backed = own is not None and not told and result_check(text, own).passed and not _agree(first, own)
     second = again()
     if second is None or not second.values:  # no second vote: the answer and the program still disagree
-        return Verdict("split", first, second)
+        return Verdict("answer", own, first) if backed and own is not None else Verdict("split", first, second)
     if result_check(text, second).passed:
         return Verdict("answer", second, first)
     if _agree(first, second):
-        return Verdict("computed", first, second)
+        return Verdict("split", first, own) if backed else Verdict("computed", first, second)
+    if backed and own is not None:
+        return Verdict("answer", own, first)  # the answer and its program against two programs that differ
     third = again()
     if third is None or not third.values:
         return Verdict("split", first, second)
@@ -531,6 +573,11 @@ def _same(a: float | str, b: float | str) -> bool:
     return abs(a - b) <= max(1e-9, RELATIVE_TOLERANCE * 0.1 * max(abs(a), abs(b)))
 
 
+_CONTESTED = (
+    "**Another program printed this value too, and the answer above states {other}, which its own program printed: "
+    "they disagree, so no result is given.** Check the step where they part before relying on either."
+)
+"""The note of a split between two programs and the answer backed by its own program."""
 _NOTES: dict[str, str] = {
     "agrees": "The answer above states the same value.",
     "confirmed": "The answer above states the same value, which it was told after an earlier answer did not, and "
@@ -585,7 +632,8 @@ def with_working(
         asides.append("not confirmed")
     head = f"**Result: {shown}**" if vote.result else f"**Computed: {computed_value}**"
     head += f" ({'; '.join(asides)})" if asides else ""
-    note = _NOTES[vote.agreement].format(other=other, result=shown)
+    contested = vote.agreement == "split" and vote.other is not None and vote.other.model == OWN_PROGRAM
+    note = (_CONTESTED if contested else _NOTES[vote.agreement]).format(other=other, result=shown)
     rounded = stated_rounded(result.body_text(), calc) if vote.agreement in AGREED else None
     if rounded is not None:  # "11" for 10.909...: the same to the digits it shows, not the same number
         note = f"The answer above states it rounded, as {rounded}: check that the task wants it rounded."

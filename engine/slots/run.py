@@ -41,6 +41,7 @@ from engine.slots.program_of_thought import (
     RECALCULATE_TEMPERATURE,
     Calculation,
     Verdict,
+    answer_program,
     asks_a_size,
     asks_a_value,
     calculable,
@@ -202,7 +203,9 @@ def _vote(slot: _Slot, chosen: _Draw, backend: ExpertBackend, emit: ProgressSink
     def again() -> Calculation | None:
         return early.pop(0) if early else _recalculated(slot, backend, emit)
 
-    return verdict(chosen.result.body_text(), calc, again, told=chosen.told)
+    text = chosen.result.body_text()
+    own = answer_program(text, slot.job.task, slot.limits)  # the answer's own program votes with it
+    return verdict(text, calc, again, told=chosen.told, own=own)
 
 
 def _recalculated(

@@ -15,6 +15,7 @@ from engine.slots.program_of_thought import (
     readable,
     result_check,
     result_lines,
+    verdict,
     with_working,
 )
 from engine.slots.run import SlotOutcome, run_slot
@@ -648,3 +649,39 @@ def test_a_program_that_leaves_out_part_of_a_two_unit_quantity_gives_no_check_an
     [again] = [e for e in outcome.ledger if e.action == "recalculate"]
     assert "the first program left out the 1 of '1 hour 40 minutes'" in again.inputs_summary
     assert outcome.result is not None and "**Result: 90** (rounded from 90.00000000000001)" in outcome.result.raw
+
+
+M_AND_MS = (
+    "Carter has a jar with 20 green M&Ms and 20 red M&Ms. He eats 12 of the green M&Ms, then his sister comes and "
+    "eats half the red M&Ms and adds 14 yellow M&Ms. If Carter picks an M&M at random now, what is the percentage "
+    "chance he'll get a green M&M?"
+)
+"""gsm8k row 83: the answer worked out 8 of 32 (25%) and its own program printed 25.0; the two programs written for
+the task added the yellow ones to the green and agreed on 47.83, which the document gave as the result."""
+OWN_ANSWER = (
+    "Green left: 20 - 12 = 8. Red left: 10. Total: 8 + 10 + 14 = 32.\n\n```python\ngreen = 20 - 12\nred = 20 // 2\n"
+    "print(green / (green + red + 14) * 100)\n```\n\nThe chance is \\(\\boxed{25}\\)%."
+)
+
+
+def test_the_answers_own_program_votes_with_it() -> None:
+    from engine.slots.program_of_thought import answer_program
+
+    own = answer_program(OWN_ANSWER, M_AND_MS, SandboxLimits())
+    assert own is not None and own.values == (25.0,) and own.model == "the answer"
+    wrong = calc("47.82608695652174", M_AND_MS)
+    # two programs against the answer and its own program: a split, no result given, and it says why
+    vote = verdict(OWN_ANSWER, wrong, lambda: calc("47.82608695652174", M_AND_MS), own=own)
+    assert vote.agreement == "split" and vote.result == ""
+    assert vote.check.detail == "two programs written for this task print '47.82608695652174', and the answer and " \
+        "its own program state '25.0'"  # fmt: skip
+    working = with_working(SlotResult(slot_id="s", expert="e", raw=OWN_ANSWER), vote, []).raw
+    assert "the answer above states '25.0', which its own program printed: they disagree" in working
+    # without its own program the two programs outvote it, as before
+    assert verdict(OWN_ANSWER, wrong, lambda: calc("47.82608695652174", M_AND_MS)).agreement == "computed"
+    # one program against the answer and its own: the answer's result
+    backed = verdict(OWN_ANSWER, wrong, lambda: None, own=own)
+    assert backed.agreement == "answer" and backed.result == "25.0"
+    # an answer told the value, or whose program prints the first program's value, gets no such vote
+    assert verdict(OWN_ANSWER, wrong, lambda: calc("47.82608695652174", M_AND_MS), own=wrong).agreement == "computed"
+    assert answer_program("The chance is 25%.", M_AND_MS, SandboxLimits()) is None  # no program
