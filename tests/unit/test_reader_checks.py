@@ -829,3 +829,17 @@ def test_a_part_asked_for_curl_examples_runs_curl() -> None:
     assert [c.passed for c in checks if c.name == "examples.command"] == [True]
     checks, _ = check_answer(parse_output(described, "s", "e"), CheckContext("Explain it", contract, asked="x"))
     assert not [c for c in checks if c.name == "examples.command"]  # not asked: not checked
+
+
+def test_a_section_that_fills_its_line_bound_was_cut_there() -> None:
+    """multipart_set5_rules3, mp5-tip-pool: the working stopped after "- Ana: 36 hours", the grammar's 8th line, and
+    every check passed; 169 sections of the saved documents hold exactly 8 lines, 55 hold 7."""
+    lines = "\n".join(f"Step {n}: the kitchen share is worked out from the pool of tips." for n in range(1, 13))
+    full = f"## Outline\n1. Working\n\n## 1. Working\n{lines}\n"
+    contract = contract_of("prose", None)
+    checks, _ = check_answer(parse_output(full, "s", "e"), CheckContext("t", contract, asked="t"))
+    [bound] = [c for c in checks if c.name == "contract.bound"]
+    assert not bound.passed and bound.detail.startswith("section 1 'Working' reached the most lines a section may hold")
+    fewer = full.replace("Step 12: the kitchen share is worked out from the pool of tips.\n", "")
+    checks, _ = check_answer(parse_output(fewer, "s", "e"), CheckContext("t", contract, asked="t"))
+    assert not [c for c in checks if c.name == "contract.bound"]

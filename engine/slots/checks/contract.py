@@ -151,6 +151,36 @@ def contract_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
         _placeholders_check(result),
         sources_check(result.raw),
         _own_work_check(result, ctx.references),
+        *_bound_checks(result, ctx),
+    ]
+
+
+def _bound_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
+    """``contract.bound``: no section of a written answer fills the most lines a section may hold.
+
+    The grammar ends a section at its contract's ``max_block_lines``, wherever the model was: multipart_set5_rules3's
+    tip-out working stopped after "- Ana: 36 hours" (8 lines, the prose bound) and its staff message after
+    "Hours worked: 20.5" (16, a message's), and every check passed. A section that ends there was cut, not
+    finished (one that happened to end on its last line is told to say it in fewer). Code answers are bounded by
+    their blocks, not here.
+    """
+    bound = ctx.contract.max_block_lines
+    if ctx.contract.code_first or bound <= 0:
+        return []
+    full = [
+        s
+        for s in result.sections
+        if len([line for line in without_closed_code(s.body).splitlines() if line.strip()]) >= bound
+    ]
+    if not full:
+        return []
+    return [
+        CheckResult(
+            name="contract.bound",
+            passed=False,
+            detail=f"section {full[0].label} '{full[0].title[:60]}' reached the most lines a section may hold "
+            f"({bound}) and was cut there: say it in fewer lines (a table, or shorter lines), or in more sections",
+        )
     ]
 
 
