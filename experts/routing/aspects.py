@@ -988,7 +988,8 @@ def _request_inside(sentence: str) -> list[Aspect]:
         ):
             # a label before the first comma ("Client holding, work out the return and draft a short note ...":
             # multipart_set5_first read no deliverable, and the note was a list of the wrong figures)
-            if _first_word(rest) in VERBS and (found := _sentence_aspects(rest)):
+            request = _COLON.split(rest, maxsplit=1)[0]  # what follows its colon is the material
+            if _first_word(request) in VERBS and (found := _sentence_aspects(request)):
                 return [Aspect(a.text, a.verb, sentence[: comma.start()]) for a in found]
         if fronted or _INNER_REQUEST.match(rest):
             if found := _sentence_aspects(_INNER_REQUEST.sub("", rest, count=1) if not fronted else rest):
