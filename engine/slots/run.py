@@ -454,7 +454,8 @@ class _Slot:
         result = self._parse(gen, plain, attempt, prompt.max_tokens)
         if self.corrects_arithmetic:  # before the checks: a corrected step's result is what the answer states
             result = computed(result, self.ledger, candidate=f"c{attempt}")
-        checks, signals = self._check(result, gen, watch, (*job.feedback, *([feedback] if feedback else [])))
+        said = (*job.feedback, *([feedback] if feedback else []))
+        checks, signals = self._check(result, gen, watch, said, bounded=request.grammar is not None)
         record = CandidateRecord(
             id=f"c{attempt}",
             origin=plan.origin,
@@ -564,11 +565,18 @@ class _Slot:
         return result
 
     def _check(
-        self, result: SlotResult, gen: Generation, watch: LoopWatch, feedback: tuple[str, ...] = ()
+        self,
+        result: SlotResult,
+        gen: Generation,
+        watch: LoopWatch,
+        feedback: tuple[str, ...] = (),
+        *,
+        bounded: bool = False,
     ) -> tuple[list[CheckResult], dict[str, float]]:
         """The answer's checks and measured signals (an answer stopped for looping is degenerate).
 
-        ``feedback``: what the draw's prompt told it about earlier answers (its wording must not come back).
+        ``feedback``: what the draw's prompt told it about earlier answers (its wording must not come back);
+        ``bounded``: it was written under the contract's grammar.
         """
         context = CheckContext(
             self.job.task,
@@ -582,6 +590,7 @@ class _Slot:
             asked=self.job.spec.description,
             part_of_plan=bool(self.job.others),
             feedback=feedback,
+            bounded=bounded,
         )
         checks, signals = check_answer(result, context)
         if gen.finish_reason == "halted":  # degenerate, whatever is left of the loop in the parsed text

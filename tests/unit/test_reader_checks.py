@@ -837,9 +837,33 @@ def test_a_section_that_fills_its_line_bound_was_cut_there() -> None:
     lines = "\n".join(f"Step {n}: the kitchen share is worked out from the pool of tips." for n in range(1, 13))
     full = f"## Outline\n1. Working\n\n## 1. Working\n{lines}\n"
     contract = contract_of("prose", None)
-    checks, _ = check_answer(parse_output(full, "s", "e"), CheckContext("t", contract, asked="t"))
+    checks, _ = check_answer(parse_output(full, "s", "e"), CheckContext("t", contract, asked="t", bounded=True))
     [bound] = [c for c in checks if c.name == "contract.bound"]
     assert not bound.passed and bound.detail.startswith("section 1 'Working' reached the most lines a section may hold")
     fewer = full.replace("Step 12: the kitchen share is worked out from the pool of tips.\n", "")
-    checks, _ = check_answer(parse_output(fewer, "s", "e"), CheckContext("t", contract, asked="t"))
+    checks, _ = check_answer(parse_output(fewer, "s", "e"), CheckContext("t", contract, asked="t", bounded=True))
     assert not [c for c in checks if c.name == "contract.bound"]
+    # a draw written without the grammar (the plain prompt) has no bound to fill
+    checks, _ = check_answer(parse_output(full, "s", "e"), CheckContext("t", contract, asked="t"))
+    assert not [c for c in checks if c.name == "contract.bound"]
+
+
+def test_a_draw_under_the_grammar_that_fills_a_section_is_told_it_was_cut() -> None:
+    """The slot's draw knows it was written under the grammar (the plain prompt's is not): the check runs there."""
+    from dataclasses import dataclass
+
+    from engine.slots.run import run_slot
+
+    @dataclass
+    class Bounded(Scripted):
+        def supports_grammar(self) -> bool:
+            return True
+
+    lines = "\n".join(f"Step {n}: the kitchen share is worked out from the pool of tips." for n in range(1, 13))
+    spec = SlotSpec(id="answer", title="Working", description="Show the working", deliverable="prose")
+    job = SlotJob(spec=spec, task="Show the working", constraints=(), expert="general_reasoning", persona="You add.",
+                  references={}, max_tokens=600, temperature=0.0)  # fmt: skip
+    outcome = run_slot(job, Bounded([f"## Outline\n1. Working\n\n## 1. Working\n{lines}\n"]), settings(best_of=1),
+                       emit=lambda _: None)  # fmt: skip
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert "contract.bound" in {c.name for c in outcome.result.quality.checks if not c.passed}

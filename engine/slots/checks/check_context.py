@@ -35,3 +35,6 @@ class CheckContext:
     feedback: tuple[str, ...] = ()
     """What the harness told this draw about earlier answers (retry feedback, a completion round's feedback): its
     wording must not come back as the answer's content."""
+    bounded: bool = False
+    """The answer was written under the contract's grammar, which ends a section at its most lines: a section that
+    fills them was cut there (``contract.bound``). A plain draw has no such bound."""

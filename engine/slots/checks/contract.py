@@ -165,7 +165,7 @@ def _bound_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
     their blocks, not here.
     """
     bound = ctx.contract.max_block_lines
-    if ctx.contract.code_first or bound <= 0:
+    if not ctx.bounded or ctx.contract.code_first or bound <= 0:
         return []
     full = [
         s
