@@ -86,11 +86,14 @@ def wants_figures(task: str) -> bool:
 _CODE_ASPECT = re.compile(
     r"\b(?:sql|quer(?:y|ies)|create table|schema|ddl|inserts?|migration|scripts?|functions?|class|module|"
     r"implementation|program|cli|command-line tool|tests?|regex|endpoints?|api|dockerfile|manifests?|crontab|cron|"
-    r"config(?:uration)?|units?|[\w-]+\.(?:py|sh|sql|json|ya?ml|toml|ini|conf|cfg|env|service|timer))\b",
+    r"config(?:uration)?|units?|readme|usage|documentation|docs|"
+    r"[\w-]+\.(?:py|sh|sql|json|ya?ml|toml|ini|conf|cfg|env|service|timer))\b",
     re.I,
 )
-"""Code, a query or a configuration file named as what an aspect delivers (its object, up to a preposition or a
-relative clause: "show the working so they can redo it for their next tests" is not tests)."""
+"""Code, a query, a configuration file or the code's documentation named as what an aspect delivers (its object, up
+to a preposition or a relative clause: "show the working so they can redo it for their next tests" is not tests).
+A README's example figures are the code's to print (multipart_set5_rules3: colstats' figures programs wrote
+command-line tools that failed without their arguments, and a "Computed figures" section followed the README)."""
 _TABLES = re.compile(r"^[\w-]+\s+(?:(?:the|a|an|two|three|four|both|our)\s+)?(?:[\w-]+\s+)?tables?\b", re.I)
 """An aspect whose object is tables ("deliver the two tables (products ...; stock_movements)")."""
 _SQL_TASK = re.compile(r"\b(?:sql|sqlite|postgres(?:ql)?|mysql|database)\b", re.I)

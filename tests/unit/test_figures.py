@@ -278,6 +278,12 @@ def test_a_task_whose_parts_are_all_code_wants_no_figures() -> None:
     assert not wants_figures(org)
     memo = org.replace("Then two queries:", "Then a memo to HR on the headcount, and two queries:")
     assert wants_figures(memo)  # a part that is no code may quote the figures
+    tool = (  # multipart_set5_rules3, mp5-colstats-cli: a tool and its README, its example run the tool's to print
+        "I'd like a small command-line tool, standard library only:\n1. colstats.py using argparse\n2. it prints "
+        'count, sum, min, max and mean of the named column\n3. a README "Usage" section with an example run on '
+        "this file:\n\ndate,store,sales\n2026-12-01,North,120.50\n2026-12-01,South,98.00\n"
+    )
+    assert not wants_figures(tool)
     # what an aspect delivers is its object, not a word after it ("... for their next tests" is no test)
     sample = "How many visitors per variant do we need at 4% and 5%? Show the working so they can redo it for tests."
     assert wants_figures(sample)
