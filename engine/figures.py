@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import re
 import threading
+from functools import lru_cache
 
 import engine.prompts as prompts
 from engine.slots.checks.examples import prose_calls
@@ -99,6 +100,7 @@ _TABLES = re.compile(r"^[\w-]+\s+(?:(?:the|a|an|two|three|four|both|our)\s+)?(?:
 _SQL_TASK = re.compile(r"\b(?:sql|sqlite|postgres(?:ql)?|mysql|database)\b", re.I)
 
 
+@lru_cache(maxsize=64)  # wants_figures is asked at every slot's dispatch: the aspects are read once per task
 def _only_code(task: str) -> bool:
     """Whether every deliverable the task names is code, a query or a configuration file.
 

@@ -103,6 +103,10 @@ class SlotResult(BaseModel):
             return self.raw.strip()
         return "\n\n".join(render_section(s) for s in self.sections)
 
+    def untitled_text(self) -> str:
+        """The sections' text without their titles (a part's titles copy what it was asked); else the raw text."""
+        return "\n\n".join(s.body for s in self.sections) if self.sections else self.raw
+
 
 def render_section(section: Section, base_level: int = 2) -> str:
     """Render a section as Markdown with its heading at ``base_level + level - 1`` hashes."""

@@ -33,7 +33,7 @@ from engine.slots.checks import code_blocks, repeated_line
 from engine.slots.checks.text import PYTHON_TAGS
 from engine.slots.contracts import ASKS_A_QUANTITY
 from engine.slots.inline_arithmetic import compute
-from engine.slots.sandbox import SandboxLimits, run_python
+from engine.slots.sandbox import SandboxLimits, SandboxResult, run_python
 from engine.units import compounds, conversion_hint, conversions, split_compounds, unconverted
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from state.passport import LedgerEntry
@@ -227,9 +227,7 @@ def calculate(
     if program is None:
         return made("the answer held no Python program")
     ran = run_python({"program.py": program}, "program.py", limits=limits)
-    if ran.timed_out or ran.returncode != 0 or ran.violations:
-        error = (ran.stderr.strip().splitlines() or ["no error output"])[-1]  # "NameError: name 'x' ...", not its trace
-        why = "timed out" if ran.timed_out else (ran.violations or [error[-160:]])[0]
+    if (why := _failure(ran)) is not None:
         return made(f"the program failed: {why}", program, error=why)
     output = ran.stdout.strip()
     lines = result_lines(output, task)
@@ -265,7 +263,7 @@ def answer_program(text: str, task: str, limits: SandboxLimits) -> Calculation |
     if not blocks:
         return None
     ran = run_python({"program.py": blocks[0]}, "program.py", limits=limits)
-    if ran.timed_out or ran.returncode != 0 or ran.violations:
+    if _failure(ran) is not None:
         return None
     output = ran.stdout.strip()
     lines = result_lines(output, task)
@@ -274,6 +272,14 @@ def answer_program(text: str, task: str, limits: SandboxLimits) -> Calculation |
         return None
     return Calculation(OWN_PROGRAM, f"the answer's own program printed {output[-120:]!r}", blocks[0], output, values,
                        lines=lines)  # fmt: skip
+
+
+def _failure(ran: SandboxResult) -> str | None:
+    """Why a program's run failed (it timed out, broke a sandbox rule, or ended in an error), or None: it ran."""
+    if not (ran.timed_out or ran.returncode != 0 or ran.violations):
+        return None
+    error = (ran.stderr.strip().splitlines() or ["no error output"])[-1]  # "NameError: name 'x' ...", not its trace
+    return "timed out" if ran.timed_out else (ran.violations or [error[-160:]])[0]
 
 
 def program_messages(task: str) -> tuple[ChatMessage, ...]:

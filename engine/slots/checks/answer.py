@@ -46,8 +46,7 @@ def check_answer(result: SlotResult, ctx: CheckContext) -> tuple[list[CheckResul
     checks.append(loop_check(body))  # and the code itself, in an answer of any kind
     checks.append(table_rows_check(body))  # and its tables, whatever it delivers
     checks.append(one_value_check(body))  # and its prose's figures: one value for each named quantity
-    bodies = "\n\n".join(s.body for s in result.sections) if result.sections else result.raw  # not the titles
-    if (examples := command_examples_check(bodies, ctx.asked or ctx.task)) is not None:
+    if (examples := command_examples_check(result.untitled_text(), ctx.asked or ctx.task)) is not None:
         checks.append(examples)  # "a usage section with curl examples" shows curl lines
     if ctx.contract.message and not ctx.part_of_plan:  # a message says the days its task names
         checks.append(message_days_check(body, ctx.asked or ctx.task))

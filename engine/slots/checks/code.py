@@ -290,8 +290,7 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
         checks.append(openapi_check(code))
     if language in SHELL_TAGS:
         checks.append(shell_does_check(code, ctx.asked))
-    bodies = "\n".join(s.body for s in result.sections) if result.sections else result.raw  # not the titles
-    if ctx.part_of_plan and (files := files_check(bodies, ctx.asked)) is not None:
+    if ctx.part_of_plan and (files := files_check(result.untitled_text(), ctx.asked)) is not None:
         checks.append(files)
     return checks
 
@@ -841,16 +840,12 @@ def _module_names(tree: ast.Module) -> set[str]:
     method of the same name on a class the task did not ask for is not it (mp3-cart-discounts: a ``Cart`` class);
     a tests-only answer that imports or calls it has it.
     """
-    names: set[str] = set()
+    names = _own_names(tree)
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            if node.name.startswith("test"):
-                names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name.startswith("test"):
+            names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     return names
 
 
