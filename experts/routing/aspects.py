@@ -753,9 +753,15 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
     aspects: list[Aspect] = []
     verb = ""
     clause = ""  # the current aspect's text
-    for part in (_AND.sub("", p.strip()) for p in _PARTS.split(text)):  # "..., plus the appointment letter"
+    pieces = _PARTS_KEPT.split(text)
+    for raw, sep in zip(pieces[::2], ["", *pieces[1::2]], strict=True):
+        part = _AND.sub("", raw.strip())  # "..., plus the appointment letter"
         if not part:
             continue
+        joined = re.sub(r"\s+", " ", sep) if sep.strip() else " and "  # the task's own separator
+        more = _AND.match(raw.strip())
+        if more and not sep.strip().endswith(("and", "then")):
+            joined += more.group(0)  # ", plus the ..."
         lettered = first_letter is not None and _ENUMERATOR.match(part) is not None
         part = _ENUMERATOR.sub("", part)  # "(2) rewrite it ..."
         bare = _LEAD.sub("", part)  # without "please", "then", "and" ...
@@ -766,20 +772,20 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
             aspects.append(Aspect(clause, verb))
             clause = f"{verb} {part}"
         elif clause and first_letter is not None and head not in VERBS:
-            clause = f"{clause} and {part}"  # more of the lettered item: "..., shortener.py, using only ..."
+            clause = f"{clause}{joined}{part}"  # more of the lettered item: "..., shortener.py, using only ..."
         elif clause and _OWN_EXPLANATION.match(bare):
-            clause = f"{clause} and {part}"  # "... and explain why": the explanation of what the clause makes
+            clause = f"{clause}{joined}{part}"  # "... and explain why": the explanation of what the clause makes
         elif clause and _shapes(bare, head) and deliverable_noun(Aspect(clause, verb)) is not None:
-            clause = f"{clause} and {part}"  # "write a short story ... and set it in 1953 and end it on ...": how
+            clause = f"{clause}{joined}{part}"  # "write a short story ... and set it in 1953 and end it on ...": how
         elif (
             clause
             and head in VERBS
             and _infinitive_open(clause)
             and not (head in MAKING_VERBS and _DELIVERABLE.match(bare[len(head) :].lstrip()))
         ):
-            clause = f"{clause} and {part}"  # "a guide to set up X, install Y and run Z": the steps of one thing
+            clause = f"{clause}{joined}{part}"  # "a guide to set up X, install Y and run Z": the steps of one thing
         elif clause and head in RESULT_VERBS and (not _NOUN.search(bare) or _SHOWN_AS.match(bare)):
-            clause = f"{clause} and {part}"  # "test whether X changed and give the 95% interval": one analysis
+            clause = f"{clause}{joined}{part}"  # "test whether X changed and give the 95% interval": one analysis
         elif head in VERBS:
             if clause:
                 aspects.append(Aspect(clause, verb))
@@ -809,7 +815,7 @@ def _sentence_aspects(sentence: str) -> list[Aspect]:
                 and not _TESTS_PART.match(part)
             )
         ):
-            clause = f"{clause} and {part}"  # still the same piece of work
+            clause = f"{clause}{joined}{part}"  # still the same piece of work
         else:
             aspects.append(Aspect(clause, verb))
             clause = f"{verb} {part}"

@@ -529,6 +529,19 @@ def test_a_listed_part_after_plus_is_titled_by_its_deliverable() -> None:
     ]
 
 
+def test_more_of_one_aspect_keeps_the_tasks_own_separator() -> None:
+    """multipart_set5_rules3, mp5-colstats-cli: the part was titled "Small command-line tool and standard library
+    only", an "and" the task never wrote; the words a clause takes in are joined as the task joined them."""
+    task = (
+        "I'd like a small command-line tool, standard library only:\n1. colstats.py using argparse\n"
+        "2. it reads a CSV and prints the mean\n\nAlso a README usage section."
+    )
+    titles = [aspect_title(a) for a in named_deliverables(task)]
+    assert titles == ["Small command-line tool, standard library only", "README usage section"]
+    task = "Write a Docker Compose file for a web app, a Redis cache and a Postgres database for local development."
+    assert texts(task) == [task.rstrip(".")]
+
+
 def test_a_task_without_an_instruction_is_one_aspect_the_whole_task() -> None:
     task = "What are the side effects of metformin, and when should a patient call a doctor?"
     assert named_deliverables(task) == []
@@ -832,7 +845,7 @@ def test_interactive_mode_asks_about_each_removed_and_added_slot() -> None:
     assert plan.value["kind"] == "approve_plan"
     slots = [s["id"] for s in plan.value["plan"]]
     assert "cost_plan" in slots and "set_a_timeline_for_the" not in slots
-    assert "income_forecast" not in slots and "choose_the_launch_channels_and" in slots
+    assert "income_forecast" not in slots and "choose_the_launch_channels_price" in slots
     state = Passport.model_validate(graph.get_state(config).values)
     kept = next(e for e in state.ledger if e.action == "plan_fit_keep")
     assert kept.agent == "person" and kept.slot_id == "cost_plan"
