@@ -16,6 +16,7 @@ from typing import TypeVar
 import numpy as np
 
 from engine.planning.adaptation import adapt
+from engine.slots.checks.examples import prose_signatures
 from experts.backends import ExpertBackend
 from experts.embedding.encoder import Embedder
 from experts.routing.aspects import Aspect, aspect_title, deliverable_noun, task_aspects
@@ -96,8 +97,12 @@ def work_phase(verb: str) -> int:
     return BUILD_PHASE
 
 
-def aspect_slot(aspect: Aspect, number: int, taken: set[str]) -> SlotSpec:
-    """A slot for one aspect of the task (its expert is left to the router); ``taken`` gets its id."""
+def aspect_slot(aspect: Aspect, number: int, taken: set[str], defines: str = "") -> SlotSpec:
+    """A slot for one aspect of the task (its expert is left to the router); ``taken`` gets its id.
+
+    ``defines``: a sentence on the functions the part must define (:func:`_functions_to_define`), after the
+    instruction, where the context's clip cannot take it.
+    """
     words = re.findall(r"[a-z0-9]+", aspect.text.lower())[:5]
     base = "_".join(words)[:48].strip("_") or "part"
     slot_id = base if base[0].isalpha() else f"part_{base}"
@@ -111,7 +116,7 @@ def aspect_slot(aspect: Aspect, number: int, taken: set[str]) -> SlotSpec:
     return SlotSpec(
         id=slot_id,
         title=title,
-        description=f"{instruction}.{context}"[:MAX_TASK_CHARS],
+        description=f"{instruction}.{defines}{context}"[:MAX_TASK_CHARS],
         expected_outputs=[title],
     )
 
@@ -122,7 +127,8 @@ def aspect_framework(task: str, aspects: Sequence[Aspect], title: str) -> Framew
     A slot depends on the slots of the nearest earlier phase present and may reference every earlier slot.
     """
     taken: set[str] = set()
-    slots = [aspect_slot(a, n, taken) for n, a in enumerate(aspects, 1)]
+    defines = _functions_to_define(task, aspects)
+    slots = [aspect_slot(a, n, taken, defines.get(n - 1, "")) for n, a in enumerate(aspects, 1)]
     phases = [work_phase(a.verb) for a in aspects]
     out: list[SlotSpec] = []
     for index, spec in enumerate(slots):
@@ -132,6 +138,32 @@ def aspect_framework(task: str, aspects: Sequence[Aspect], title: str) -> Framew
         refs = [slots[i].id for i in range(index) if phases[i] < phases[index]]
         out.append(spec.model_copy(update={"deps": deps, "can_reference": refs}))
     return Framework(id="aspects", title=title, source="aspects", slots=out)
+
+
+_IMPLEMENTS = re.compile(r"\.py\b|\b(?:code|module|function|functions|class|script|library|package)\b", re.I)
+_NOT_IMPLEMENTING = frozenset("test tests readme paragraph note faq table docs documentation guide".split())
+
+
+def _functions_to_define(task: str, aspects: Sequence[Aspect]) -> dict[int, str]:
+    """The sentence naming the task's functions, for the one aspect that writes the code (by its index).
+
+    mp5-feature-flags: "a tiny Python module that reads it" was the code's part; the task named ``load_flags(path)``
+    and ``is_enabled(flags, name, user_id)`` in a later sentence, which the part's clipped context lost, and its
+    check asked for no function: the part wrote a class with methods of other parameters. The functions the task's
+    words name with their parameters that no aspect names go to the one part that writes code and is not its tests
+    or documentation; none when no part, or more than one, does.
+    """
+    signatures = prose_signatures(task)
+    unnamed = [sig for name, sig in signatures.items() if not any(re.search(rf"\b{name}\b", a.text) for a in aspects)]
+    makers = [
+        at
+        for at, a in enumerate(aspects)
+        if _IMPLEMENTS.search(a.text) and (deliverable_noun(a) or "").lower() not in _NOT_IMPLEMENTING
+    ]
+    if not unnamed or len(makers) != 1:
+        return {}
+    listed = ", ".join(unnamed[:-1]) + (" and " if len(unnamed) > 1 else "") + unnamed[-1]
+    return {makers[0]: f" It defines {listed}, as the task names {'them' if len(unnamed) > 1 else 'it'}."}
 
 
 def prune_slots(slots: Sequence[S], drop: set[str]) -> list[S]:

@@ -20,6 +20,7 @@ from engine.planning.planner import (
     prune_slots,
     work_phase,
 )
+from engine.slots.checks.examples import extract_examples
 from experts.backends import GenerationRequest
 from experts.backends.fake import FakeBackend, FakeScript, load_script
 from experts.catalog import load_catalog
@@ -761,6 +762,32 @@ def test_aspect_plans_order_the_work() -> None:
     assert deps["rewrite_the_query"] == ["propose_indexes"]
     assert deps["explain_the_change_to_the"] == ["rewrite_the_query"]
     assert "Context: Our monthly sales report query" in fw.slot("rewrite_the_query").description
+
+
+FLAGS_TASK = (
+    "How do people usually do simple feature flags without a service? I'd like a flags.json in the repo and a tiny "
+    'Python module that reads it. The file should have a top-level "flags" object keyed by flag name, each with '
+    '"enabled" (bool, required), "rollout_percent" (int 0-100, default 0) and "allow_users" (list of user ids, '
+    "default empty). Put these three in it: new_checkout (enabled, 25%, allow-listed user u-1001), dark_mode "
+    "(enabled, 100%, nobody listed) and bulk_export (disabled, 50%, allow-listed user u-2002).\nThen flags.py with "
+    'load_flags(path), which applies the defaults and raises ValueError if "enabled" is missing or not a bool or '
+    "rollout_percent is outside 0-100, and is_enabled(flags, name, user_id): False for an unknown flag; False "
+    "whenever enabled is false (even for allow-listed users); True for an allow-listed user."
+)
+
+
+def test_the_functions_a_task_names_go_to_the_one_part_that_writes_the_code() -> None:
+    """multipart_set5_rules3, mp5-feature-flags: the module's part never learnt of load_flags and is_enabled (its
+    context was clipped before them) and wrote a class whose methods take other parameters; nothing asked for them.
+    """
+    fw = aspect_framework(FLAGS_TASK, named_deliverables(FLAGS_TASK), "Feature flags")
+    module, data = fw.slot("deliver_a_tiny_python_module"), fw.slot("deliver_a_flags_json_in")
+    said = "It defines load_flags(path) and is_enabled(flags, name, user_id), as the task names them."
+    assert said in module.description and "It defines" not in data.description
+    assert extract_examples(module.description).named == ("load_flags", "is_enabled")  # what python.defines asks
+    # the tests' part names no function of its own; a task whose every code part names its functions gets nothing
+    task = "Write parking_fee(minutes) in tariff.py returning the fee, and pytest tests that cover the edges."
+    assert all("It defines" not in s.description for s in aspect_framework(task, task_aspects(task), "t").slots)
 
 
 # ---------------------------------------------------------------- time to the plan

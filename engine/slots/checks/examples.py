@@ -226,5 +226,14 @@ def _named(task: str, functions: tuple[str, ...]) -> tuple[str, ...]:
 
 def prose_calls(task: str) -> list[str]:
     """The functions ``task``'s words name with their parameters ("parking_fee(minutes)"), outside its code."""
+    return list(prose_signatures(task))
+
+
+def prose_signatures(task: str) -> dict[str, str]:
+    """:func:`prose_calls`, each with its signature as the task writes it first ("load_flags(path)")."""
     prose = without_code(task)  # the task's own code defines what it defines
-    return [m.group(1) for m in _PROSE_CALL.finditer(prose) if not hasattr(builtins, m.group(1))]
+    found: dict[str, str] = {}
+    for m in _PROSE_CALL.finditer(prose):
+        if not hasattr(builtins, m.group(1)):
+            found.setdefault(m.group(1), " ".join(m.group(0).split()))
+    return found
