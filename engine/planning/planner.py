@@ -16,10 +16,9 @@ from typing import TypeVar
 import numpy as np
 
 from engine.planning.adaptation import adapt
-from engine.slots.checks.examples import prose_signatures
 from experts.backends import ExpertBackend
 from experts.embedding.encoder import Embedder
-from experts.routing.aspects import Aspect, aspect_title, deliverable_noun, task_aspects
+from experts.routing.aspects import Aspect, aspect_title, deliverable_noun, named_functions, task_aspects
 from state.adaptation import AdaptationRecord, PlanFit
 from state.framework import (
     Framework,
@@ -153,7 +152,7 @@ def _functions_to_define(task: str, aspects: Sequence[Aspect]) -> dict[int, str]
     words name with their parameters that no aspect names go to the one part that writes code and is not its tests
     or documentation; none when no part, or more than one, does.
     """
-    signatures = prose_signatures(task)
+    signatures = named_functions(task)
     unnamed = [sig for name, sig in signatures.items() if not any(re.search(rf"\b{name}\b", a.text) for a in aspects)]
     makers = [
         at

@@ -17,6 +17,7 @@ is one aspect, the whole task.
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ __all__ = [
     "deliverable_noun",
     "headline_deliverable",
     "named_deliverables",
+    "named_functions",
     "task_aspects",
 ]
 
@@ -440,6 +442,25 @@ def object_phrase(aspect: Aspect) -> str:
     obj = aspect.text[len(aspect.verb) :].strip()
     relative = _RELATIVE.search(obj)
     return obj[: relative.start()].strip() if relative else obj
+
+
+_PARAMETER = r"\s*[A-Za-z_]\w*\s*(?:=\s*[^,()]+)?"
+_PROSE_CALL = re.compile(r"(?<![\w.])([A-Za-z]\w*_\w*)\((" + _PARAMETER + r"(?:," + _PARAMETER + r")*)?\)")
+"""A function named in the task's words with its parameters: ``cart_total(lines, code=None)``, ``parking_fee(minutes)``
+(a name with an underscore, not a method after a dot, the parameters names or defaults)."""
+
+
+def named_functions(task: str) -> dict[str, str]:
+    """The functions ``task``'s words name with their parameters (not a builtin), with their signatures.
+
+    Each signature as the task first writes it ("load_flags(path)"); its fenced code defines what it defines and is
+    not read.
+    """
+    found: dict[str, str] = {}
+    for m in _PROSE_CALL.finditer(_CODE.sub(" ", task)):
+        if not hasattr(builtins, m.group(1)):
+            found.setdefault(m.group(1), " ".join(m.group(0).split()))
+    return found
 
 
 def named_deliverables(task: str) -> list[Aspect]:

@@ -7,17 +7,12 @@
 from __future__ import annotations
 
 import ast
-import builtins
 import re
 from dataclasses import dataclass
 
 from engine.slots.checks.text import without_code
+from experts.routing.aspects import named_functions
 from state.python_ast import parse_expression, parse_module
-
-_PARAMETER = r"\s*[A-Za-z_]\w*\s*(?:=\s*[^,()]+)?"
-_PROSE_CALL = re.compile(r"(?<![\w.])([A-Za-z]\w*_\w*)\((" + _PARAMETER + r"(?:," + _PARAMETER + r")*)?\)")
-"""A function named in the task's words with its parameters: ``cart_total(lines, code=None)``, ``parking_fee(minutes)``
-(a name with an underscore, not a method after a dot, the parameters names or defaults)."""
 
 
 @dataclass(frozen=True)
@@ -226,14 +221,4 @@ def _named(task: str, functions: tuple[str, ...]) -> tuple[str, ...]:
 
 def prose_calls(task: str) -> list[str]:
     """The functions ``task``'s words name with their parameters ("parking_fee(minutes)"), outside its code."""
-    return list(prose_signatures(task))
-
-
-def prose_signatures(task: str) -> dict[str, str]:
-    """:func:`prose_calls`, each with its signature as the task writes it first ("load_flags(path)")."""
-    prose = without_code(task)  # the task's own code defines what it defines
-    found: dict[str, str] = {}
-    for m in _PROSE_CALL.finditer(prose):
-        if not hasattr(builtins, m.group(1)):
-            found.setdefault(m.group(1), " ".join(m.group(0).split()))
-    return found
+    return list(named_functions(without_code(task)))  # the task's own code defines what it defines
