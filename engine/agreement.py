@@ -40,6 +40,8 @@ What is compared (docs/answers.md, "Parts that agree"):
   parts' modules they import, in the sandbox (not for a package the sandbox lacks).
 * Examples: a part whose example line (``print(bowling_score(rolls))  # Output: 30``) calls a function another part's
   module defines, and prints something else when run against it.
+* Usage: a code part whose usage example, run with a data file another part wrote (the part titled for
+  ``flags.json``), raises in its own code (:mod:`engine.slots.checks.usage`).
 """
 
 from __future__ import annotations
@@ -52,10 +54,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.figures import figures_constraint, stated_otherwise
-from engine.slots.checks import module_code, module_name, python_modules, tests_against
+from engine.slots.checks import module_code, module_name, python_modules, tests_against, third_party_imports
 from engine.slots.checks.printed import wrong_print_comments
 from engine.slots.checks.quantities import Stated, same_value, stated_values
 from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm, without_closed_code
+from engine.slots.checks.usage import raising_usage, usage_blocks
 from engine.slots.sandbox import SandboxLimits, run_python
 from state.figures import TaskFigures
 from state.python_ast import parse_module
@@ -91,7 +94,8 @@ class Disagreement:
     ``template.placeholders`` (placeholders filled that the template lacks, or left unfilled), ``sql.rows`` (row
     keys the query does not select), ``python.imports`` (a name imported from a part's module that it lacks, or
     from a module no part delivers), ``python.tests`` (a part's tests fail against the module they import),
-    ``python.examples`` (a part's ``print(...)  # Output: y`` of another part's function prints else)."""
+    ``python.examples`` (a part's ``print(...)  # Output: y`` of another part's function prints else),
+    ``python.usage`` (a code part's usage example, run with another part's data file, raises in its code)."""
     detail: str
     """What does not fit, in one line."""
     facts: str
@@ -121,6 +125,7 @@ def disagreements(
     )
     failing = {d.slot_id for d in tested}  # its tests' failure says it; its examples would say it again
     found += _example_disagreements([p for p in parts if p.slot_id not in failing], beside, limits)
+    found += _usage_disagreements([p for p in parts if p.slot_id not in failing], beside, limits)
     if figures is not None and figures.figures:
         found += _figure_disagreements(parts, figures, task)
     found += _named_disagreements(parts, figures)
@@ -790,6 +795,73 @@ def _raises_in(
         return None
     last = ran.stderr.strip().splitlines()[-1] if ran.stderr.strip() else ""
     return last if re.match(r"^\w+(?:Error|Exception)\b", last) else None
+
+
+_DATA_FILE = re.compile(r"(?<![\w/.-])([\w-]+\.(json|ya?ml|csv|toml|ini|cfg|conf|env|txt))\b", re.I)
+_DATA_TAGS = {
+    "json": {"json"},
+    "yaml": {"yaml", "yml"},
+    "yml": {"yaml", "yml"},
+    "csv": {"csv", "", "text"},
+    "toml": {"toml"},
+    "txt": {"", "text", "txt"},
+}
+"""The fence tags a data file's block may carry, by its extension (ini, cfg, conf, env: ``ini`` or none)."""
+
+
+def _data_files(part: Part) -> dict[str, str]:
+    """The data files a part writes: a file its title names (flags.json), as its first block of that format."""
+    found: dict[str, str] = {}
+    for name, extension in _DATA_FILE.findall(part.title):
+        tags = _DATA_TAGS.get(extension.lower(), {"ini", "", "text", "conf", "cfg", "env"})
+        block = next((code for language, code in code_blocks(part.result.raw) if language in tags), None)
+        if block is not None:
+            found.setdefault(name, block)
+    return found
+
+
+def _usage_disagreements(parts: Sequence[Part], beside: Beside, limits: SandboxLimits) -> list[Disagreement]:
+    """A code part whose usage example, run with the data files other parts wrote, raises in its own code.
+
+    mp5-feature-flags (multipart_set5_rules3): ``Flags('flags.json')`` then ``flags.is_enabled('new_checkout',
+    'u-1001')``; alone the example stopped at the missing file (which ``python.usage`` leaves: a file the reader
+    supplies), beside the data part's flags.json it raises the ``TypeError`` a reader gets (its ``is_enabled``
+    takes ``flags`` as well). Only examples that name such a file: without one the slot's own check has run them.
+    """
+    files = {p.slot_id: _data_files(p) for p in parts}
+    out = []
+    for part in parts:
+        quality = part.result.quality
+        if quality is None or quality.deliverable != "code" or (quality.language or "").lower() not in PYTHON_TAGS:
+            continue
+        given = {name: text for p in parts if p.slot_id != part.slot_id for name, text in files[p.slot_id].items()}
+        module, tests = module_code(part.result)
+        if not given or not module:
+            continue
+        blocks = usage_blocks(part.result.raw, module, tests)
+        # a title's first word is capitalised ("Flags.json in the repo"): the file goes by the example's spelling
+        named = {m.group(0): name for name in given for b in blocks for m in re.finditer(re.escape(name), b, re.I)}
+        blocks = [b for b in blocks if any(n in b for n in named)]
+        if not blocks:
+            continue
+        modules, _ = beside[part.slot_id]
+        python = {f"{name}.py": code for name, code in modules.items()}
+        data = {spelt: given[name] for spelt, name in named.items()}
+        stubs = third_party_imports([module, *blocks, *modules.values()], set(modules))
+        raised = raising_usage(module, blocks, limits, beside={**python, **data}, stubs=stubs)
+        if raised is None:
+            continue
+        used = next(iter(named))
+        owner = next(p for p in parts if named[used] in files[p.slot_id])
+        detail = f"its usage example {raised.line!r}, run with {used} of the part {owner.title!r}, "
+        detail += f"raises {raised.error}"
+        facts = (
+            f"This part's usage example was run against its own code, with the file {used} that the part "
+            f"{owner.title!r} wrote beside it, and the line {raised.line!r} raises {raised.error}. Make the code and "
+            "its example agree: call each function with the parameters it is defined with, as the task names them."
+        )
+        out.append(Disagreement(part.slot_id, owner.slot_id, "python.usage", detail, facts))
+    return out
 
 
 _UNTAGGED = re.compile(r"(?m)^([ \t]*)```[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.S)

@@ -41,6 +41,7 @@ from engine.slots.checks.check_context import CheckContext
 from engine.slots.checks.contract import STUB
 from engine.slots.checks.examples import Examples, extract_examples
 from engine.slots.checks.text import PYTHON_TAGS, SHELL_TAGS, code_blocks
+from engine.slots.checks.usage import raising_usage, usage_blocks
 from engine.slots.contracts import contract_of
 from engine.slots.sandbox import SandboxLimits, run_python
 from experts.routing.aspects import Aspect, object_phrase
@@ -284,7 +285,10 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
     if code is None or not code.strip():
         return [CheckResult(name="code.present", passed=False, detail="no code block in the answer")]
     if language in PYTHON_TAGS:
-        return _python_checks(code, tests, ctx)
+        checks = _python_checks(code, tests, ctx)
+        if all(c.passed for c in checks if c.name in ("python.parses", "python.runs")):
+            checks += _usage_check(result.raw, code, tests, ctx)
+        return checks
     checks = block_checks(language, code, ctx.task)
     if language in ("yaml", "yml", "json") and OPENAPI_ASKED.search(ctx.asked):
         checks.append(openapi_check(code))
@@ -293,6 +297,19 @@ def code_checks(result: SlotResult, ctx: CheckContext) -> list[CheckResult]:
     if ctx.part_of_plan and (files := files_check(result.untitled_text(), ctx.asked)) is not None:
         checks.append(files)
     return checks
+
+
+def _usage_check(raw: str, code: str, tests: str | None, ctx: CheckContext) -> list[CheckResult]:
+    """``python.usage``: the answer's usage examples run against its module (:mod:`engine.slots.checks.usage`)."""
+    blocks = usage_blocks(raw, code, tests)
+    if not blocks:
+        return []
+    siblings = _siblings(ctx)
+    stubs = third_party_imports([code, *blocks, *siblings.values()], set(siblings))
+    beside = {f"{name}.py": text for name, text in siblings.items()}
+    raised = raising_usage(code, blocks, ctx.limits, beside=beside, stubs=stubs)
+    detail = f"the usage example {raised.line!r} raises {raised.error} against the answer's own code" if raised else ""
+    return [CheckResult(name="python.usage", passed=raised is None, detail=detail)]
 
 
 _FILE_NAME = re.compile(
