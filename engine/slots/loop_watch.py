@@ -6,8 +6,9 @@ then failed. :class:`LoopWatch` reads the answer as it is written (``GenerationR
 request's ``halt`` once the text loops beyond doubt: a sentence four times, a line four times in a row, an
 eight-word phrase six times, or a paragraph twice. Each is as strict as the repetition check's (three, three,
 four and twice) or stricter, so a halted answer is one the check fails anyway: halting changes what a loop costs,
-never which candidate is kept. Code is not read (closed or still open code blocks): repeated lines are normal in
-code, and the check does not judge them either.
+never which candidate is kept. Code is read for one thing only, a block that counts on (:func:`counting_loop`:
+"Test case 9", "Test case 10", ... to the token limit); repeated lines are normal in code. Such an answer is cut
+after the run's first lines and its block closed (:func:`cut_counting`), and is checked as cut.
 
 When every candidate of a slot looped, the kept one is still degenerate; :func:`cut_loops` then removes its
 repeats before it is delivered: every sentence of five words or more said before, and a last fragment that only
@@ -18,12 +19,13 @@ check and its caveat: the person reads the answer once, not six times.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 
 from engine.slots.checks import repetition_found, sentence_key, without_code
 
-__all__ = ["LoopWatch", "cut_loops"]
+__all__ = ["LoopWatch", "counting_loop", "cut_counting", "cut_loops"]
 
 SENTENCE_TIMES = 4
 LINE_RUN = 4
@@ -42,6 +44,8 @@ class LoopWatch:
     def __init__(self) -> None:
         self.halt = threading.Event()
         self.reason: str | None = None
+        self.counting: str | None = None
+        """The first line of the counting run a code block was stopped in (:func:`counting_loop`), if it was."""
         self._pieces: list[str] = []
         self._size = 0
         self._read_at = 0
@@ -55,7 +59,14 @@ class LoopWatch:
         if self._size - self._read_at < self.EVERY_CHARS:
             return
         self._read_at = self._size
-        text = without_code("".join(self._pieces))
+        whole = "".join(self._pieces)
+        counting = counting_loop(whole)
+        if counting is not None:
+            self.counting = counting[1]
+            self.reason = f"a code block counts on from {counting[1][:80]!r}"
+            self.halt.set()
+            return
+        text = without_code(whole)
         found = repetition_found(text, sentence_times=SENTENCE_TIMES, line_run=LINE_RUN, phrase_times=PHRASE_TIMES)
         if found is not None:
             self.reason = found
@@ -124,3 +135,81 @@ def cut_loops(text: str, seen: set[str] | None = None) -> tuple[str, int]:
             while out and not out[-1].strip():
                 out.pop()
     return "\n".join(out), removed
+
+
+COUNT_RUN = 8
+"""Lines of one shape in a row whose numbers step on by the same amount each line: a code block counting, not code."""
+GROW_RUN = 6
+"""Lines in a row each of which writes the one before it again with one more item: a code block growing a list."""
+COUNT_KEEP = 3
+"""The lines of a counting run kept when the answer is cut there (the first few are the model's own cases)."""
+_DIGITS = re.compile(r"\d+")
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+
+
+def counting_loop(text: str) -> tuple[int, str] | None:
+    """Where a code block of ``text`` counts on, and the run's first line; None when no block does.
+
+    The offset is just after the run's first :data:`COUNT_KEEP` lines.
+
+    multipart_set5_rules4, mp5-merge-ranges: all three candidates of the tests part wrote ``assert
+    merge_ranges([(1, 5), (5, 8)]) == [(1, 8)], "Test case 9 failed"`` and so on to "Test case 26" and the token
+    limit (617 s for the task); in an earlier run they grew one list an item a line, ``[(1, 1), (2, 2), (3, 3)]``
+    to nine items. Neither repeats a line, so the repetition checks saw nothing until the answer was cut off.
+    Counting: :data:`COUNT_RUN` lines of one shape (digits aside) whose numbers change by the same amounts from
+    each line to the next. Growing: :data:`GROW_RUN` lines each longer than the one before by about the same
+    length, each starting with most of the one before.
+    """
+    offset = 0
+    in_code = False
+    run: list[tuple[str, int]] = []  # the run's lines and the offset after each
+    step: object = None
+    for line in text.splitlines(keepends=True):
+        offset += len(line)
+        if _FENCE.match(line):
+            in_code, run, step = not in_code, [], None
+            continue
+        if not in_code or not line.strip():
+            continue
+        current = line.strip()
+        found = _step(run[-1][0], current) if run else None
+        if run and found is not None and (step is None or _same_step(step, found)):
+            step = found
+            run.append((current, offset))
+        else:
+            run, step = [(current, offset)], None
+        wanted = COUNT_RUN if isinstance(step, tuple) else GROW_RUN
+        if step is not None and len(run) >= wanted:
+            return run[COUNT_KEEP - 1][1], run[0][0]
+    return None
+
+
+def _step(before: str, line: str) -> tuple[int, ...] | float | None:
+    """How ``line`` steps on from ``before``: the change of each number (same shape), or the length it grew by."""
+    if _DIGITS.sub("N", before) == _DIGITS.sub("N", line):
+        change = tuple(int(b) - int(a) for a, b in zip(_DIGITS.findall(before), _DIGITS.findall(line), strict=True))
+        return change if any(change) else None
+    grown = len(line) - len(before)
+    shared = len(os.path.commonprefix([before, line]))
+    return float(grown) if grown > 0 and shared >= 0.6 * len(before) else None
+
+
+def _same_step(step: object, found: object) -> bool:
+    if isinstance(step, tuple) and isinstance(found, tuple):
+        return step == found
+    if isinstance(step, float) and isinstance(found, float):
+        return max(step, found) <= 2 * min(step, found)
+    return False
+
+
+def cut_counting(text: str) -> tuple[str, str] | None:
+    """``text`` cut after the first lines of its counting run and its code block closed, and the run's first line.
+
+    None when it does not count on. What is kept is the model's own text up to there; the block is closed so that
+    what it wrote before the loop reads, and runs, as code.
+    """
+    found = counting_loop(text)
+    if found is None:
+        return None
+    at, first = found
+    return text[:at].rstrip("\n") + "\n```\n", first

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from engine.assists.resolver import AssistResolver, Resolution
@@ -36,7 +36,7 @@ from engine.slots.kept_answer import (
     without_unprinted_output,
     without_written_sources,
 )
-from engine.slots.loop_watch import LoopWatch
+from engine.slots.loop_watch import LoopWatch, cut_counting
 from engine.slots.program_of_thought import (
     RECALCULATE_TEMPERATURE,
     Calculation,
@@ -451,6 +451,8 @@ class _Slot:
         t0 = time.perf_counter()
         gen = self._generate(owner, request, plan, model, attempt)
         seconds = time.perf_counter() - t0
+        if gen.finish_reason == "halted" and watch.counting is not None and (cut := cut_counting(gen.text)):
+            gen = replace(gen, text=cut[0])  # the model's own cases up to its counting run, the block closed
         result = self._parse(gen, plain, attempt, prompt.max_tokens)
         if self.corrects_arithmetic:  # before the checks: a corrected step's result is what the answer states
             result = computed(result, self.ledger, candidate=f"c{attempt}")
@@ -593,7 +595,12 @@ class _Slot:
             bounded=bounded,
         )
         checks, signals = check_answer(result, context)
-        if gen.finish_reason == "halted":  # degenerate, whatever is left of the loop in the parsed text
+        if gen.finish_reason == "halted" and watch.counting is not None:
+            # cut where it began to count (_draw): what is left is checked as it is; a candidate that did not
+            # count ranks above it
+            detail = f"stopped counting on and cut there: {watch.reason}"
+            checks.append(CheckResult(name="code.counting", passed=False, severity="soft", detail=detail))
+        elif gen.finish_reason == "halted":  # degenerate, whatever is left of the loop in the parsed text
             loop = CheckResult(name="prose.repetition", passed=False, detail=f"stopped while looping: {watch.reason}")
             checks = [c for c in checks if c.name != loop.name] + [loop]
         if self.calculation is not None and self.calculation.values:

@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.slots.checks import repetition_check, without_code
 from engine.slots.job import SlotJob
-from engine.slots.loop_watch import LoopWatch, cut_loops
+from engine.slots.loop_watch import LoopWatch, counting_loop, cut_counting, cut_loops
 from engine.slots.run import SlotOutcome, run_slot
 from experts.backends import ChatMessage, Generation, GenerationRequest
 from experts.backends.fake import FakeBackend, FakeResponse, FakeScript
@@ -301,3 +301,54 @@ def test_a_phrase_of_the_task_restated_at_each_step_is_not_a_loop() -> None:
     assert repetition_check(answer, task).passed
     looping = "The cache keeps the most recent entries in memory for later. " * 3
     assert not repetition_check(looping, task).passed  # a loop of its own words still fails
+
+
+MERGE = (
+    "def merge_ranges(ranges):\n"
+    "    out = []\n"
+    "    for start, end in sorted(ranges):\n"
+    "        if out and start <= out[-1][1]:\n"
+    "            out[-1] = (out[-1][0], max(out[-1][1], end))\n"
+    "        else:\n"
+    "            out.append((start, end))\n"
+    "    return out\n"
+)
+COUNTING = "".join(
+    f'    assert merge_ranges([(1, 5), (5, {n})]) == [(1, {n})], "Test case {n - 1} failed"\n' for n in range(6, 30)
+)
+"""multipart_set5_rules4, mp5-merge-ranges: each of the tests part's three candidates counted to the token limit."""
+GROWING = "".join(
+    "    assert merge_ranges([" + ", ".join(f"({k}, {k})" for k in range(1, n + 1)) + "]) == [(1, 1)]\n"
+    for n in range(3, 12)
+)
+"""multipart_set5_rules2: the same part grew one list an item a line."""
+
+
+def test_a_code_block_that_counts_on_or_grows_a_list_is_found_and_cut_after_its_first_lines() -> None:
+    tests = "```python\nfrom ranges import merge_ranges\n\ndef test_merge_ranges():\n"
+    for run in (COUNTING, GROWING):
+        found = counting_loop(tests + run)
+        assert found is not None and found[1] == run.splitlines()[0].strip()
+        cut = cut_counting("## 1. Tests\n" + tests + run[:-40])  # the answer as it was stopped, mid-line
+        assert cut is not None and cut[0].endswith(run.splitlines()[2] + "\n```\n")
+    # cases that vary, a short run, a table of values and one line written again are not counting
+    roman = "".join(f'    assert to_roman({n}) == "{r}"\n' for n, r in [(1, "I"), (4, "IV"), (9, "IX"), (14, "XIV")])
+    varied = "".join(f"    assert add({a}, {b}) == {a + b}\n" for a, b in [(1, 2), (5, 5), (0, 0), (-1, 1), (9, 3)])
+    assert counting_loop(tests + roman * 3 + varied * 2) is None
+    assert counting_loop(tests + "".join(COUNTING.splitlines(keepends=True)[:7])) is None
+    assert counting_loop(tests + "".join(GROWING.splitlines(keepends=True)[:5])) is None
+    assert counting_loop("Rows 1 to 30:\n" + COUNTING.replace("assert", "note")) is None  # prose is not code
+
+
+def test_a_candidate_that_counts_on_is_stopped_cut_and_checked_as_cut() -> None:
+    task = "Write merge_ranges(ranges) in ranges.py and pytest tests for it."
+    answer = f"## Outline\n1. Code and tests\n\n## 1. Code and tests\n```python\n{MERGE}\ndef test_merge_ranges():\n"
+    backend = Streaming([answer + COUNTING * 3])
+    outcome = run_whole(task, "python_coder", backend, deliverable="code")
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert backend.written[0] < len((answer + COUNTING * 3).split(" ")) / 3  # stopped soon after the run began
+    kept = outcome.result.raw
+    assert kept.rstrip().endswith(COUNTING.splitlines()[2] + "\n```") and "Test case 8" not in kept
+    checks = {c.name: c for c in outcome.result.quality.candidates[0].checks}
+    assert checks["code.counting"].severity == "soft" and not checks["code.counting"].passed
+    assert checks["python.parses"].passed and "prose.repetition" not in {n for n, c in checks.items() if not c.passed}
