@@ -94,6 +94,17 @@ def test_an_example_that_shows_an_error_or_needs_the_readers_file_or_values_is_n
     assert _checks(_answer(FEE, "print(parking_fee(my_minutes, 1))\n"))["python.usage"] == (True, "")
     # the flags module alone: the example stops at the file the reader (or another part) supplies
     assert _checks(FLAGS_ANSWER)["python.usage"] == (True, "")
+    # multipart_set4_after: configparser reads a missing diskwatch.ini as empty, and the module refuses it
+    settings = """import configparser
+
+def load_settings(path):
+    config = configparser.ConfigParser()
+    config.read(path)
+    if not config.has_section('monitor'):
+        raise ValueError("Missing [monitor] section in the configuration file.")
+    return dict(config['monitor'])
+"""
+    assert _checks(_answer(settings, "print(load_settings('diskwatch.ini'))\n"))["python.usage"] == (True, "")
 
 
 def test_a_usage_example_the_answers_code_refuses_fails_it() -> None:
@@ -135,3 +146,20 @@ def test_a_usage_example_run_with_the_data_file_another_part_wrote_is_sent_back_
     result = parse_output(fixed, "module", "python_coder", min_items=1, max_items=3)
     code = Part("module", code.title, result.model_copy(update={"quality": code.result.quality}))
     assert not [d for d in disagreements([data, code], task=TASK) if d.kind == "python.usage"]
+
+
+def test_an_example_that_imports_the_module_by_its_file_name_runs_and_a_name_error_inside_it_is_the_codes() -> None:
+    """multipart_set5_rules4, mp5-merge-ranges: ``total_length`` summed ``merged_ranges``, a name only
+    ``merge_ranges`` had; the usage example, ``from ranges import ...``, raised the NameError inside the module."""
+    module = """def merge_ranges(ranges):
+    merged_ranges = sorted(ranges)
+    return merged_ranges
+
+def total_length(ranges):
+    return sum(end - start for start, end in merged_ranges)
+"""
+    usage = "from ranges import merge_ranges, total_length\n\nranges = [(1, 3), (3, 5)]\nprint(total_length(ranges))\n"
+    passed, detail = _checks(_answer(module, usage))["python.usage"]
+    assert not passed and "NameError: name 'merged_ranges' is not defined" in detail
+    fixed = module.replace("for start, end in merged_ranges", "for start, end in merge_ranges(ranges)")
+    assert _checks(_answer(fixed, usage))["python.usage"] == (True, "")

@@ -9,14 +9,19 @@ It fails the check only for the code's own fault:
 
 * the exception passes through the module's code (the function refused the example), or it is a ``TypeError`` at
   the call of one of its functions or classes (the example calls it with arguments it does not take);
-* not when the example reads a file, the network or input it was not given (``OSError``, ``ImportError``,
-  ``NameError`` for a name the reader supplies, ``EOFError``), not at a sandbox refusal or the time limit, and not
-  on a line whose comment says it raises ("# raises ValueError").
+* not when the example names a file it was not given (``load_settings('diskwatch.ini')``: configparser reads a
+  missing file as an empty one, and the module then refuses it), nor when it reads the network or input it was
+  not given (``OSError``, ``ImportError``,
+  ``NameError`` in the example for a name the reader supplies, ``EOFError``), not at a sandbox refusal or the time
+  limit, and not on a line whose comment says it raises ("# raises ValueError"). A ``NameError`` inside the module
+  is the module's (mp5-merge-ranges' ``total_length`` summed a ``merged_ranges`` only ``merge_ranges`` had).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +58,11 @@ _SIGNATURE = re.compile(
     r"^TypeError: (?:[\w.]+\(\) )?(?:missing \d+ required|takes (?:from )?\d+|got an unexpected keyword|"
     r"got multiple values)"
 )
+_READS_FILE = re.compile(
+    r"""["']([\w./-]+\.(?:ini|json|csv|tsv|ya?ml|toml|txt|cfg|conf|env|db|sqlite3?|xlsx?|log|xml|html?|md|pdf))["']""",
+    re.I,
+)
+"""A file the example names in a string ("diskwatch.ini"): the example reads what the reader has."""
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.M)
 
 
@@ -106,25 +116,44 @@ def raising_usage(
         if not names or not re.search(rf"\b(?:{'|'.join(map(re.escape, sorted(names)))})\s*\(", code):
             continue
         program = f"from solution import *\n{code}"
-        ran = run_python(
-            {**(beside or {}), "solution.py": module, "usage.py": program}, "usage.py", limits=limits, stubs=stubs
-        )
+        files = {**(beside or {}), "solution.py": module, "usage.py": program}
+        if any(name not in files for name in _READS_FILE.findall(code)):
+            continue  # it reads a file it was not given (a missing one may fail inside the module: configparser)
+        # the example imports the module by the name it is delivered under ("from ranges import merge_ranges")
+        files.update({f"{name}.py": module for name in _own_module_names(code, files)})
+        ran = run_python(files, "usage.py", limits=limits, stubs=stubs)
         if ran.ok or ran.timed_out or ran.violations or ran.stubbed:
             continue
-        raised = _own_fault(ran.stderr, program)
+        raised = _own_fault(ran.stderr, program, tuple(name for name, text in files.items() if text == module))
         if raised is not None:
             return raised
     return None
 
 
-def _own_fault(stderr: str, program: str) -> Raised | None:
+def _own_module_names(code: str, files: Mapping[str, str]) -> list[str]:
+    """The modules the example imports that are neither beside it nor importable here: the answer's own module."""
+    try:
+        tree = parse_module(code)
+    except (SyntaxError, ValueError):
+        return []
+    names = {n.module.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    names |= {a.name.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return sorted(
+        name
+        for name in names
+        if f"{name}.py" not in files and name.isidentifier() and importlib.util.find_spec(name) is None
+    )
+
+
+def _own_fault(stderr: str, program: str, own: tuple[str, ...]) -> Raised | None:
     """The usage line and the exception, when the traceback says the module's code is at fault."""
     lines = stderr.strip().splitlines()
     error = lines[-1].strip() if lines else ""
     kind = error.split(":", 1)[0].strip()
-    if not re.fullmatch(r"\w+", kind) or kind in _NOT_THE_CODES:
-        return None
     frames = [(m.group("file"), int(m.group("line"))) for m in _FRAME.finditer(stderr)]
+    inside = bool(frames) and os.path.basename(frames[-1][0]) in own
+    if not re.fullmatch(r"\w+", kind) or (kind in _NOT_THE_CODES and not (kind == "NameError" and inside)):
+        return None  # a NameError inside the module is its own (a function that reads a name it never set)
     at = [line for file, line in frames if file.endswith("usage.py")]
     if not at or at[-1] == 1:
         return None  # the module raised as it was imported: python.runs says it
@@ -132,7 +161,7 @@ def _own_fault(stderr: str, program: str) -> Raised | None:
     line = written[at[-1] - 1].strip() if 0 < at[-1] <= len(written) else ""
     if _SAYS_IT_RAISES.search(line):
         return None  # the example shows the error on purpose
-    in_module = any(file.endswith("solution.py") for file, _ in frames)
+    in_module = any(os.path.basename(file) in own for file, _ in frames)
     if in_module or (kind == "TypeError" and _SIGNATURE.match(error) and frames[-1][0].endswith("usage.py")):
         return Raised(line, error)
     return None
