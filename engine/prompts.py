@@ -49,6 +49,13 @@ REQUIRED OUTPUT STRUCTURE (mandatory):
 3. If you listed item 2, write "## 2. " with its title and a few lines about the data.
 4. Do not use the task's wording as a title, and write nothing after the last section."""
 
+CONTRACT_DATA_ALONE = """\
+REQUIRED OUTPUT STRUCTURE (mandatory):
+1. First write the line "## Outline". Under it write "1. " and a short title that names the data, and nothing
+   more: the other parts of the task are written by others.
+2. Then write "## 1. " with the same title, and under it exactly one ```{language} code block holding all the
+   data, complete and valid {language}. Write nothing after it."""
+
 CONTRACT_PROSE = """\
 REQUIRED OUTPUT STRUCTURE (mandatory):
 1. First write the line "## Outline". Under it write numbered lines ("1. ", "2. ", ...), one for each part of

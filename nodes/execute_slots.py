@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -257,6 +257,10 @@ def _job(spec: SlotSpec, expert: str, model: str | None, rnd: _Round, shared: _S
         contract = contract_for(declared, expert)  # the deliverable route_slots recorded
     else:  # not routed, or the breaker gave it to another expert: its declared deliverable, else the runner's
         contract = contract_for(spec, expert)
+    if contract.deliverable == "data" and len(fw.slots) > 1:
+        # a data file of a plan is the file: its second section wrote the next part's code (mp5-feature-flags:
+        # flags.json, then "2. flags.py with load_flags(path) ...", cut off, which the JSON check then read too)
+        contract = replace(contract, max_items=1)
     max_tokens, temperature = generation_settings(scope, settings)
     if "max_tokens" not in settings.explicit:
         max_tokens = max(max_tokens, contract.max_tokens)  # the budget fits the deliverable

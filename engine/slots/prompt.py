@@ -219,7 +219,8 @@ def _contract_text(contract: Contract) -> str:
             return prompts.CONTRACT_CODE_EXPLAINED.format(language=contract.language or "text")
         return prompts.CONTRACT_CODE.format(language=contract.language or "text")
     if contract.deliverable == "data":
-        return prompts.CONTRACT_DATA.format(language=contract.language or "json")
+        alone = prompts.CONTRACT_DATA_ALONE if contract.max_items == 1 else prompts.CONTRACT_DATA
+        return alone.format(language=contract.language or "json")
     if contract.deliverable == "plan":
         return prompts.CONTRACT_PLAN.format(min_items=contract.min_items, max_items=contract.max_items)
     if contract.deliverable == "table":

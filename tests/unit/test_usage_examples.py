@@ -6,13 +6,20 @@ Built from mp5-feature-flags (multipart_set5_rules3): the module's usage example
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from engine.agreement import Part, disagreements
+from engine.prompts import CONTRACT_DATA
 from engine.slots.checks import CheckContext, check_answer
 from engine.slots.checks.usage import raising_usage, usage_blocks
 from engine.slots.contracts import contract_of
 from engine.slots.sandbox import SandboxLimits
+from state import RunStatus
 from state.outline import parse_output
 from state.quality import SlotQuality
+from tests.unit.plan_runs import answer, run_plan
 
 FLAGS_JSON = """{
   "flags": {
@@ -163,3 +170,32 @@ def total_length(ranges):
     assert not passed and "NameError: name 'merged_ranges' is not defined" in detail
     fixed = module.replace("for start, end in merged_ranges", "for start, end in merge_ranges(ranges)")
     assert _checks(_answer(fixed, usage))["python.usage"] == (True, "")
+
+
+def test_a_data_file_of_a_plan_is_asked_for_the_file_alone(write_script: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """multipart_set5_rules4: the flags.json part wrote the file, then "2. flags.py with load_flags(path) ...", the
+    next part's code, cut off; its JSON check then read that code too ("Extra data")."""
+    plan = {
+        "id": "flags",
+        "title": "Feature flags",
+        "slots": [
+            {"id": "data", "title": "flags.json", "description": "Write flags.json.", "expert": "python_coder",
+             "deliverable": "data", "language": "json"},
+            {"id": "module", "title": "Module", "description": "Write flags.py.", "expert": "python_coder",
+             "deliverable": "code", "language": "python"},
+        ],
+    }  # fmt: skip
+    script = write_script(
+        {
+            "rules": [
+                {"slot": "data", "text": answer("Flags", f"```json\n{FLAGS_JSON}```")},
+                {"slot": "module", "text": answer("Flags module", f"```python\n{FLAGS_MODULE}```")},
+            ]
+        }
+    )
+    prompts: list[str] = []
+    state = run_plan(script, TASK, plan, monkeypatch, "data", prompts)
+    assert state.status == RunStatus.COMPLETED and len(prompts) == 1
+    assert "the other parts of the task are written by others" in prompts[0] and 'Add "2. "' not in prompts[0]
+    one = contract_of("data", "json")
+    assert one.max_items == 2 and 'Add "2. "' in CONTRACT_DATA.format(language="json")  # a file asked alone
