@@ -10,6 +10,8 @@ model only wrote out:
   is another slot's part, goes, and the rest are numbered again; so does a code block that repeats earlier code.
 * :func:`without_unprinted_output`: an output block after Python that the program, run, does not print goes, and a
   ``print(...)  # Output: X`` comment says what the program prints.
+* :func:`imported`: a standard module a candidate's Python uses and never imports is imported (the one edit that
+  adds a line of code), as each candidate is drawn (before its checks).
 * :func:`computed`: a candidate's arithmetic is computed (:mod:`engine.slots.inline_arithmetic`), in a math
   slot and any whose result a program computes, as each candidate is drawn (before its checks).
 * :func:`without_written_sources`: a source tag or unresolved marker the model wrote itself goes (only the
@@ -31,8 +33,10 @@ from engine.slots.checks import (
     repeated_sections,
     repetition_check,
 )
+from engine.slots.checks.code import module_code, unimported_modules
 from engine.slots.checks.contract import WRITTEN_SOURCE, RepeatedCode, repeated_code, sources_check
 from engine.slots.checks.printed import numbers_only_from, unprinted_outputs, wrong_print_comments
+from engine.slots.checks.text import PYTHON_TAGS
 from engine.slots.inline_arithmetic import compute, compute_all
 from engine.slots.loop_watch import cut_loops
 from engine.slots.sandbox import SandboxLimits
@@ -42,6 +46,7 @@ from state.result import OutlineItem, Section, SlotResult, render_section
 
 __all__ = [
     "computed",
+    "imported",
     "without_loops",
     "without_repeated_sections",
     "without_unfinished_end",
@@ -273,6 +278,35 @@ def computed(result: SlotResult, ledger: list[LedgerEntry], candidate: str = "")
     bodies = compute_all([s.body for s in result.sections])[0]  # a wrong result restated in a later section too
     sections = [s.model_copy(update={"body": body}) for s, body in zip(result.sections, bodies, strict=True)]
     _record(ledger, result, "compute", (f"{candidate}: " if candidate else "") + "; ".join(changes)[:500])
+    return result.model_copy(update={"raw": raw, "sections": sections})
+
+
+def imported(result: SlotResult, ledger: list[LedgerEntry], candidate: str = "") -> SlotResult:
+    """The result with the standard modules its Python module uses and never imports imported, and a ledger entry.
+
+    The one edit that adds to code, and only an ``import`` line of the standard library the code already calls:
+    the feature-flags module called ``zlib.crc32`` with no ``import zlib`` in every candidate of two runs, and went
+    out under ``python.unimported``'s caveat. The line goes after the imports that open the module's block.
+    """
+    module, _ = module_code(result)
+    missing = unimported_modules(module) if module else []
+    if not module or not missing:
+        return result
+    first = next((code for language, code in code_blocks(result.raw) if language in PYTHON_TAGS), None)
+    if first is None:
+        return result
+    lines = first.split("\n")
+    at = 0
+    for index, line in enumerate(lines):
+        if line.startswith(("import ", "from ")):
+            at = index + 1
+        elif line.strip() and not line.startswith("#"):
+            break
+    added = "\n".join([*lines[:at], *(f"import {name}" for name in missing), *lines[at:]])
+    raw = result.raw.replace(first, added, 1)
+    sections = [s.model_copy(update={"body": s.body.replace(first, added, 1)}) for s in result.sections]
+    said = f"imported {', '.join(missing)}: the code uses {' and '.join(missing)} and never imported it"
+    _record(ledger, result, "import", (f"{candidate}: " if candidate else "") + said)
     return result.model_copy(update={"raw": raw, "sections": sections})
 
 

@@ -25,11 +25,13 @@ from engine.slots.checks import (
     module_name,
     python_modules,
 )
+from engine.slots.checks.text import PYTHON_TAGS
 from engine.slots.contracts import Contract
 from engine.slots.draw_policy import Drawn, DrawPolicy, NextDraw
 from engine.slots.job import SlotJob
 from engine.slots.kept_answer import (
     computed,
+    imported,
     without_loops,
     without_repeated_sections,
     without_unfinished_end,
@@ -456,6 +458,8 @@ class _Slot:
         result = self._parse(gen, plain, attempt, prompt.max_tokens)
         if self.corrects_arithmetic:  # before the checks: a corrected step's result is what the answer states
             result = computed(result, self.ledger, candidate=f"c{attempt}")
+        if self.contract.deliverable == "code" and (self.contract.language or "").lower() in PYTHON_TAGS:
+            result = imported(result, self.ledger, candidate=f"c{attempt}")  # before the checks, as computed
         said = (*job.feedback, *([feedback] if feedback else []))
         checks, signals = self._check(result, gen, watch, said, bounded=request.grammar is not None)
         record = CandidateRecord(

@@ -13,13 +13,19 @@ import pytest
 from engine.agreement import Part, disagreements
 from engine.prompts import CONTRACT_DATA
 from engine.slots.checks import CheckContext, check_answer
+from engine.slots.checks.code import unimported_modules
 from engine.slots.checks.usage import raising_usage, usage_blocks
 from engine.slots.contracts import contract_of
+from engine.slots.job import SlotJob
+from engine.slots.run import run_slot
 from engine.slots.sandbox import SandboxLimits
 from state import RunStatus
+from state.context import resolve_settings
+from state.framework import SlotSpec
 from state.outline import parse_output
 from state.quality import SlotQuality
 from tests.unit.plan_runs import answer, run_plan
+from tests.unit.scripted import Scripted
 
 FLAGS_JSON = """{
   "flags": {
@@ -199,3 +205,26 @@ def test_a_data_file_of_a_plan_is_asked_for_the_file_alone(write_script: Any, mo
     assert "the other parts of the task are written by others" in prompts[0] and 'Add "2. "' not in prompts[0]
     one = contract_of("data", "json")
     assert one.max_items == 2 and 'Add "2. "' in CONTRACT_DATA.format(language="json")  # a file asked alone
+
+
+def test_a_standard_module_the_code_calls_and_never_imports_is_imported_before_its_checks() -> None:
+    """multipart_set5_rules4: every candidate of the flags module called ``zlib.crc32`` with no ``import zlib``
+    (two runs), and the part went out under ``python.unimported``'s caveat."""
+    module = FLAGS_MODULE.replace("import zlib\n", "")
+    text = f"## Outline\n1. Flags module\n\n## 1. Flags module\n```python\n{module}```\n"
+    assert unimported_modules(module) == ["zlib"] and unimported_modules(FLAGS_MODULE) == []
+    spec = SlotSpec(id="module", title="Module", description=TASK, deliverable="code", language="python")
+    job = SlotJob(
+        spec=spec, task=TASK, constraints=(), expert="python_coder", persona="You write Python.", references={},
+        max_tokens=600, temperature=0.0,
+    )  # fmt: skip
+    backend = Scripted([text])
+    outcome = run_slot(job, backend, resolve_settings({"backend": "fake", "best_of": 1}, env={}), emit=lambda _: None)
+    assert outcome.result is not None and outcome.result.quality is not None
+    assert "import json\nimport zlib\n\nclass Flags:" in outcome.result.raw and len(backend.requests) == 1
+    failed = [c.name for c in outcome.result.quality.candidates[0].checks if c.severity == "hard" and not c.passed]
+    assert "python.unimported" not in failed
+    [entry] = [e for e in outcome.ledger if e.action == "import"]
+    assert entry.outputs_summary == "c1: imported zlib: the code uses zlib and never imported it"
+    # a name the code binds itself, a parameter or an assignment, is not a module it forgot
+    assert unimported_modules("def f(time):\n    return time.time()\nre = object()\nre.x\n") == []

@@ -21,6 +21,7 @@ as before.
 from __future__ import annotations
 
 import ast
+import builtins
 import configparser
 import contextlib
 import csv
@@ -947,6 +948,35 @@ def _lint_checks(code: str) -> list[CheckResult]:
         detail=f"the code uses {modules[0]} and never imports it (import {modules[0]})",
     )
     return [lint, unimported]
+
+
+def unimported_modules(code: str) -> list[str]:
+    """The standard modules ``code`` uses as ``module.name`` and never binds (no import, assignment or parameter).
+
+    What ``python.unimported`` fails, read without ruff: the feature-flags module called ``zlib.crc32`` with no
+    ``import zlib`` in all the candidates of two runs. Empty when the code does not parse.
+    """
+    try:
+        tree = parse_module(code)
+    except (SyntaxError, ValueError):
+        return []
+    bound: set[str] = set()
+    used: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).partition(".")[0] for a in node.names}
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if isinstance(node.value.ctx, ast.Load) and node.value.id in sys.stdlib_module_names:
+                used[node.value.id] = None
+    return [name for name in used if name not in bound and not hasattr(builtins, name)]
 
 
 def _lint(code: str) -> tuple[CheckResult, list[dict[str, object]]]:
