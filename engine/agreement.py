@@ -40,6 +40,8 @@ What is compared (docs/answers.md, "Parts that agree"):
   parts' modules they import, in the sandbox (not for a package the sandbox lacks).
 * Examples: a part whose example line (``print(bowling_score(rolls))  # Output: 30``) calls a function another part's
   module defines, and prints something else when run against it.
+* Task's functions: a function the task names with its parameters (``is_enabled(flags, name, user_id)``) that no
+  part's Python defines at its top level sends the code part back (the one with such a method, else the first).
 * Usage: a code part whose usage example, run with a data file another part wrote (the part titled for
   ``flags.json``), raises in its own code (:mod:`engine.slots.checks.usage`).
 """
@@ -60,6 +62,7 @@ from engine.slots.checks.quantities import Stated, same_value, stated_values
 from engine.slots.checks.text import PYTHON_TAGS, SQL_TAGS, code_blocks, norm, without_closed_code
 from engine.slots.checks.usage import raising_usage, usage_blocks
 from engine.slots.sandbox import SandboxLimits, run_python
+from experts.routing.aspects import named_functions
 from state.figures import TaskFigures
 from state.python_ast import parse_module
 from state.result import SlotResult
@@ -95,7 +98,8 @@ class Disagreement:
     keys the query does not select), ``python.imports`` (a name imported from a part's module that it lacks, or
     from a module no part delivers), ``python.tests`` (a part's tests fail against the module they import),
     ``python.examples`` (a part's ``print(...)  # Output: y`` of another part's function prints else),
-    ``python.usage`` (a code part's usage example, run with another part's data file, raises in its code)."""
+    ``python.usage`` (a code part's usage example, run with another part's data file, raises in its code),
+    ``python.task_functions`` (no part defines a function the task names; ``source_id`` "task")."""
     detail: str
     """What does not fit, in one line."""
     facts: str
@@ -116,6 +120,7 @@ def disagreements(
     found = (
         _sql_disagreements(parts)
         + _python_disagreements(parts)
+        + _task_function_disagreements(parts, task)
         + _endpoint_disagreements(parts)
         + _config_disagreements(parts)
         + _template_disagreements(parts)
@@ -294,6 +299,68 @@ def _definitions(code: str) -> list[_Definition]:
             params = tuple(a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs)
             out.append(_Definition(node.name, params, ast.get_source_segment(code, node) or ""))
     return out
+
+
+def _task_function_disagreements(parts: Sequence[Part], task: str) -> list[Disagreement]:
+    """The code part that should define a function the task names with its parameters, when no part does.
+
+    A plan from a template gives its slots the template's words, and the one from the aspects may lose a later
+    sentence's names (mp5-feature-flags: a class whose methods took other parameters than the task's
+    ``is_enabled(flags, name, user_id)``). A function no part defines at the top level of its Python sends back
+    the part that defines it as a method, else the first Python code part that defines any function.
+    """
+    signatures = named_functions(task)
+    if not signatures:
+        return []
+    coders = [
+        p
+        for p in parts
+        if p.result.quality is not None
+        and p.result.quality.deliverable == "code"
+        and (p.result.quality.language or "").lower() in PYTHON_TAGS
+    ]
+    trees = {
+        p.slot_id: _trees([c for language, c in code_blocks(p.result.raw) if language in PYTHON_TAGS]) for p in coders
+    }
+    top = {
+        n.name
+        for ts in trees.values()
+        for t in ts
+        for n in t.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    missing = [name for name in signatures if name not in top]
+    if not missing:
+        return []
+
+    def defines(part: Part, name: str | None) -> bool:
+        return any(
+            isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and (name is None or n.name == name)
+            for t in trees[part.slot_id]
+            for n in ast.walk(t)
+        )
+
+    owner = next((p for p in coders for name in missing if defines(p, name)), None)
+    owner = owner or next((p for p in coders if defines(p, None) and not _only_tests(trees[p.slot_id])), None)
+    if owner is None:
+        return []
+    named = ", ".join(signatures[name] for name in missing)
+    return [
+        Disagreement(
+            slot_id=owner.slot_id,
+            source_id="task",
+            kind="python.task_functions",
+            detail=f"no part defines the task's function{'s' if len(missing) > 1 else ''} {named}",
+            facts=f"The task names {named}: define {'each' if len(missing) > 1 else 'it'} as a function of the "
+            "module (not a method), with exactly these parameters.",
+        )
+    ]
+
+
+def _only_tests(trees: Sequence[ast.Module]) -> bool:
+    """Whether every function the blocks define is a test (``test_...``)."""
+    names = [n.name for t in trees for n in ast.walk(t) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return bool(names) and all(name.startswith("test") for name in names)
 
 
 def node_name(node: ast.stmt) -> str:

@@ -228,3 +228,24 @@ def test_a_standard_module_the_code_calls_and_never_imports_is_imported_before_i
     assert entry.outputs_summary == "c1: imported zlib: the code uses zlib and never imported it"
     # a name the code binds itself, a parameter or an assignment, is not a module it forgot
     assert unimported_modules("def f(time):\n    return time.time()\nre = object()\nre.x\n") == []
+
+
+def test_a_function_the_task_names_that_no_part_defines_sends_the_code_part_back() -> None:
+    """multipart_set5_rules3: the task named load_flags(path) and is_enabled(flags, name, user_id); the module part
+    wrote a class whose methods took other parameters, and nothing said so."""
+    task = TASK + " Then flags.py with load_flags(path) and is_enabled(flags, name, user_id)."
+    quality = SlotQuality(deliverable="code", language="python")
+
+    def part(slot_id: str, text: str) -> Part:
+        result = parse_output(text, slot_id, "python_coder", min_items=1, max_items=3)
+        return Part(slot_id, slot_id, result.model_copy(update={"quality": quality}))
+
+    tests = "```python\nfrom flags import load_flags\n\ndef test_load():\n    assert load_flags('flags.json')\n```"
+    data = Part("data", "flags.json", parse_output(f"```json\n{FLAGS_JSON}```", "data", "e"))
+    parts = [data, part("tests", tests), part("module", FLAGS_ANSWER)]
+    [found] = [d for d in disagreements(parts, task=task) if d.kind == "python.task_functions"]
+    assert (found.slot_id, found.source_id) == ("module", "task")
+    assert "load_flags(path), is_enabled(flags, name, user_id)" in found.detail and "not a method" in found.facts
+    functions = "def load_flags(path):\n    return {}\n\ndef is_enabled(flags, name, user_id):\n    return False\n"
+    parts[2] = part("module", answer("Flags module", f"```python\n{functions}```"))
+    assert not [d for d in disagreements(parts, task=task) if d.kind == "python.task_functions"]
