@@ -312,13 +312,7 @@ def _task_function_disagreements(parts: Sequence[Part], task: str) -> list[Disag
     signatures = named_functions(task)
     if not signatures:
         return []
-    coders = [
-        p
-        for p in parts
-        if p.result.quality is not None
-        and p.result.quality.deliverable == "code"
-        and (p.result.quality.language or "").lower() in PYTHON_TAGS
-    ]
+    coders = [p for p in parts if _python_code(p)]
     trees = {
         p.slot_id: _trees([c for language, c in code_blocks(p.result.raw) if language in PYTHON_TAGS]) for p in coders
     }
@@ -557,6 +551,12 @@ def _against(owner: Part, parts: Sequence[Part], judge: Callable[[Part], Disagre
     return [found for part in parts if part.slot_id != owner.slot_id and (found := judge(part)) is not None]
 
 
+def _python_code(part: Part) -> bool:
+    """Whether the part's deliverable is Python code (its kept answer's contract)."""
+    quality = part.result.quality
+    return quality is not None and quality.deliverable == "code" and (quality.language or "").lower() in PYTHON_TAGS
+
+
 def _python_of(result: SlotResult) -> str:
     """The Python code blocks of an answer, joined."""
     return "\n".join(c for language, c in code_blocks(result.raw) if language in PYTHON_TAGS)
@@ -756,8 +756,7 @@ def _test_disagreements(parts: Sequence[Part], beside: Beside, limits: SandboxLi
     """A code part whose tests, run against the other parts' modules it imports, fail (not for a missing package)."""
     out = []
     for part in parts:
-        quality = part.result.quality
-        if quality is None or quality.deliverable != "code" or (quality.language or "").lower() not in PYTHON_TAGS:
+        if not _python_code(part):
             continue
         modules, owners = beside[part.slot_id]
         blocks = [code for language, code in code_blocks(part.result.raw) if language in PYTHON_TAGS]
@@ -898,8 +897,7 @@ def _usage_disagreements(parts: Sequence[Part], beside: Beside, limits: SandboxL
     files = {p.slot_id: _data_files(p) for p in parts}
     out = []
     for part in parts:
-        quality = part.result.quality
-        if quality is None or quality.deliverable != "code" or (quality.language or "").lower() not in PYTHON_TAGS:
+        if not _python_code(part):
             continue
         given = {name: text for p in parts if p.slot_id != part.slot_id for name, text in files[p.slot_id].items()}
         module, tests = module_code(part.result)
