@@ -66,6 +66,18 @@ _COPIED = "\x00"
 """Where a copied example placeholder stood, until the text around it is tidied."""
 _AFTER_COPIED = re.compile(r"\x00[ \t]*:?[ \t]*")
 
+_GAP_BEFORE = re.compile(
+    r"(?P<asked>[A-Za-z][^.!?;:,()\n]*?)\s+(?P<link>is|are|was|were|will be|at|by|on|to|from|named|called)\s*$",
+    re.IGNORECASE,
+)
+"""A sentence that breaks off where the value goes: "The person on call for this week is", "... reached at"."""
+_LABEL_BEFORE = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?(?P<asked>[A-Za-z][\w' /-]{0,60}?)\s*:\s*$")
+"""A label the value follows: "Hostname:", "- The on-call engineer:"."""
+_COPULAS = frozenset({"is", "are", "was", "were", "will be"})
+_LEADING = re.compile(r"^(?:and|but|or|which|that|who|so|then|also|please)\s+", re.IGNORECASE)
+ASKED_WORDS = 10
+"""At most this many words of the sentence name what a copied example asks for (more is a whole sentence)."""
+
 _ANSWER = re.compile(r"^\s*(?:\*\*)?ANSWER(?:\*\*)?\s*:\s*(?:\*\*)?\s*(?P<text>.*)", re.IGNORECASE | re.DOTALL)
 _UNKNOWN = re.compile(r"^\s*\**UNKNOWN\b", re.IGNORECASE)
 _HEDGE = re.compile(
@@ -94,6 +106,33 @@ _NAMED = re.compile(r"(?<=[a-z,;:] )(?!I\b)[A-Z][\w'&-]*")
 answered that the bicycle repair shop makes jewellery for women, and the answer stood as a section's title)."""
 
 
+def named_examples(text: str) -> str:
+    """``text`` with each copied example placeholder that a sentence leads up to asking for what it lacks.
+
+    The model copies the protocol's example ("{{ASSIST:user:the detail}}") into running prose: "The person on call
+    for this week is {{ASSIST:user:the detail}}." (a welcome note on the real 1.5B). Taken out, the sentence read
+    "The person on call for this week is ." and nothing listed it; so the words the sentence gives before it, up
+    to the verb or preposition the value follows ("is", "at", "by", ...), become its description ("{{ASSIST:user:
+    the person on call for this week}}"), resolved and listed like any other: a ``user`` request (a ``lookup``
+    where the copy was one; the copy's own kind and domain are the example's, "expert:domain:" on the real 1.5B).
+    A copy with no such sentence before it (a heading, a line of its own) is left for
+    :meth:`AssistResolver.resolve` to take out.
+    """
+
+    def named(ph: Placeholder) -> str | None:
+        if ph.description.casefold() not in prompts.EXAMPLE_DESCRIPTIONS:
+            return None
+        line = text[: ph.start].rpartition("\n")[2].replace("*", "").replace("`", "")
+        asked = _asked_before(line)
+        if asked is None:
+            return None
+        # the copy's kind and domain are the example's ("expert:domain:" on the real 1.5B): a fact of the person's,
+        # or of the knowledge base where it was a lookup
+        return f"{{{{ASSIST:{'lookup' if ph.kind == 'lookup' else 'user'}:{asked}}}}}"
+
+    return replace_assists(text, named)
+
+
 def asks_the_person(description: str) -> bool:
     """Whether a ``user`` request asks for something of the person's own (:data:`_PERSONAL`).
 
@@ -101,6 +140,49 @@ def asks_the_person(description: str) -> bool:
     foods", "types of exercises" in a real patient leaflet); in a mode that cannot ask, the expert is consulted.
     """
     return bool(_PERSONAL.search(description) or _NAMED.search(description))
+
+
+def _asked_before(line: str) -> str | None:
+    """What a line that breaks off for a value asks for, by its words before the gap; None when it says nothing.
+
+    "The person on call for this week is" asks for "the person on call for this week"; "Hostname:" for "hostname";
+    "... and can be reached at" for 'what follows "can be reached at"'.
+    """
+    if re.fullmatch(r"\s*(?:dear|hi|hello|to)\s*", line, re.IGNORECASE):
+        return "the recipient's name"
+    if (label := _LABEL_BEFORE.match(line)) is not None and len(label.group("asked").split()) <= 6:
+        return _lowered(label.group("asked").strip())
+    gap = _GAP_BEFORE.search(line)
+    if gap is None:
+        return None
+    words = _LEADING.sub("", gap.group("asked").strip()).split()
+    link = gap.group("link").lower()
+    if link in _COPULAS:
+        return _lowered(" ".join(words[-ASKED_WORDS:])) if len(words) >= 2 else None
+    return f'what follows "{" ".join([*words[-4:], link])}"' if words else None
+
+
+def _lowered(words: str) -> str:
+    """``words`` with a capital first letter lowered, unless the word is all capitals or a name within a sentence."""
+    return words[:1].lower() + words[1:] if words[1:2].islower() else words
+
+
+def _with_named_examples(result: SlotResult) -> SlotResult:
+    """``result`` with :func:`named_examples` applied to its raw text, sections and outline alike."""
+    if not any(
+        ph.description.casefold() in prompts.EXAMPLE_DESCRIPTIONS for ph in scan_assists(result.raw).placeholders
+    ):
+        return result
+    return result.model_copy(
+        update={
+            "raw": named_examples(result.raw),
+            "sections": [
+                s.model_copy(update={"title": named_examples(s.title), "body": named_examples(s.body)})
+                for s in result.sections
+            ],
+            "outline": [i.model_copy(update={"title": named_examples(i.title)}) for i in result.outline],
+        }
+    )
 
 
 def parse_consult_answer(text: str) -> tuple[str | None, str]:
@@ -199,6 +281,7 @@ class AssistResolver:
 
     def resolve(self, result: SlotResult, slot_title: str = "") -> Resolution:
         """Resolve every placeholder in ``result`` and return the result with values and markers in place."""
+        result = _with_named_examples(result)
         scan = scan_assists(result.raw)
         notices = [
             Notice(level="warning", source="assist", slot_id=result.slot_id, message=m.warning())

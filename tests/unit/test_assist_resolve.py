@@ -256,6 +256,33 @@ def test_the_protocols_own_examples_copied_are_taken_out_not_asked(kb: Knowledge
     assert "{{ASSIST:user:the detail}}" in removed.inputs_summary and removed.slot_id == "impl"
 
 
+def test_a_copied_example_a_sentence_leads_up_to_asks_for_what_the_sentence_lacks(kb: KnowledgeBase) -> None:
+    """A welcome note on the real 1.5B (tests/integration/test_assist_real.py's task): "The person on call for this
+    week is {{ASSIST:user:the detail}}." was taken out as a copied example, and the note read "The person on call
+    for this week is ." with nothing listed."""
+    resolver, _ = _resolver(kb)
+    body = (
+        "Dear {{ASSIST:user:the detail}},\n"
+        "The person on call for this week is {{ASSIST:expert:domain:the detail}}. They can be reached at "
+        "{{ASSIST:user:the detail}}.\n"
+        "**Hostname:** {{ASSIST:lookup:the fact}}\n"
+        "{{ASSIST:user:the detail}}: Passwords have 12 characters."
+    )
+    res = resolver.resolve(_result(body))
+    asked = [(r.kind, r.description, r.status) for r in res.records]
+    assert asked == [
+        ("user", "the recipient's name", "unresolved"),
+        ("user", "the person on call for this week", "unresolved"),
+        ("user", 'what follows "They can be reached at"', "unresolved"),
+        ("lookup", "hostname", "unresolved"),
+    ]
+    text = res.result.sections[0].body
+    assert "The person on call for this week is {{UNRESOLVED:user:the person on call for this week - " in text
+    assert text.startswith("Dear {{UNRESOLVED:user:the recipient's name - ")
+    assert text.endswith("\nPasswords have 12 characters.")  # a copy standing as a label still goes
+    assert sorted(unresolved_markers(res.result.raw)) == sorted(str(r.marker) for r in res.records)
+
+
 def test_no_placeholders_no_work() -> None:
     def boom() -> KnowledgeBase:
         raise AssertionError("the knowledge base must not be loaded")
