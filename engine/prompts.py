@@ -251,6 +251,19 @@ An earlier program for this task used the numbers given in {given} with a rate o
 converting them: 1 {bigger} is {factor} {smaller}."""
 """Added to the figures prompt after a program that wrote no conversion the task's units need (:mod:`engine.units`)."""
 
+SPREAD_SAMPLE = """
+
+Standard deviation: the task asks for the sample's, which divides by n - 1: use statistics.stdev (statistics.variance \
+for the variance), not statistics.pstdev."""
+"""Added to a program's prompt when the task names the sample's standard deviation (:mod:`engine.spread`): two
+programs of the 1.5B called numpy's ``std``, which divides by n, and agreed (2026-12-08)."""
+
+SPREAD_POPULATION = """
+
+Standard deviation: the task asks for the population's, which divides by n: use statistics.pstdev \
+(statistics.pvariance for the variance), not statistics.stdev."""
+"""The same for a task that names the population's."""
+
 UNITS_HINT = """\
 
 Units: {conversions}."""

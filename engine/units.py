@@ -61,6 +61,11 @@ _add("length", 1e-3, "mm", "millimetre", "millimetres", "millimeter", "millimete
 _add("length", 1e-2, "cm", "centimetre", "centimetres", "centimeter", "centimeters")
 _add("length", 1, "m", "metre", "metres", "meter", "meters")
 _add("length", 1e3, "km", "kilometre", "kilometres", "kilometer", "kilometers")
+_add("length", 0.0254, "inch", "inches")
+_add("length", 0.3048, "ft", "foot", "feet")
+_add("length", 0.9144, "yd", "yard", "yards")
+_add("length", 1609.344, "mile", "miles")
+_add("mass", 453.59237, "lb", "lbs")  # not "pounds": "in pounds" is most often money
 _add("volume", 1e-3, "ml", "millilitre", "millilitres", "milliliter", "milliliters")
 _add("volume", 1, "l", "litre", "litres", "liter", "liters")
 _add("data", 1e6, "MB", "megabyte", "megabytes")
@@ -84,6 +89,8 @@ _RATIO = re.compile(
 """A ratio of two units ("15 mg/kg", "5 ml per l"): where both are of one kind, a dose by weight, not a conversion
 between them (numeric_heldout3's paracetamol dose: the program that printed the right 285.76 mg was set aside
 for 'mg with kg unconverted')."""
+_MAP_SCALE = re.compile(r"\b(?:represents?|stands? for|to scale|scale of|on (?:a|the) map)\b", re.I)
+"""A map or drawing whose own scale relates two lengths (a GSM8K problem's "1/4 inch represents 8 miles")."""
 _SINGLE_LETTERS = frozenset({"w", "g", "m", "l", "s", "h"})
 """Units of one letter are read after a number ("350 W") or as a rate's ("per h", "/W"), never after "a" or "in"."""
 
@@ -142,11 +149,22 @@ def conversions(task: str) -> list[Conversion]:
         for match in _RATIO.finditer(task)
         if (top := _unit(match.group(1))) is not None and (bottom := _unit(match.group(2))) is not None
     }
+    doses = {
+        top.shown
+        for match in _RATIO.finditer(task)
+        if (top := _unit(match.group(1))) is not None
+        and (bottom := _unit(match.group(2))) is not None
+        and top.kind == bottom.kind
+    }  # the tops of ratios of one kind ("mg" of "15 mg/kg"): a dose, not a unit the task's other masses go to
     out = []
     for unit, values in given.values():
         for other in named.values():
             if other.kind != unit.kind or other.scale == unit.scale or {unit.shown, other.shown} in ratios:
                 continue
+            if unit.kind == "length" and _MAP_SCALE.search(task):
+                continue  # "1/4 inch represents 8 miles": the map's own scale, not a conversion
+            if other.shown in doses:
+                continue  # "15 mg/kg ... 46 lb ... how many mg": the lb go to kg, not to mg
             factor = max(other.scale, unit.scale) / min(other.scale, unit.scale)
             out.append(Conversion(unit.shown, other.shown, factor, tuple(dict.fromkeys(values))))
     return out
@@ -201,7 +219,7 @@ def unconverted(program: str, found: list[Conversion]) -> list[Conversion]:
     written = written_numbers(program)
     if written is None:
         return found
-    return [c for c in found if not any(_close(w, v) for w in written for v in converted_values([c]))]
+    return [c for c in found if not any(_near(w, v) for w in written for v in converted_values([c]))]
 
 
 def written_numbers(program: str) -> list[float] | None:
@@ -264,6 +282,14 @@ def split_compounds(program: str, found: list[Compound]) -> list[Compound]:
         if any(_close(w, c.part) for w in written)
         and not any(_close(w, v) or abs(w - v) <= 1e-3 * abs(v) for w in written for v in (c.whole, *c.totals))
     ]
+
+
+def _near(a: float, b: float) -> bool:
+    """Within 1%: a program writes an imperial factor rounded.
+
+    1.609 or 0.6214 for a mile's 1.609344 km; the 2.2 lb a dose task gives for a kilogram's 2.20462.
+    """
+    return abs(a - b) <= 1e-9 + 1e-2 * abs(b)
 
 
 def _close(a: float, b: float) -> bool:

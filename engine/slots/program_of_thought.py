@@ -34,6 +34,7 @@ from engine.slots.checks.text import PYTHON_TAGS
 from engine.slots.contracts import ASKS_A_QUANTITY
 from engine.slots.inline_arithmetic import compute
 from engine.slots.sandbox import SandboxLimits, SandboxResult, run_python
+from engine.spread import asked_spread, spread_hint, wrong_spread
 from engine.units import compounds, conversion_hint, conversions, split_compounds, unconverted
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from state.passport import LedgerEntry
@@ -240,6 +241,11 @@ def calculate(
         return made(
             f"the program printed {output[-120:]!r} but used {c.given} with {c.named} unconverted", program, output
         )
+    if values and (call := wrong_spread(program, task)) is not None:
+        other = "population" if asked_spread(task) == "sample" else "sample"
+        return made(
+            f"the program printed {output[-120:]!r} but took the {other}'s spread ({call[:60]})", program, output
+        )
     if values:
         return made(f"the program printed {output[-120:]!r}", program, output, values, lines=lines)
     if printed_values(output):
@@ -284,7 +290,8 @@ def _failure(ran: SandboxResult) -> str | None:
 
 def program_messages(task: str) -> tuple[ChatMessage, ...]:
     """The request for a program that prints ``task``'s answer (with the unit conversions it needs named)."""
-    return (ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip()) + conversion_hint(conversions(task))),)
+    hints = conversion_hint(conversions(task)) + spread_hint(task)
+    return (ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip()) + hints),)
 
 
 def repair_messages(task: str, failed: Calculation) -> tuple[ChatMessage, ...]:

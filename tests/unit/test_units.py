@@ -54,12 +54,35 @@ def test_a_number_in_one_unit_against_a_rate_or_result_in_another(
         "In the 1990s prices rose 3% an hour.",  # no seconds
         "A 5 M budget spread over 12 months; how much a month?",  # M is a million
         "Write 3 paragraphs in a m style.",
-        # numeric_heldout3, nh3-dose-weight: a dose by weight is a ratio of two masses, not a conversion between them
-        "Child weighs 42 lb. Paracetamol single dose ordered at 15 mg/kg. Use 1 lb = 0.453592 kg. The dose in mg?",
+        # GSM8K train sample: a map's own scale relates the two lengths
+        "On a road map, 1/4 inch represents 8 miles of actual road distance. The towns are 3 3/8 inches apart on the "
+        "map. How many miles apart are the actual towns?",
     ],
 )
 def test_tasks_without_two_units_of_one_kind_need_none(task: str) -> None:
     assert conversions(task) == []
+
+
+def test_a_dose_by_weight_converts_the_weight_not_the_dose() -> None:
+    """A dose by weight is a ratio of two masses, not a conversion between them (numeric_heldout3, nh3-dose-weight);
+    the weight in pounds goes to the ratio's kilograms."""
+    task = "Child weighs 42 lb. Paracetamol single dose ordered at 15 mg/kg. Use 1 lb = 0.453592 kg. The dose in mg?"
+    [found] = conversions(task)
+    assert (found.given, found.named, round(found.factor, 5)) == ("lb", "kg", 2.20462)
+    assert unconverted("weight = 42 * 0.453592\nprint(weight * 15)", [found]) == []
+    assert unconverted("print(42 * 15)", [found]) == [found]
+
+
+def test_miles_and_kilometres_convert_with_the_factor_as_programs_round_it() -> None:
+    """A marathon's pace and speed on the real 1.5B, 2026-12-08: two programs divided 42.195 km by the hours and
+    printed 11.15 "mph" (6.93 is right), and the document gave it as the result; miles were no unit here."""
+    task = "I ran a marathon (42.195 km) in 3 hours 47 minutes. What was my average speed in miles per hour?"
+    found = conversions(task)
+    assert [(c.given, c.named) for c in found] == [("km", "mile"), ("min", "h")]
+    assert "1 mile is 1.60934 km" in conversion_hint(found)
+    assert unconverted("h = 3 + 47 / 60\nprint(42.195 / h)", found) == found[:1]
+    for factor in ("1.609", "0.621371", "0.6214"):
+        assert unconverted(f"h = 3 + 47 / 60\nprint(42.195 * {factor} / h)", found) == []
 
 
 def test_a_program_that_writes_the_factor_or_a_converted_value_converts() -> None:
