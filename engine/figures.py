@@ -27,6 +27,7 @@ from engine.slots.program_of_thought import (
     program_in,
 )
 from engine.slots.sandbox import SandboxLimits, run_python
+from engine.spread import spread_hint, wrong_spread
 from engine.units import conversion_hint, conversions, unconverted, written_numbers
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from experts.routing.aspects import named_deliverables, object_phrase
@@ -137,7 +138,7 @@ def compute_figures(
     partial: list[tuple[str, str, list[Figure]]] = []  # programs that left out numbers the task gives
     notes: list[str] = []
     needed = conversions(task)
-    units = hint = conversion_hint(needed)  # every program's prompt names the conversions the task needs
+    units = hint = conversion_hint(needed) + spread_hint(task)  # every program's prompt names the conversions
     for n in range(MAX_PROGRAMS):
         if n == 2 and runs and all(_printed_by_two(f, runs) for f in runs[0][2]):
             break  # the second program confirmed every figure of the first
@@ -157,6 +158,9 @@ def compute_figures(
             cost, net = added
             notes.append(f"program {n + 1} added {cost} into {net}: not used")
             hint = units + prompts.FIGURES_COST_ADDED.format(cost=cost, net=net)
+            partial.append(run)
+        elif (call := wrong_spread(run[0], task)) is not None:
+            notes.append(f"program {n + 1} took the other kind of standard deviation ({call[:60]}): not used")
             partial.append(run)
         elif skipped := unconverted(run[0], needed):
             c = skipped[0]

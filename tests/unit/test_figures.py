@@ -417,3 +417,17 @@ def test_programs_that_add_every_cost_into_a_net_amount_confirm_nothing(write_sc
         ("net amount raised", 5420.7),
         ("net per guest", 24.64),
     ]
+
+
+def test_programs_that_take_the_population_spread_where_the_sample_is_asked_confirm_nothing(write_script: Any) -> None:
+    task = (
+        "Scores of the pilot group: 72, 68, 81, 77 and 70. Work out the mean and the sample standard deviation, and "
+        "write a short note to the team with both figures."
+    )
+    population = "```python\nimport statistics\nx = [72, 68, 81, 77, 70]\nprint(f'sd: {statistics.pstdev(x):.4f}')\n```"
+    figures = _computed(write_script, task, population, population)
+    assert figures.figures == []
+    assert "program 1 took the other kind of standard deviation (statistics.pstdev(x)): not used" in figures.note
+    sample = population.replace("pstdev", "stdev")
+    figures = _computed(write_script, task, sample, sample)
+    assert [(f.name, f.value) for f in figures.figures] == [("sd", 5.3198)]
