@@ -169,18 +169,19 @@ def _lowered(words: str) -> str:
 
 def _with_named_examples(result: SlotResult) -> SlotResult:
     """``result`` with :func:`named_examples` applied to its raw text, sections and outline alike."""
-    if not any(
-        ph.description.casefold() in prompts.EXAMPLE_DESCRIPTIONS for ph in scan_assists(result.raw).placeholders
-    ):
-        return result
+    copied = (ph.description.casefold() in prompts.EXAMPLE_DESCRIPTIONS for ph in scan_assists(result.raw).placeholders)
+    return _each_text(result, named_examples) if any(copied) else result
+
+
+def _each_text(result: SlotResult, change: Callable[[str], str]) -> SlotResult:
+    """``result`` with ``change`` applied to its raw text, its sections' titles and bodies and its outline's titles."""
     return result.model_copy(
         update={
-            "raw": named_examples(result.raw),
+            "raw": change(result.raw),
             "sections": [
-                s.model_copy(update={"title": named_examples(s.title), "body": named_examples(s.body)})
-                for s in result.sections
+                s.model_copy(update={"title": change(s.title), "body": change(s.body)}) for s in result.sections
             ],
-            "outline": [i.model_copy(update={"title": named_examples(i.title)}) for i in result.outline],
+            "outline": [i.model_copy(update={"title": change(i.title)}) for i in result.outline],
         }
     )
 
@@ -339,16 +340,7 @@ class AssistResolver:
             filled = replace_assists(text, lambda ph: replacement.get(ph.key))
             return _AFTER_COPIED.sub("", filled)  # with the colon that followed it ("1.1 {{...}}: The ...")
 
-        resolved = result.model_copy(
-            update={
-                "raw": fill(result.raw),
-                "sections": [
-                    s.model_copy(update={"title": fill(s.title), "body": fill(s.body)}) for s in result.sections
-                ],
-                "outline": [i.model_copy(update={"title": fill(i.title)}) for i in result.outline],
-            }
-        )
-        return Resolution(resolved, records, ledger, notices)
+        return Resolution(_each_text(result, fill), records, ledger, notices)
 
     # --- the three kinds ----------------------------------------------------------------------------------------
 
