@@ -28,7 +28,7 @@ from engine.slots.program_of_thought import (
 )
 from engine.slots.sandbox import SandboxLimits, run_python
 from engine.spread import spread_hint, wrong_spread
-from engine.units import conversion_hint, conversions, unconverted, written_numbers
+from engine.units import conversion_hint, conversions, percent_hint, percent_unscaled, unconverted, written_numbers
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from experts.routing.aspects import named_deliverables, object_phrase
 from state.figures import Figure, TaskFigures
@@ -138,7 +138,8 @@ def compute_figures(
     partial: list[tuple[str, str, list[Figure]]] = []  # programs that left out numbers the task gives
     notes: list[str] = []
     needed = conversions(task)
-    units = hint = conversion_hint(needed) + spread_hint(task)  # every program's prompt names the conversions
+    # every program's prompt names the conversions the task needs
+    units = hint = conversion_hint(needed) + percent_hint(task) + spread_hint(task)
     for n in range(MAX_PROGRAMS):
         if n == 2 and runs and all(_printed_by_two(f, runs) for f in runs[0][2]):
             break  # the second program confirmed every figure of the first
@@ -158,6 +159,11 @@ def compute_figures(
             cost, net = added
             notes.append(f"program {n + 1} added {cost} into {net}: not used")
             hint = units + prompts.FIGURES_COST_ADDED.format(cost=cost, net=net)
+            partial.append(run)
+        elif (percent := percent_unscaled(run[0], task)) is not None:
+            notes.append(
+                f"program {n + 1} grew by {percent:g} where the task's {percent:g}% is {percent / 100:g}: not used"
+            )
             partial.append(run)
         elif (call := wrong_spread(run[0], task)) is not None:
             notes.append(f"program {n + 1} took the other kind of standard deviation ({call[:60]}): not used")

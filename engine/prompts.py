@@ -251,6 +251,12 @@ An earlier program for this task used the numbers given in {given} with a rate o
 converting them: 1 {bigger} is {factor} {smaller}."""
 """Added to the figures prompt after a program that wrote no conversion the task's units need (:mod:`engine.units`)."""
 
+PERCENT_HINT = """
+
+Percentages: use them as fractions in the arithmetic ({percent}% is {fraction})."""
+"""Added to a program's prompt when the task gives a percentage (:func:`engine.units.percent_hint`): two programs of
+the 1.5B grew a loan by ``(1 + 7.9 / 12) ** 60`` and agreed (2026-12-08)."""
+
 SPREAD_SAMPLE = """
 
 Standard deviation: the task asks for the sample's, which divides by n - 1: use statistics.stdev (statistics.variance \

@@ -21,6 +21,8 @@ from state.python_ast import parse_module
 
 __all__ = [
     "Compound",
+    "percent_hint",
+    "percent_unscaled",
     "Conversion",
     "compounds",
     "conversion_hint",
@@ -233,6 +235,58 @@ def written_numbers(program: str) -> list[float] | None:
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
     ]
+
+
+_PERCENT = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(?:%|percent\b|per\s+cent\b)", re.I)
+_SCALES = (100.0, 0.01, 1200.0, 1 / 1200)
+"""What turns a percentage into a fraction (a year's into a month's): a program that writes one of them scaled it."""
+
+
+def _percentages(task: str) -> list[float]:
+    found = (float(p.replace(",", "")) for p in _PERCENT.findall(task))
+    return list(dict.fromkeys(p for p in found if 0 < p != 100))
+
+
+def percent_hint(task: str) -> str:
+    """The sentence a program's prompt gets when the task gives percentages (else empty): they go in as fractions."""
+    found = _percentages(task)
+    if not found:
+        return ""
+    p = found[0]
+    return prompts.PERCENT_HINT.format(percent=_shown(p), fraction=f"{p / 100:.10g}")
+
+
+def percent_unscaled(program: str, task: str) -> float | None:
+    """A percentage of the task that ``program`` writes as its number and grows by, never made a fraction; or None.
+
+    A car loan "at 7.9% APR, treated as 7.9%/12 interest per month": two programs of the 1.5B wrote
+    ``monthly_interest_rate = 7.9 / 12`` into ``(1 + monthly_interest_rate) ** 60`` and agreed on a payment of
+    12,179.17 a month for 18,500 borrowed (374.23 is right, 2026-12-08). Only a program that adds or takes the rate
+    from 1 (``1 + r``, ``1 - d``) is judged, and one that writes 100, 0.01, 1,200 or the fraction itself anywhere
+    has scaled it (a necessary sign, as for units).
+    """
+    found = _percentages(task)
+    if not found:
+        return None
+    try:
+        tree = parse_module(program)
+    except (SyntaxError, ValueError):
+        return None
+    written = [
+        float(n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, int | float) and not isinstance(n.value, bool)
+    ]
+    if any(_near(w, v) for w in written for v in (*_SCALES, *(p / 100 for p in found), *(p / 1200 for p in found))):
+        return None
+    grows = any(
+        isinstance(n, ast.BinOp)
+        and isinstance(n.op, ast.Add | ast.Sub)
+        and any(isinstance(side, ast.Constant) and side.value == 1 for side in (n.left, n.right))
+        and not all(isinstance(side, ast.Constant) for side in (n.left, n.right))
+        for n in ast.walk(tree)
+    )
+    return next((p for p in found if p in written), None) if grows else None
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,15 @@ from engine.slots.contracts import ASKS_A_QUANTITY
 from engine.slots.inline_arithmetic import compute
 from engine.slots.sandbox import SandboxLimits, SandboxResult, run_python
 from engine.spread import asked_spread, spread_hint, wrong_spread
-from engine.units import compounds, conversion_hint, conversions, split_compounds, unconverted
+from engine.units import (
+    compounds,
+    conversion_hint,
+    conversions,
+    percent_hint,
+    percent_unscaled,
+    split_compounds,
+    unconverted,
+)
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from state.passport import LedgerEntry
 from state.python_ast import parse_module
@@ -241,6 +249,9 @@ def calculate(
         return made(
             f"the program printed {output[-120:]!r} but used {c.given} with {c.named} unconverted", program, output
         )
+    if values and (percent := percent_unscaled(program, task)) is not None:
+        why = f"grew by {percent:g} where the task's {percent:g}% is {percent / 100:g}"
+        return made(f"the program printed {output[-120:]!r} but {why}", program, output)
     if values and (call := wrong_spread(program, task)) is not None:
         other = "population" if asked_spread(task) == "sample" else "sample"
         return made(
@@ -290,7 +301,7 @@ def _failure(ran: SandboxResult) -> str | None:
 
 def program_messages(task: str) -> tuple[ChatMessage, ...]:
     """The request for a program that prints ``task``'s answer (with the unit conversions it needs named)."""
-    hints = conversion_hint(conversions(task)) + spread_hint(task)
+    hints = conversion_hint(conversions(task)) + percent_hint(task) + spread_hint(task)
     return (ChatMessage("user", prompts.PROGRAM_PROMPT.format(task=task.strip()) + hints),)
 
 

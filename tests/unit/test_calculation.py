@@ -685,3 +685,16 @@ def test_the_answers_own_program_votes_with_it() -> None:
     # an answer told the value, or whose program prints the first program's value, gets no such vote
     assert verdict(OWN_ANSWER, wrong, lambda: calc("47.82608695652174", M_AND_MS), own=wrong).agreement == "computed"
     assert answer_program("The chance is 25%.", M_AND_MS, SandboxLimits()) is None  # no program
+
+
+def test_a_program_that_grows_by_a_percentage_as_its_number_gives_no_check() -> None:
+    from tests.unit.test_units import CAR_LOAN, LOAN_IN_PERCENT
+
+    limits = SandboxLimits(timeout_s=10)
+    backend = Scripted([f"```python\n{LOAN_IN_PERCENT}```"])
+    done = calculate(CAR_LOAN, backend, "coder", limits, slot_id="s")
+    assert done.values == () and "but grew by 7.9 where the task's 7.9% is 0.079" in done.note
+    assert "(7.9% is 0.079)" in backend.requests[0].messages[0].content
+    right = LOAN_IN_PERCENT.replace("7.9 / 12", "0.079 / 12")
+    done = calculate(CAR_LOAN, Scripted([f"```python\n{right}```"]), "coder", limits, slot_id="s")
+    assert done.values and abs(float(done.values[0]) - 374.2285) < 1e-3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.units import Conversion, conversion_hint, conversions, unconverted
+from engine.units import Conversion, conversion_hint, conversions, percent_hint, percent_unscaled, unconverted
 
 SERVER = (
     "Our server room runs 14 machines drawing 350 W each, around the clock. We're thinking of consolidating onto 9 "
@@ -99,3 +99,35 @@ def test_a_program_that_writes_the_factor_or_a_converted_value_converts() -> Non
 def test_a_ratio_of_two_masses_still_leaves_a_third_to_convert() -> None:
     found = {(c.given, c.named) for c in conversions("Dose 15 mg/kg for a cat of 2000 g. The dose in mg?")}
     assert ("g", "kg") in found and ("mg", "kg") not in found and ("kg", "mg") not in found
+
+
+CAR_LOAN = (
+    "Quick one - the dealership is offering finance on a used car. I'd borrow £18,500 and repay it over 5 years in "
+    "60 equal monthly instalments at 7.9% APR, treated as 7.9%/12 interest per month. What is the instalment?"
+)
+# the real 1.5B's two programs for CAR_LOAN (numeric_heldout4, 2026-12-08): they agreed on 12,179.17 a month
+LOAN_IN_PERCENT = (
+    "loan_amount = 18500\nmonthly_interest_rate = 7.9 / 12  # in decimal\nnum_months = 5 * 12\n"
+    "m = loan_amount * (monthly_interest_rate * (1 + monthly_interest_rate) ** num_months) / "
+    "((1 + monthly_interest_rate) ** num_months - 1)\nprint(m)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "unscaled"),
+    [
+        (LOAN_IN_PERCENT, 7.9),
+        (LOAN_IN_PERCENT.replace("7.9 / 12", "7.9 / 100 / 12"), None),
+        (LOAN_IN_PERCENT.replace("7.9 / 12", "0.079 / 12"), None),
+        (LOAN_IN_PERCENT.replace("7.9 / 12", "7.9 / 1200"), None),
+        ("print(18500 * 7.9)", None),  # nothing grows by it: not judged
+    ],
+)
+def test_a_percentage_grown_by_as_its_number_is_found(program: str, unscaled: float | None) -> None:
+    assert percent_unscaled(program, CAR_LOAN) == unscaled
+
+
+def test_a_task_with_a_percentage_tells_the_program_the_fraction() -> None:
+    assert percent_hint(CAR_LOAN) == "\n\nPercentages: use them as fractions in the arithmetic (7.9% is 0.079)."
+    assert percent_hint("Add 100% of the base.") == ""  # 100% is the whole, not a rate
+    assert percent_unscaled("print(5.0 - 4.2)", "The rate went from 4.2% to 5.0%: by how many points?") is None
