@@ -163,7 +163,7 @@ def _asked_before(line: str) -> str | None:
 
 
 def _lowered(words: str) -> str:
-    """``words`` with a capital first letter lowered, unless the word is all capitals or a name within a sentence."""
+    """``words`` with its first letter lowered where the second is lower case ("The person", not "API key")."""
     return words[:1].lower() + words[1:] if words[1:2].islower() else words
 
 
