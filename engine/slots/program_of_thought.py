@@ -251,12 +251,11 @@ def calculate(
         )
     if values and (percent := percent_unscaled(program, task)) is not None:
         why = f"grew by {percent:g} where the task's {percent:g}% is {percent / 100:g}"
-        return made(f"the program printed {output[-120:]!r} but {why}", program, output)
+        return made(f"the program printed {output[-120:]!r} but {why}", program, output, error=why)
     if values and (call := wrong_spread(program, task)) is not None:
         other = "population" if asked_spread(task) == "sample" else "sample"
-        return made(
-            f"the program printed {output[-120:]!r} but took the {other}'s spread ({call[:60]})", program, output
-        )
+        why = f"took the {other}'s spread ({call[:60]})"
+        return made(f"the program printed {output[-120:]!r} but {why}", program, output, error=why)
     if values:
         return made(f"the program printed {output[-120:]!r}", program, output, values, lines=lines)
     if printed_values(output):

@@ -176,8 +176,9 @@ def _calculation(slot: _Slot, backend: ExpertBackend, emit: ProgressSink) -> Cal
     model when one is installed (the code model escalation would use), else by the slot's own; the ledger says what
     it printed, or why it gives no check. A first program that does not run (none came back, it looped, it
     failed), or ran and left out part of a quantity the task gives in two units ("1 hour 40 minutes":
-    :func:`engine.units.split_compounds`), is drawn once more, sampled: a slot without a program's value has no
-    check on its number at all.
+    :func:`engine.units.split_compounds`), grew by a percentage's number (:func:`engine.units.percent_unscaled`) or
+    took the other kind of spread than the task names (:func:`engine.spread.wrong_spread`), is drawn once more,
+    sampled: a slot without a program's value has no check on its number at all.
     """
     job = slot.job
     asked = calculable(job.task, job.expert, writes_code=slot.contract.code_first)
