@@ -21,13 +21,13 @@ from state.python_ast import parse_module
 
 __all__ = [
     "Compound",
-    "percent_hint",
-    "percent_unscaled",
     "Conversion",
     "compounds",
     "conversion_hint",
     "conversions",
     "converted_values",
+    "percent_hint",
+    "percent_unscaled",
     "split_compounds",
     "unconverted",
     "written_numbers",
@@ -146,18 +146,14 @@ def conversions(task: str) -> list[Conversion]:
         unit = _unit(word)
         if unit is not None:
             named.setdefault(unit.shown, unit)
-    ratios = {
-        frozenset((top.shown, bottom.shown))
+    pairs = [
+        (top, bottom)
         for match in _RATIO.finditer(task)
         if (top := _unit(match.group(1))) is not None and (bottom := _unit(match.group(2))) is not None
-    }
-    doses = {
-        top.shown
-        for match in _RATIO.finditer(task)
-        if (top := _unit(match.group(1))) is not None
-        and (bottom := _unit(match.group(2))) is not None
-        and top.kind == bottom.kind
-    }  # the tops of ratios of one kind ("mg" of "15 mg/kg"): a dose, not a unit the task's other masses go to
+    ]
+    ratios = {frozenset((top.shown, bottom.shown)) for top, bottom in pairs}
+    # the tops of ratios of one kind ("mg" of "15 mg/kg"): a dose, not a unit the task's other masses go to
+    doses = {top.shown for top, bottom in pairs if top.kind == bottom.kind}
     out = []
     for unit, values in given.values():
         for other in named.values():
@@ -266,17 +262,10 @@ def percent_unscaled(program: str, task: str) -> float | None:
     has scaled it (a necessary sign, as for units).
     """
     found = _percentages(task)
-    if not found:
+    written = written_numbers(program) if found else None
+    if written is None:
         return None
-    try:
-        tree = parse_module(program)
-    except (SyntaxError, ValueError):
-        return None
-    written = [
-        float(n.value)
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, int | float) and not isinstance(n.value, bool)
-    ]
+    tree = parse_module(program)  # it parsed for its numbers
     if any(_near(w, v) for w in written for v in (*_SCALES, *(p / 100 for p in found), *(p / 1200 for p in found))):
         return None
     grows = any(
