@@ -25,10 +25,11 @@ from engine.slots.program_of_thought import (
     RELATIVE_TOLERANCE,
     numbers_in,
     program_in,
+    set_aside,
 )
 from engine.slots.sandbox import SandboxLimits, run_python
-from engine.spread import spread_hint, wrong_spread
-from engine.units import conversion_hint, conversions, percent_hint, percent_unscaled, unconverted, written_numbers
+from engine.spread import spread_hint
+from engine.units import conversion_hint, conversions, percent_hint, unconverted, written_numbers
 from experts.backends import ChatMessage, ExpertBackend, GenerationRequest
 from experts.routing.aspects import named_deliverables, object_phrase
 from state.figures import Figure, TaskFigures
@@ -160,13 +161,8 @@ def compute_figures(
             notes.append(f"program {n + 1} added {cost} into {net}: not used")
             hint = units + prompts.FIGURES_COST_ADDED.format(cost=cost, net=net)
             partial.append(run)
-        elif (percent := percent_unscaled(run[0], task)) is not None:
-            notes.append(
-                f"program {n + 1} grew by {percent:g} where the task's {percent:g}% is {percent / 100:g}: not used"
-            )
-            partial.append(run)
-        elif (call := wrong_spread(run[0], task)) is not None:
-            notes.append(f"program {n + 1} took the other kind of standard deviation ({call[:60]}): not used")
+        elif (why := set_aside(run[0], task)) is not None:
+            notes.append(f"program {n + 1} {why}: not used")
             partial.append(run)
         elif skipped := unconverted(run[0], needed):
             c = skipped[0]

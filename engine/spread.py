@@ -75,8 +75,9 @@ def wrong_spread(program: str, task: str) -> str | None:
         tree = parse_module(program)
     except (SyntaxError, ValueError):
         return None
-    numpy = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    numpy = {name for name in numpy if name in ("np", "numpy")}
+    imported = [(a.name, a.asname or a.name) for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    numpy = {alias for name, alias in imported if name == "numpy"}
+    statistics = {alias for name, alias in imported if name == "statistics"}
     from_statistics = {
         a.asname or a.name: a.name
         for n in ast.walk(tree)
@@ -88,7 +89,7 @@ def wrong_spread(program: str, task: str) -> str | None:
             continue
         func, kind = node.func, None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            if func.value.id == "statistics" and func.attr in _STATISTICS:
+            if func.value.id in statistics and func.attr in _STATISTICS:
                 kind = _STATISTICS[func.attr]
             elif func.value.id in numpy and func.attr in _NUMPY and (ddof := _ddof(node)) is not None:
                 kind = "sample" if ddof == 1 else "population"

@@ -249,18 +249,27 @@ def calculate(
         return made(
             f"the program printed {output[-120:]!r} but used {c.given} with {c.named} unconverted", program, output
         )
-    if values and (percent := percent_unscaled(program, task)) is not None:
-        why = f"grew by {percent:g} where the task's {percent:g}% is {percent / 100:g}"
-        return made(f"the program printed {output[-120:]!r} but {why}", program, output, error=why)
-    if values and (call := wrong_spread(program, task)) is not None:
-        other = "population" if asked_spread(task) == "sample" else "sample"
-        why = f"took the {other}'s spread ({call[:60]})"
+    if values and (why := set_aside(program, task)) is not None:
         return made(f"the program printed {output[-120:]!r} but {why}", program, output, error=why)
     if values:
         return made(f"the program printed {output[-120:]!r}", program, output, values, lines=lines)
     if printed_values(output):
         return made(f"the program printed {output[-120:]!r}, only values the task states", program, output)
     return made(f"the program printed no single result ({output[-120:]!r})", program, output)
+
+
+def set_aside(program: str, task: str) -> str | None:
+    """Why a program that printed a value gives no check, or None.
+
+    It grew by a percentage's number (:func:`engine.units.percent_unscaled`) or took the other kind of spread than
+    the task names (:func:`engine.spread.wrong_spread`). A single slot's program and a plan's figures program alike.
+    """
+    if (percent := percent_unscaled(program, task)) is not None:
+        return f"grew by {percent:g} where the task's {percent:g}% is {percent / 100:g}"
+    if (call := wrong_spread(program, task)) is not None:
+        other = "population" if asked_spread(task) == "sample" else "sample"
+        return f"took the {other}'s spread ({call[:60]})"
+    return None
 
 
 OWN_PROGRAM = "the answer"

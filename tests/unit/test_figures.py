@@ -427,7 +427,7 @@ def test_programs_that_take_the_population_spread_where_the_sample_is_asked_conf
     population = "```python\nimport statistics\nx = [72, 68, 81, 77, 70]\nprint(f'sd: {statistics.pstdev(x):.4f}')\n```"
     figures = _computed(write_script, task, population, population)
     assert figures.figures == []
-    assert "program 1 took the other kind of standard deviation (statistics.pstdev(x)): not used" in figures.note
+    assert "program 1 took the population's spread (statistics.pstdev(x)): not used" in figures.note
     sample = population.replace("pstdev", "stdev")
     figures = _computed(write_script, task, sample, sample)
     assert [(f.name, f.value) for f in figures.figures] == [("sd", 5.3198)]

@@ -45,6 +45,8 @@ def test_the_programs_prompt_says_which_to_use() -> None:
         ("import numpy\nprint(numpy.var([1, 2, 3]))", "numpy.var([1, 2, 3])"),
         ("import statistics\nprint(statistics.pstdev([1, 2, 3]))", "statistics.pstdev([1, 2, 3])"),
         ("from statistics import pstdev as sd\nprint(sd([1, 2, 3]))", "sd([1, 2, 3])"),
+        ("import statistics as st\nprint(st.pstdev([1, 2, 3]))", "st.pstdev([1, 2, 3])"),
+        ("import numpy as n\nprint(n.std([1, 2, 3]))", "n.std([1, 2, 3])"),
         ("import numpy as np\nprint(np.std([1, 2, 3], ddof=1))", None),
         ("import statistics\nprint(statistics.stdev([1, 2, 3]))", None),
         ("import numpy as np\nd = 1\nprint(np.std([1, 2, 3], ddof=d))", None),  # not a constant: not judged
